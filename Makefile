@@ -1,0 +1,90 @@
+# latte: the two commands are `make speedtest` and `make test`.
+# Needs a Rust toolchain, gcc/g++, make and python3; cargo fetches the crates.
+
+CARGO    ?= cargo
+CC       ?= gcc
+CXX      ?= g++
+PYTHON   ?= python3
+REL      := target/release
+LIB_SO   := $(REL)/liblatte.so
+LIB_A    := $(REL)/liblatte.a
+B        := build
+
+# Libraries a Rust staticlib needs (cargo rustc -- --print native-static-libs).
+STATIC_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+RPATH    := -Wl,-rpath,$(CURDIR)/$(REL)
+
+CFLAGS_T   := -std=c99 -Wall -Wextra -Werror -pedantic -O2 -g -Iinclude -Itests/c -pthread
+CXXFLAGS_T := -std=c++17 -O2 -g -Wall -Wextra -Werror -Iinclude -Icpp_compat -Itests/c -pthread
+SAN        := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+TSAN       := -fsanitize=thread
+
+C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
+CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
+SRCS      := $(shell find src -name '*.rs') Cargo.toml build.rs cbindgen.toml
+
+.PHONY: all lib header check-header test rust-test c-test cpp-test speedtest clean tools
+
+all: lib
+
+tools:
+	@command -v $(CARGO) >/dev/null || { echo "make: cargo not found: install the Rust toolchain (rustup)"; exit 1; }
+	@command -v $(CC) >/dev/null || { echo "make: $(CC) not found"; exit 1; }
+	@command -v $(CXX) >/dev/null || { echo "make: $(CXX) not found"; exit 1; }
+	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) not found (used to validate JSON in tests)"; exit 1; }
+
+# Release libraries (cdylib + staticlib) and the `latte` command.
+lib: tools $(LIB_SO)
+
+$(LIB_SO) $(LIB_A): $(SRCS) include/latte.h
+	$(CARGO) build --release
+
+# Regenerate the committed C header from the Rust sources.
+header:
+	LATTE_HEADER=write $(CARGO) build --release
+
+# Fails when include/latte.h differs from what the sources generate, or when
+# latte_disable.h misses an entry point of latte.h.
+check-header: tools
+	LATTE_HEADER=check $(CARGO) build --release
+	@missing=0; for f in $$(grep -oE '^[a-z_0-9 *]*\blatte_[a-z_0-9]+\(' include/latte.h | grep -oE 'latte_[a-z_0-9]+\($$' | tr -d '('); do \
+	  grep -q "#define $$f(" include/latte_disable.h || { echo "latte_disable.h lacks $$f"; missing=1; }; done; \
+	  test $$missing = 0 && echo "header: latte.h is generated and latte_disable.h covers every entry point"
+
+test: check-header rust-test c-test cpp-test
+	@echo "make test: all suites passed"
+
+rust-test: tools
+	$(CARGO) test --release
+
+# Every C test program, built four ways: against liblatte.so, against
+# liblatte.a, with -DLATTE_DISABLE and no liblatte, and with ASan+UBSan.
+c-test: lib $(foreach t,$(C_TESTS),$(B)/c/$(t).so $(B)/c/$(t).static $(B)/c/$(t).disabled $(B)/c/$(t).asan)
+	@set -e; for t in $(C_TESTS); do for v in so static disabled asan; do \
+	  echo "== C $$t ($$v)"; ASAN_OPTIONS=detect_leaks=0 ./$(B)/c/$$t.$$v; done; done
+
+$(B)/c/%.so: tests/c/%.c tests/c/check.h include/*.h $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@ -L$(REL) -llatte $(RPATH)
+
+$(B)/c/%.static: tests/c/%.c tests/c/check.h include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+$(B)/c/%.disabled: tests/c/%.c tests/c/check.h include/*.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) -DLATTE_DISABLE $< -o $@
+
+$(B)/c/%.asan: tests/c/%.c tests/c/check.h include/*.h $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $(SAN) $< -o $@ -L$(REL) -llatte $(RPATH)
+
+cpp-test: lib
+	@echo "(no C++ tests yet)"
+
+speedtest: lib
+	@echo "(speedtest comes next)"
+
+clean:
+	$(CARGO) clean
+	rm -rf $(B)

@@ -1,0 +1,98 @@
+/*
+ * latte_disable.h: what latte.h provides when LATTE_DISABLE is defined
+ * before it is included. Hand-written (not generated); latte.h includes it
+ * from its trailer.
+ *
+ * Every entry point keeps its call syntax and compiles to a no-op that
+ * references no latte symbol, so the program links without liblatte.
+ * Recording, region and flush calls "succeed" doing nothing (0); output
+ * parameters are set to empty (counts 0, zeroed structs, empty strings);
+ * calls that would hand out an object (a reader) return
+ * LATTE_ERR_NOT_SUPPORTED and set it to NULL; string getters return "".
+ */
+#ifndef LATTE_DISABLE_H
+#define LATTE_DISABLE_H
+
+#include <string.h>
+
+/* Each helper takes the sizes of the ignored arguments, so that every
+ * argument is "used" without being evaluated. */
+static inline int latte__off_int(size_t ignored) { (void)ignored; return 0; }
+static inline uint32_t latte__off_u32(size_t ignored, uint32_t v) { (void)ignored; return v; }
+static inline uint64_t latte__off_u64(size_t ignored) { (void)ignored; return 0; }
+static inline double latte__off_f64(size_t ignored) { (void)ignored; return 0.0; }
+static inline char *latte__off_string(size_t ignored) { (void)ignored; return (char *)0; }
+static inline const char *latte__off_cstr(size_t ignored) { (void)ignored; return ""; }
+static inline struct latte_thread *latte__off_thread(void) { return (struct latte_thread *)0; }
+static inline void latte__off_void(size_t ignored) { (void)ignored; }
+static inline int latte__off_count(size_t ignored, size_t *out_n) {
+  (void)ignored;
+  if (out_n) *out_n = 0;
+  return 0;
+}
+static inline int latte__off_str(size_t ignored, char *buf, size_t len) {
+  (void)ignored;
+  if (buf && len) buf[0] = 0;
+  return 0;
+}
+static inline int latte__off_zero(size_t ignored, void *p, size_t n) {
+  (void)ignored;
+  if (p) memset(p, 0, n);
+  return 0;
+}
+static inline int latte__off_clean(size_t ignored, size_t *kept, size_t *outliers, double *cutoff, int *has) {
+  (void)ignored;
+  if (kept) *kept = 0;
+  if (outliers) *outliers = 0;
+  if (cutoff) *cutoff = 0;
+  if (has) *has = 0;
+  return 0;
+}
+static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
+  (void)ignored;
+  if (out) *out = 0;
+  return LATTE_ERR_NOT_SUPPORTED;
+}
+
+#define latte_start(id, mode) latte__off_void(sizeof(id) + sizeof(mode))
+#define latte_stop(id, mode) latte__off_u64(sizeof(id) + sizeof(mode))
+#define latte_pulse(site, id) latte__off_void(sizeof(site) + sizeof(id))
+#define latte_thread_current() latte__off_thread()
+#define latte_thread_record_slow(t, id, tsc, packed) latte__off_void(sizeof(t) + sizeof(id) + sizeof(tsc) + sizeof(packed))
+#define latte_thread_note_overflow(t) latte__off_void(sizeof(t))
+#define latte_thread_note_orphan(t) latte__off_void(sizeof(t))
+#define latte_thread_get_counters(out) latte__off_zero(0, (out), sizeof(struct latte_thread_counters))
+#define latte_get_counters(out) latte__off_zero(0, (out), sizeof(struct latte_counters))
+#define latte_intern_id(id) latte__off_u32(sizeof(id), LATTE_INVALID_ID)
+#define latte_id_name(token, buf, len) latte__off_str(sizeof(token), (buf), (len))
+#define latte_snapshot(id, out, cap, out_n) latte__off_count(sizeof(id) + sizeof(out) + sizeof(cap), (out_n))
+#define latte_report_string(unit, data) latte__off_string(sizeof(unit) + sizeof(data))
+#define latte_string_free(s) latte__off_void(sizeof(s))
+#define latte_trace_write(path) latte__off_int(sizeof(path))
+#define latte_format_time(ns, buf, len) latte__off_str(sizeof(ns), (buf), (len))
+#define latte_data_clean(v, n, ov, kept, outl, cut, has) latte__off_clean(sizeof(v) + sizeof(n) + sizeof(ov), (kept), (outl), (cut), (has))
+#define latte_calibrate() latte__off_int(0)
+#define latte_calibration_begin() latte__off_int(0)
+#define latte_calibration_end() latte__off_int(0)
+#define latte_calibration_iterations() latte__off_u32(0, 0)
+#define latte_calibration_id() latte__off_cstr(0)
+#define latte_calibration_overheads(out9, pulse) latte__off_int(sizeof(out9) + sizeof(pulse))
+#define latte_cycles_per_ns() latte__off_f64(0)
+#define latte_measure_cycles_per_ns(ms) latte__off_f64(sizeof(ms))
+#define latte_strerror(code) latte__off_cstr(sizeof(code))
+#define latte_init_shared_region(name) latte__off_int(sizeof(name))
+#define latte_init_shared_region_with(name, cfg) latte__off_int(sizeof(name) + sizeof(cfg))
+#define latte_flush_async(fd, unit) latte__off_int(sizeof(fd) + sizeof(unit))
+#define latte_poll_flush() latte__off_int(0)
+#define latte_reader_open(name, out) latte__off_reader(sizeof(name), (out))
+#define latte_reader_open_file(path, out) latte__off_reader(sizeof(path), (out))
+#define latte_reader_close(r) latte__off_void(sizeof(r))
+#define latte_reader_id_count(r) latte__off_u32(sizeof(r), 0)
+#define latte_reader_id_name(r, token, buf, len) latte__off_str(sizeof(r) + sizeof(token), (buf), (len))
+#define latte_reader_slots(r, out, cap, out_n) latte__off_count(sizeof(r) + sizeof(out) + sizeof(cap), (out_n))
+#define latte_reader_read(r, slot, cur, out, cap, out_n) latte__off_count(sizeof(r) + sizeof(slot) + sizeof(cur) + sizeof(out) + sizeof(cap), (out_n))
+#define latte_reader_counters(r, out) latte__off_zero(sizeof(r), (out), sizeof(struct latte_counters))
+#define latte_reader_info(r, out) latte__off_zero(sizeof(r), (out), sizeof(struct latte_region_info))
+#define latte_shm_unlink(name) latte__off_int(sizeof(name))
+
+#endif /* LATTE_DISABLE_H */

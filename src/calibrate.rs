@@ -1,0 +1,152 @@
+//! Calibration: cycles per ns, and the self-overhead of every (start mode,
+//! stop mode) pair and of a pulse, measured on the path callers use.
+//!
+//! The overhead of a pair is the median duration of an empty span recorded
+//! with that pair: exactly what the measurement adds to every span. The
+//! loops record under the reserved ID `latte.calibrate` (one ID table entry;
+//! never shown as a component). A caller that has its own inline path (the
+//! C++ veneer) runs the loops itself between `begin` and `end`, so the
+//! figures are those of its path; `run_native` runs them through Rust's.
+
+use crate::layout::*;
+use crate::reader::latte_cursor;
+use crate::recorder::{self, REGISTRY};
+use crate::region::{load_f64, store_f64};
+use core::ffi::{c_char, CStr};
+use core::sync::atomic::Ordering;
+
+/// The reserved ID calibration records under.
+pub(crate) const CALIBRATION_ID: &CStr = c"latte.calibrate";
+/// Empty spans per (start, stop) pair, and pulses.
+pub(crate) const CALIBRATION_ITERS: u32 = 5000;
+
+/// Whether a name is reserved for calibration (hidden from reports).
+pub fn is_calibration_name(name: &[u8]) -> bool {
+    name == CALIBRATION_ID.to_bytes()
+}
+
+/// The measured cycles per ns, measuring (120 ms) on first need.
+pub fn cycles_per_ns() -> f64 {
+    let region = match REGISTRY.lock().region() {
+        Ok(r) => r,
+        Err(_) => return crate::tsc::measure_cycles_per_ns(120),
+    };
+    let h = region.header();
+    let v = load_f64(&h.cycles_per_ns_bits);
+    if v > 0.0 {
+        return v;
+    }
+    let f = crate::tsc::measure_cycles_per_ns(120);
+    store_f64(&h.cycles_per_ns_bits, f);
+    f
+}
+
+/// Starts calibration: true when the caller must now run the loops and
+/// call `end`; false when calibration is done (if another thread is running
+/// it, waits for it first) or cannot run.
+pub fn begin() -> bool {
+    let region = match REGISTRY.lock().region() {
+        Ok(r) => r,
+        Err(_) => return false,
+    };
+    let st = &region.header().calibration_state;
+    loop {
+        // AcqRel on success: we own the run; Acquire on failure: if done,
+        // the published figures are visible.
+        match st.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return true,
+            Err(2) => return false,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+        }
+    }
+}
+
+/// Ends calibration started by `begin` on this thread: computes the medians
+/// of the calibration samples this thread recorded and publishes them.
+/// Returns 0, or an error code (then the overheads stay 0).
+pub fn end() -> i32 {
+    let region = match recorder::region_if_any() {
+        Some(r) => r,
+        None => return -libc::EINVAL,
+    };
+    let h = region.header();
+    cycles_per_ns();
+    let rc = compute();
+    let rc = match rc {
+        Ok(o) => {
+            for (k, v) in o.iter().enumerate().take(9) {
+                store_f64(&h.overhead_bits[k], *v);
+            }
+            store_f64(&h.pulse_overhead_bits, o[9]);
+            0
+        }
+        Err(e) => e,
+    };
+    // Release: the figures above are visible to whoever sees "done".
+    h.calibration_state.store(2, Ordering::Release);
+    rc
+}
+
+fn compute() -> Result<[f64; 10], i32> {
+    let t = recorder::current_if_any();
+    if t.is_null() {
+        return Err(-libc::EINVAL);
+    }
+    // SAFETY: the calling thread's own state.
+    let tok = unsafe { recorder::intern_id(CALIBRATION_ID.as_ptr()) };
+    if tok == LATTE_INVALID_ID {
+        return Err(-libc::ENOSPC);
+    }
+    // SAFETY: own state, read on its own thread.
+    let slot = unsafe { (*t).slots_by_token[tok as usize] };
+    let view = crate::reader::own_view().ok_or(-libc::EINVAL)?;
+    if slot.is_null() {
+        return Err(-libc::ENOSPC);
+    }
+    let idx = ((slot as usize - view.base() as usize) as u64 - view.geo.slots_offset) / view.geo.slot_stride;
+    let mut cur = latte_cursor::default();
+    let mut raw = Vec::new();
+    view.read_slot(idx as u32, &mut cur, &mut raw, true)?;
+    let mut by_pair: [Vec<f64>; 10] = Default::default();
+    for r in &raw {
+        let s = r.decode();
+        by_pair[s.pair_index()].push(s.duration as f64);
+    }
+    let mut out = [0.0; 10];
+    for (k, v) in by_pair.iter_mut().enumerate() {
+        v.sort_by(|a, b| a.total_cmp(b));
+        out[k] = crate::stats::median(v);
+    }
+    Ok(out)
+}
+
+/// Calibrates through Rust's own recording path (the C ABI's `latte_start`/`latte_stop`).
+pub fn run_native() -> i32 {
+    if !begin() {
+        return 0;
+    }
+    let t = recorder::current();
+    if !t.is_null() {
+        // SAFETY: the calling thread's own state.
+        let t = unsafe { &mut *t };
+        let id: *const c_char = CALIBRATION_ID.as_ptr();
+        for s in 0..3 {
+            for e in 0..3 {
+                for _ in 0..CALIBRATION_ITERS {
+                    recorder::start(t, id, s);
+                    recorder::stop(t, e);
+                }
+            }
+        }
+        let mut site = latte_pulse_site { last_tsc: 0 };
+        for _ in 0..=CALIBRATION_ITERS {
+            recorder::pulse(t, &mut site, id);
+        }
+    }
+    end()
+}
+
+/// The calibration of the own region (zeros until calibrated).
+pub fn current() -> crate::reader::Calibration {
+    crate::reader::own_view().map(|v| v.calibration()).unwrap_or_default()
+}

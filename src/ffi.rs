@@ -1,0 +1,664 @@
+//! The C ABI: a thin, safe boundary over the Rust core. Every function runs
+//! inside a panic boundary (a panic becomes an error code or a default,
+//! never an unwind into C), checks its pointers, and puts outputs last.
+//! Errors are 0 or a negative code; `latte_strerror` describes them.
+
+use crate::error::*;
+use crate::layout::*;
+use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, Mapping, View};
+use crate::recorder::{self, latte_counters, latte_thread_counters};
+use crate::region::latte_region_config;
+use core::ffi::{c_char, c_int, CStr};
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+#[inline(always)]
+fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
+}
+
+fn code(r: Result<(), i32>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e,
+    }
+}
+
+/// Copies `src` into a caller buffer of `cap` elements. Sets `*out_n` to
+/// the full count; -ERANGE when it does not fit (nothing is copied then).
+///
+/// # Safety
+/// `out` is NULL or writable for `cap` elements; `out_n` is NULL or writable.
+unsafe fn fill<T: Copy>(src: &[T], out: *mut T, cap: usize, out_n: *mut usize) -> c_int {
+    if !out_n.is_null() {
+        // SAFETY: checked non-null; the caller guarantees it is writable.
+        unsafe { *out_n = src.len() };
+    }
+    if src.len() > cap || (out.is_null() && !src.is_empty()) {
+        return -libc::ERANGE;
+    }
+    if !src.is_empty() {
+        // SAFETY: out is writable for cap >= src.len() elements.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), out, src.len()) };
+    }
+    0
+}
+
+/// Copies a string into a caller buffer, NUL-terminated; returns the string's
+/// length (without NUL). Truncates when `len` is too small.
+///
+/// # Safety
+/// `buf` is NULL or writable for `len` bytes.
+unsafe fn fill_str(s: &[u8], buf: *mut c_char, len: usize) -> c_int {
+    if !buf.is_null() && len > 0 {
+        let n = s.len().min(len - 1);
+        // SAFETY: buf is writable for len > n bytes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(s.as_ptr(), buf as *mut u8, n);
+            *buf.add(n) = 0;
+        }
+    }
+    s.len().min(c_int::MAX as usize) as c_int
+}
+
+// ------------------------------------------------------------ recording ----
+
+/// Opens a span on the calling thread's stack under `id` (interned by
+/// content; NULL records as `<null-id>`). Beyond 64 open spans the call is
+/// ignored and counted.
+#[no_mangle]
+pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
+    guard((), || {
+        let t = recorder::current();
+        if !t.is_null() {
+            // SAFETY: the calling thread's own state.
+            recorder::start(unsafe { &mut *t }, id, mode)
+        }
+    })
+}
+
+/// Closes the innermost open span of the calling thread, whatever `id` is
+/// (it may be NULL), records it, and returns its duration in cycles; 0 when
+/// nothing was open (ignored and counted).
+#[no_mangle]
+pub extern "C" fn latte_stop(id: *const c_char, mode: latte_mode) -> u64 {
+    let _ = id;
+    guard(0, || {
+        let now = crate::tsc::read_stop(mode);
+        let t = recorder::current();
+        if t.is_null() {
+            return 0;
+        }
+        // SAFETY: the calling thread's own state.
+        recorder::stop_at(unsafe { &mut *t }, mode, now)
+    })
+}
+
+/// A pulse from the call site whose state is `site` (one per call site and
+/// thread, zero-initialised): records the cycles since that site's previous
+/// pulse; the first call only primes it.
+#[no_mangle]
+pub extern "C" fn latte_pulse(site: *mut latte_pulse_site, id: *const c_char) {
+    guard((), || {
+        let t = recorder::current();
+        if t.is_null() || site.is_null() {
+            return;
+        }
+        // SAFETY: own state; site checked non-null and owned by the caller's thread.
+        recorder::pulse(unsafe { &mut *t }, unsafe { &mut *site }, id)
+    })
+}
+
+/// The calling thread's recorder state, for the inline fast path of
+/// `latte_inline.h`; NULL while the thread is being torn down.
+#[no_mangle]
+pub extern "C" fn latte_thread_current() -> *mut latte_thread {
+    guard(core::ptr::null_mut(), recorder::current)
+}
+
+/// Slow path of the inline Stop and pulse: a cache miss. Records the sample
+/// (interning the ID and allocating the slot as needed) and fills the cache.
+#[no_mangle]
+pub extern "C" fn latte_thread_record_slow(t: *mut latte_thread, id: *const c_char, start_tsc: u64, packed: u64) {
+    guard((), || {
+        if t.is_null() || t != recorder::current_if_any() {
+            return;
+        }
+        // SAFETY: checked to be the calling thread's own state.
+        recorder::record_slow(unsafe { &mut *t }, id, start_tsc, packed)
+    })
+}
+
+/// Slow path of the inline Start: 64 spans are open; counts the ignored Start.
+#[no_mangle]
+pub extern "C" fn latte_thread_note_overflow(t: *mut latte_thread) {
+    guard((), || {
+        if !t.is_null() && t == recorder::current_if_any() {
+            // SAFETY: checked to be the calling thread's own state.
+            recorder::note_overflow(unsafe { &mut *t })
+        }
+    })
+}
+
+/// Slow path of the inline Stop: nothing is open; counts the ignored Stop.
+#[no_mangle]
+pub extern "C" fn latte_thread_note_orphan(t: *mut latte_thread) {
+    guard((), || {
+        if !t.is_null() && t == recorder::current_if_any() {
+            // SAFETY: checked to be the calling thread's own state.
+            recorder::note_orphan(unsafe { &mut *t })
+        }
+    })
+}
+
+/// The calling thread's counters. -EINVAL on NULL.
+#[no_mangle]
+pub extern "C" fn latte_thread_get_counters(out: *mut latte_thread_counters) -> c_int {
+    guard(-libc::EIO, || {
+        if out.is_null() {
+            return -libc::EINVAL;
+        }
+        let t = recorder::current_if_any();
+        let c = if t.is_null() {
+            latte_thread_counters::default()
+        } else {
+            // SAFETY: own state, read on its own thread.
+            let t = unsafe { &*t };
+            latte_thread_counters { thread_idx: t.thread_idx, depth: t.depth, overflow_starts: t.overflow_starts, orphan_stops: t.orphan_stops, dropped: t.dropped }
+        };
+        // SAFETY: checked non-null; the caller guarantees it is writable.
+        unsafe { *out = c };
+        0
+    })
+}
+
+/// Process-wide counters of this process's region. -EINVAL on NULL.
+#[no_mangle]
+pub extern "C" fn latte_get_counters(out: *mut latte_counters) -> c_int {
+    guard(-libc::EIO, || {
+        if out.is_null() {
+            return -libc::EINVAL;
+        }
+        let c = recorder::region_if_any().map(|r| recorder::counters_of(r.header())).unwrap_or_default();
+        // SAFETY: checked non-null.
+        unsafe { *out = c };
+        0
+    })
+}
+
+/// Interns `id` by content and returns its stable token; LATTE_INVALID_ID
+/// when the table is full (NULL interns `<null-id>`).
+#[no_mangle]
+pub extern "C" fn latte_intern_id(id: *const c_char) -> u32 {
+    // SAFETY: the API takes NULL or a NUL-terminated string.
+    guard(LATTE_INVALID_ID, || unsafe { recorder::intern_id(id) })
+}
+
+/// Writes the name of `token` into `buf` (NUL-terminated, truncated to
+/// `len`); returns the name's length, or a negative code for an unknown token.
+#[no_mangle]
+pub extern "C" fn latte_id_name(token: u32, buf: *mut c_char, len: usize) -> c_int {
+    guard(-libc::EIO, || {
+        let v = match crate::reader::own_view() {
+            Some(v) => v,
+            None => return -libc::ENOENT,
+        };
+        match v.id_name(token) {
+            // SAFETY: the caller gives a buffer of len bytes (or NULL).
+            Ok(n) => unsafe { fill_str(crate::intern::name_bytes(&n), buf, len) },
+            Err(_) => -libc::ENOENT,
+        }
+    })
+}
+
+// ----------------------------------------------------------- extraction ----
+
+fn token_in(view: &View, id: *const c_char) -> Option<u32> {
+    // SAFETY: NULL or a NUL-terminated string (API contract).
+    let name = unsafe { crate::intern::normalize(id) };
+    view.ids().ok()?.into_iter().find(|i| i.name == name).map(|i| i.token)
+}
+
+/// The durations (cycles) recorded under `id` on every thread: at most a
+/// ring's capacity per thread, the newest. Writes them to `out` (capacity
+/// `cap`) and their count to `*out_n`; -ERANGE (and the needed count) when
+/// they do not fit. An unknown ID gives 0 samples.
+#[no_mangle]
+pub extern "C" fn latte_snapshot(id: *const c_char, out: *mut u64, cap: usize, out_n: *mut usize) -> c_int {
+    guard(-libc::EIO, || {
+        let durations: Vec<u64> = match crate::reader::own_view().and_then(|v| token_in(&v, id).map(|t| (v, t))) {
+            None => Vec::new(),
+            Some((v, t)) => match crate::reader::collect(&v, Some(t)) {
+                Ok(slots) => slots.iter().flat_map(|(_, raw)| raw.iter().map(|r| r.decode().duration)).collect(),
+                Err(e) => return e,
+            },
+        };
+        // SAFETY: the caller gives a buffer of cap elements (or NULL) and a writable out_n (or NULL).
+        unsafe { fill(&durations, out, cap, out_n) }
+    })
+}
+
+/// The report table as a NUL-terminated string (free it with
+/// `latte_string_free`); NULL on error. Calibrates first when `unit` is
+/// TIME or `data` is CALIBRATED.
+#[no_mangle]
+pub extern "C" fn latte_report_string(unit: latte_unit, data: latte_data) -> *mut c_char {
+    guard(core::ptr::null_mut(), || match crate::report::own_report(unit, data) {
+        Ok(s) => std::ffi::CString::new(s).map(|c| c.into_raw()).unwrap_or(core::ptr::null_mut()),
+        Err(_) => core::ptr::null_mut(),
+    })
+}
+
+/// Frees a string returned by latte. NULL is ignored.
+#[no_mangle]
+pub extern "C" fn latte_string_free(s: *mut c_char) {
+    guard((), || {
+        if !s.is_null() {
+            // SAFETY: s came from CString::into_raw in this library.
+            drop(unsafe { std::ffi::CString::from_raw(s) });
+        }
+    })
+}
+
+/// Writes every kept sample of every thread as a Chrome trace JSON array to
+/// `path`. Nothing is written when the path cannot be opened.
+#[no_mangle]
+pub extern "C" fn latte_trace_write(path: *const c_char) -> c_int {
+    guard(-libc::EIO, || {
+        if path.is_null() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: checked non-null; a NUL-terminated string by contract.
+        let p = unsafe { CStr::from_ptr(path) };
+        use std::os::unix::ffi::OsStrExt;
+        let p = std::path::Path::new(std::ffi::OsStr::from_bytes(p.to_bytes()));
+        let cpn = crate::calibrate::cycles_per_ns();
+        match crate::reader::own_view() {
+            Some(v) => code(crate::trace::write_file(p, &v, cpn)),
+            None => code(std::fs::write(p, "[\n]\n").map_err(|e| -e.raw_os_error().unwrap_or(libc::EIO))),
+        }
+    })
+}
+
+/// Formats nanoseconds the way reports do ("1.88 us"); writes at most `len`
+/// bytes with a NUL; returns the full length.
+#[no_mangle]
+pub extern "C" fn latte_format_time(ns: f64, buf: *mut c_char, len: usize) -> c_int {
+    // SAFETY: the caller gives a buffer of len bytes (or NULL).
+    guard(-libc::EIO, || unsafe { fill_str(crate::report::format_time(ns).as_bytes(), buf, len) })
+}
+
+/// The outlier rule of reports on `n` values: writes the kept values sorted
+/// into `out_values` (room for `n`), their count, the outlier count, and the
+/// cutoff (`*out_has_cutoff` = 0 when there is none). NULL outputs are skipped.
+#[no_mangle]
+pub extern "C" fn latte_data_clean(
+    values: *const f64,
+    n: usize,
+    out_values: *mut f64,
+    out_kept: *mut usize,
+    out_outliers: *mut usize,
+    out_cutoff: *mut f64,
+    out_has_cutoff: *mut c_int,
+) -> c_int {
+    guard(-libc::EIO, || {
+        if values.is_null() && n > 0 {
+            return -libc::EINVAL;
+        }
+        let input = if n == 0 {
+            &[][..]
+        } else {
+            // SAFETY: values is readable for n elements by contract.
+            unsafe { core::slice::from_raw_parts(values, n) }
+        };
+        let c = crate::stats::data_clean(input);
+        // SAFETY: every output is NULL or writable (out_values for n >= kept elements).
+        unsafe {
+            if !out_values.is_null() {
+                core::ptr::copy_nonoverlapping(c.values.as_ptr(), out_values, c.values.len());
+            }
+            if !out_kept.is_null() {
+                *out_kept = c.values.len();
+            }
+            if !out_outliers.is_null() {
+                *out_outliers = c.outliers;
+            }
+            if !out_cutoff.is_null() {
+                *out_cutoff = c.cutoff.unwrap_or(0.0);
+            }
+            if !out_has_cutoff.is_null() {
+                *out_has_cutoff = c.cutoff.is_some() as c_int;
+            }
+        }
+        0
+    })
+}
+
+// ---------------------------------------------------------- calibration ----
+
+/// Runs calibration once through the C ABI's own path (later calls return
+/// at once). Returns 0 or a negative code.
+#[no_mangle]
+pub extern "C" fn latte_calibrate() -> c_int {
+    guard(-libc::EIO, crate::calibrate::run_native)
+}
+
+/// For callers with their own inline path: 1 when the caller must now run
+/// the calibration loops (empty spans under `latte.calibrate` for each of
+/// the 9 mode pairs, then pulses) and call `latte_calibration_end`; 0 when
+/// calibration is done (waits while another thread runs it).
+#[no_mangle]
+pub extern "C" fn latte_calibration_begin() -> c_int {
+    guard(0, || crate::calibrate::begin() as c_int)
+}
+
+/// Ends a calibration begun on this thread: publishes the medians.
+#[no_mangle]
+pub extern "C" fn latte_calibration_end() -> c_int {
+    guard(-libc::EIO, crate::calibrate::end)
+}
+
+/// Iterations per mode pair the calibration loops run.
+#[no_mangle]
+pub extern "C" fn latte_calibration_iterations() -> u32 {
+    crate::calibrate::CALIBRATION_ITERS
+}
+
+/// The ID calibration records under.
+#[no_mangle]
+pub extern "C" fn latte_calibration_id() -> *const c_char {
+    crate::calibrate::CALIBRATION_ID.as_ptr()
+}
+
+/// The calibrated overheads in cycles: `out9` gets [start][stop] for the 9
+/// mode pairs, `out_pulse` the pulse. Zeros before calibration.
+#[no_mangle]
+pub extern "C" fn latte_calibration_overheads(out9: *mut f64, out_pulse: *mut f64) -> c_int {
+    guard(-libc::EIO, || {
+        let c = crate::calibrate::current();
+        // SAFETY: outputs are NULL or writable (out9 for 9 elements).
+        unsafe {
+            if !out9.is_null() {
+                core::ptr::copy_nonoverlapping(c.overhead.as_ptr(), out9, 9);
+            }
+            if !out_pulse.is_null() {
+                *out_pulse = c.overhead[9];
+            }
+        }
+        0
+    })
+}
+
+/// TSC cycles per ns, measured once (about 120 ms) and then cached.
+#[no_mangle]
+pub extern "C" fn latte_cycles_per_ns() -> f64 {
+    guard(0.0, crate::calibrate::cycles_per_ns)
+}
+
+/// Measures TSC cycles per ns anew over `window_ms` milliseconds against
+/// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with 120).
+#[no_mangle]
+pub extern "C" fn latte_measure_cycles_per_ns(window_ms: u32) -> f64 {
+    guard(0.0, || crate::tsc::measure_cycles_per_ns(window_ms as u64))
+}
+
+/// Describes an error code (a static string; never NULL).
+#[no_mangle]
+pub extern "C" fn latte_strerror(code: c_int) -> *const c_char {
+    describe(code).as_ptr()
+}
+
+// ----------------------------------------------------------- the region ----
+
+/// Moves recording into a new POSIX shared-memory object `shm_name` (one
+/// leading '/', no other) with the default capacities (128 slots of 65,536
+/// samples, 256 IDs, mode 0600). Must precede the first recording: -EBUSY
+/// after it, -EALREADY when a shared region is installed, -EEXIST when the
+/// name is taken, -ENOSPC when /dev/shm cannot hold it.
+#[no_mangle]
+pub extern "C" fn latte_init_shared_region(shm_name: *const c_char) -> c_int {
+    latte_init_shared_region_with(shm_name, core::ptr::null())
+}
+
+/// `latte_init_shared_region` with capacities and permissions (NULL or
+/// zero fields take the defaults).
+#[no_mangle]
+pub extern "C" fn latte_init_shared_region_with(shm_name: *const c_char, config: *const latte_region_config) -> c_int {
+    guard(-libc::EIO, || {
+        if shm_name.is_null() {
+            return -libc::EINVAL;
+        }
+        let cfg = if config.is_null() {
+            latte_region_config { slot_capacity: 0, samples_per_slot: 0, id_capacity: 0, mode: 0, replace_stale: 0 }
+        } else {
+            // SAFETY: checked non-null; a valid config by contract.
+            unsafe { *config }
+        };
+        // SAFETY: checked non-null; NUL-terminated by contract.
+        let name = unsafe { CStr::from_ptr(shm_name) }.to_bytes();
+        code(recorder::install_shared(name, &cfg))
+    })
+}
+
+/// Starts writing the region to `fd` asynchronously (io_uring).
+#[no_mangle]
+pub extern "C" fn latte_flush_async(fd: c_int, unit: latte_unit) -> c_int {
+    guard(-libc::EIO, || crate::flush::flush_async(fd, unit))
+}
+
+/// Progress of the flush: LATTE_FLUSH_IDLE (0), a negative code, or the
+/// bytes written once done.
+#[no_mangle]
+pub extern "C" fn latte_poll_flush() -> c_int {
+    guard(-libc::EIO, crate::flush::poll)
+}
+
+// ------------------------------------------------------------ the reader ----
+
+/// A read-only view of a region opened by name or a flushed file.
+#[allow(non_camel_case_types)]
+pub struct latte_reader {
+    map: Mapping,
+}
+
+fn open_reader(r: Result<Mapping, i32>, out: *mut *mut latte_reader) -> c_int {
+    match r {
+        Ok(map) => {
+            // SAFETY: out was checked non-null by the caller.
+            unsafe { *out = Box::into_raw(Box::new(latte_reader { map })) };
+            0
+        }
+        Err(e) => e,
+    }
+}
+
+/// Opens the shared region `shm_name` read-only, validates it, and stores a
+/// reader in `*out`. Errors: -ENOENT, -EACCES, LATTE_ERR_NOT_LATTE,
+/// LATTE_ERR_VERSION, LATTE_ERR_TRUNCATED, LATTE_ERR_CORRUPT, -EINVAL.
+#[no_mangle]
+pub extern "C" fn latte_reader_open(shm_name: *const c_char, out: *mut *mut latte_reader) -> c_int {
+    guard(-libc::EIO, || {
+        if shm_name.is_null() || out.is_null() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: checked non-null; NUL-terminated by contract.
+        let n = unsafe { CStr::from_ptr(shm_name) }.to_bytes();
+        open_reader(Mapping::open_shm(n), out)
+    })
+}
+
+/// Opens a flushed image (a file) read-only, like `latte_reader_open`.
+#[no_mangle]
+pub extern "C" fn latte_reader_open_file(path: *const c_char, out: *mut *mut latte_reader) -> c_int {
+    guard(-libc::EIO, || {
+        if path.is_null() || out.is_null() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: checked non-null; NUL-terminated by contract.
+        let p = unsafe { CStr::from_ptr(path) };
+        use std::os::unix::ffi::OsStrExt;
+        open_reader(Mapping::open_file(std::path::Path::new(std::ffi::OsStr::from_bytes(p.to_bytes()))), out)
+    })
+}
+
+/// Closes a reader (NULL is ignored).
+#[no_mangle]
+pub extern "C" fn latte_reader_close(r: *mut latte_reader) {
+    guard((), || {
+        if !r.is_null() {
+            // SAFETY: r came from Box::into_raw in latte_reader_open*.
+            drop(unsafe { Box::from_raw(r) });
+        }
+    })
+}
+
+fn with_reader<R>(r: *const latte_reader, fallback: R, f: impl FnOnce(&View) -> R) -> R {
+    if r.is_null() {
+        return fallback;
+    }
+    // SAFETY: a reader from latte_reader_open*, not yet closed (contract).
+    f(&unsafe { &*r }.map.view)
+}
+
+/// Number of published IDs (tokens are 0 .. count-1); 0 for NULL.
+#[no_mangle]
+pub extern "C" fn latte_reader_id_count(r: *const latte_reader) -> u32 {
+    guard(0, || with_reader(r, 0, |v| v.ids_used()))
+}
+
+/// Writes the name of `token` into `buf`; returns its length or a negative code.
+#[no_mangle]
+pub extern "C" fn latte_reader_id_name(r: *const latte_reader, token: u32, buf: *mut c_char, len: usize) -> c_int {
+    guard(-libc::EIO, || {
+        with_reader(r, -libc::EINVAL, |v| match v.id_name(token) {
+            // SAFETY: the caller gives a buffer of len bytes (or NULL).
+            Ok(n) => unsafe { fill_str(crate::intern::name_bytes(&n), buf, len) },
+            Err(e) => e,
+        })
+    })
+}
+
+/// Lists the assigned slots into `out` (capacity `cap`), the count in
+/// `*out_n`; -ERANGE when they do not fit.
+#[no_mangle]
+pub extern "C" fn latte_reader_slots(r: *const latte_reader, out: *mut latte_slot_info, cap: usize, out_n: *mut usize) -> c_int {
+    guard(-libc::EIO, || {
+        with_reader(r, -libc::EINVAL, |v| match v.slots() {
+            // SAFETY: the caller gives a buffer of cap elements (or NULL).
+            Ok(s) => unsafe { fill(&s, out, cap, out_n) },
+            Err(e) => e,
+        })
+    })
+}
+
+/// Reads up to `cap` samples of slot `slot` newer than `*cursor` (start
+/// with a zeroed cursor) into `out`, oldest first; `*out_n` gets the count.
+/// The cursor advances and counts what was lost (overwritten before it
+/// could be read). Never returns a torn or stale sample.
+#[no_mangle]
+pub extern "C" fn latte_reader_read(
+    r: *const latte_reader,
+    slot: u32,
+    cursor: *mut latte_cursor,
+    out: *mut latte_raw_sample,
+    cap: usize,
+    out_n: *mut usize,
+) -> c_int {
+    guard(-libc::EIO, || {
+        if cursor.is_null() || (out.is_null() && cap > 0) {
+            return -libc::EINVAL;
+        }
+        with_reader(r, -libc::EINVAL, |v| {
+            let flushed = v.flags & LATTE_REGION_FLUSHED != 0;
+            let mut buf = Vec::new();
+            // SAFETY: cursor checked non-null, owned by the caller.
+            match v.read_slot_max(slot, unsafe { &mut *cursor }, &mut buf, flushed, cap) {
+                // SAFETY: out has room for cap >= buf.len() samples.
+                Ok(_) => unsafe { fill(&buf, out, cap, out_n) },
+                Err(e) => e,
+            }
+        })
+    })
+}
+
+/// The producer's process-wide counters.
+#[no_mangle]
+pub extern "C" fn latte_reader_counters(r: *const latte_reader, out: *mut latte_counters) -> c_int {
+    guard(-libc::EIO, || {
+        if out.is_null() {
+            return -libc::EINVAL;
+        }
+        with_reader(r, -libc::EINVAL, |v| {
+            // SAFETY: checked non-null.
+            unsafe { *out = v.counters() };
+            0
+        })
+    })
+}
+
+/// What a region's header describes (geometry, producer, anchors, calibration).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+#[allow(non_camel_case_types)]
+pub struct latte_region_info {
+    pub producer_pid: u32,
+    pub flags: u32,
+    pub id_capacity: u32,
+    pub slot_capacity: u32,
+    pub samples_per_slot: u32,
+    pub display_unit: u32,
+    pub total_size: u64,
+    pub anchor_tsc: u64,
+    pub anchor_realtime_ns: u64,
+    /// 0 until measured.
+    pub cycles_per_ns: f64,
+    /// 1 once calibrated.
+    pub calibrated: u32,
+    pub _pad: u32,
+    /// Overhead in cycles per [start mode][stop mode], then the pulse.
+    pub overhead: [f64; 10],
+}
+
+/// Describes the region.
+#[no_mangle]
+pub extern "C" fn latte_reader_info(r: *const latte_reader, out: *mut latte_region_info) -> c_int {
+    guard(-libc::EIO, || {
+        if out.is_null() {
+            return -libc::EINVAL;
+        }
+        with_reader(r, -libc::EINVAL, |v| {
+            let c = v.calibration();
+            let i = latte_region_info {
+                producer_pid: v.producer_pid,
+                flags: v.flags,
+                id_capacity: v.geo.id_capacity,
+                slot_capacity: v.geo.slot_capacity,
+                samples_per_slot: v.geo.samples_per_slot,
+                display_unit: v.display_unit(),
+                total_size: v.geo.total_size,
+                anchor_tsc: v.anchor_tsc,
+                anchor_realtime_ns: v.anchor_realtime_ns,
+                cycles_per_ns: c.cycles_per_ns,
+                calibrated: c.calibrated as u32,
+                _pad: 0,
+                overhead: c.overhead,
+            };
+            // SAFETY: checked non-null.
+            unsafe { *out = i };
+            0
+        })
+    })
+}
+
+/// Removes the shared-memory object `shm_name` (readers that have it open
+/// keep their mapping).
+#[no_mangle]
+pub extern "C" fn latte_shm_unlink(shm_name: *const c_char) -> c_int {
+    guard(-libc::EIO, || {
+        if shm_name.is_null() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: checked non-null; NUL-terminated by contract.
+        code(crate::reader::unlink_shm(unsafe { CStr::from_ptr(shm_name) }.to_bytes()))
+    })
+}

@@ -1,0 +1,409 @@
+//! The memory layout contract: every `#[repr(C)]` type that is shared between
+//! the recording threads, the in-process reader, out-of-process readers (C or
+//! Rust) and the inline fast path of `include/latte_inline.h`.
+//!
+//! A region is one contiguous mapping:
+//!
+//! ```text
+//! offset 0              latte_region_header   (LATTE_HEADER_SIZE bytes)
+//! id_table_offset       latte_id_entry[id_capacity]      token -> name
+//! slots_offset          slot 0, slot 1, ... slot_capacity-1, each slot_stride bytes:
+//!                         latte_slot_header   (128 bytes: write_idx alone on line 0,
+//!                                              metadata on line 1)
+//!                         latte_sample[samples_per_slot]  (16 bytes each)
+//! ```
+//!
+//! Fields that change while readers may look are atomics (emitted as plain
+//! integers in C; C code must access them with `__atomic` builtins). Every
+//! other header field is written once before the region is published.
+
+use core::ffi::c_char;
+use core::sync::atomic::{AtomicU32, AtomicU64};
+
+/// Magic bytes at offset 0 of every region and flushed image.
+pub const LATTE_MAGIC: [u8; 8] = *b"LATTEREG";
+/// Layout version; a reader refuses any other.
+pub const LATTE_LAYOUT_VERSION: u32 = 1;
+/// Size of the region header in bytes.
+pub const LATTE_HEADER_SIZE: u32 = 512;
+/// Size of a slot header in bytes (two cache lines).
+pub const LATTE_SLOT_HEADER_SIZE: u32 = 128;
+/// Size of one sample in bytes.
+pub const LATTE_SAMPLE_SIZE: u32 = 16;
+/// Open spans per thread; a Start beyond this is ignored and counted.
+pub const LATTE_MAX_DEPTH: u32 = 64;
+/// Distinct IDs per process (the ID table's capacity).
+pub const LATTE_MAX_IDS: u32 = 256;
+/// Bytes per ID table entry: up to 31 bytes of name and a NUL.
+pub const LATTE_ID_NAME_SIZE: u32 = 32;
+/// Samples kept per (thread, ID) ring by default (a power of two).
+pub const LATTE_DEFAULT_SAMPLES: u32 = 65536;
+/// Slot capacity of the default, process-private region.
+pub const LATTE_DEFAULT_PRIVATE_SLOTS: u32 = 4096;
+/// Entries of the per-thread pointer-keyed ID cache (a power of two).
+pub const LATTE_CACHE_SIZE: u32 = 128;
+/// Token returned when an ID cannot be interned.
+pub const LATTE_INVALID_ID: u32 = 0xFFFF_FFFF;
+/// Largest duration a sample can hold (48 bits of cycles); longer spans saturate.
+pub const LATTE_MAX_DURATION: u64 = (1u64 << 48) - 1;
+
+/// Timer mode of a Start or a Stop. Any value other than MID and HARD behaves,
+/// and is recorded, as FAST.
+#[allow(non_camel_case_types)]
+pub type latte_mode = u32;
+/// `rdtsc`.
+pub const LATTE_MODE_FAST: latte_mode = 0;
+/// `rdtscp`.
+pub const LATTE_MODE_MID: latte_mode = 1;
+/// `lfence; rdtscp` at start, `rdtscp; lfence` at stop.
+pub const LATTE_MODE_HARD: latte_mode = 2;
+/// Mode code stored for both halves of a pulse sample.
+pub const LATTE_MODE_PULSE: latte_mode = 3;
+
+/// Display unit of a report or a flush.
+#[allow(non_camel_case_types)]
+pub type latte_unit = u32;
+/// Cycles.
+pub const LATTE_UNIT_CYCLE: latte_unit = 0;
+/// Nanoseconds (via the measured cycles per ns).
+pub const LATTE_UNIT_TIME: latte_unit = 1;
+
+/// Whether a report subtracts the calibrated overhead.
+#[allow(non_camel_case_types)]
+pub type latte_data = u32;
+/// Samples as recorded.
+pub const LATTE_DATA_RAW: latte_data = 0;
+/// Samples minus the measured overhead of their (start, stop) mode pair.
+pub const LATTE_DATA_CALIBRATED: latte_data = 1;
+
+/// Region flag: the region lives in a POSIX shared-memory object.
+pub const LATTE_REGION_SHARED: u32 = 1;
+/// Region flag: this is a flushed image on disk, not a live region.
+pub const LATTE_REGION_FLUSHED: u32 = 2;
+
+/// Slot state: owned by a live thread.
+pub const LATTE_SLOT_LIVE: u32 = 1;
+/// Slot state: its thread has exited; every sample in it is final.
+pub const LATTE_SLOT_CLOSED: u32 = 2;
+
+/// One recorded span: 16 bytes.
+///
+/// `packed` holds, from bit 0: the duration in cycles (48 bits, saturating),
+/// the depth (6 bits: spans still open around it, outermost 0), the start
+/// mode (2 bits) and the stop mode (2 bits). Pulses store mode 3 in both.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct latte_sample {
+    /// TSC at the start of the span.
+    pub start_tsc: AtomicU64,
+    /// Duration, depth and mode pair, see `latte_sample_pack`.
+    pub packed: AtomicU64,
+}
+
+/// Header of one (thread, ID) ring. Line 0 holds only `write_idx`, written
+/// by the owning thread after every sample; line 1 holds metadata written
+/// when the slot is assigned. The samples follow at offset 128.
+#[repr(C, align(64))]
+#[allow(non_camel_case_types)]
+pub struct latte_slot_header {
+    /// Number of samples ever written to this ring (the next index). Stored
+    /// with release ordering after the sample it publishes.
+    pub write_idx: AtomicU64,
+    pub _pad0: [u64; 7],
+    /// 0 while unassigned or being reassigned; otherwise changes every time
+    /// the slot is given to a new (thread, ID) pair. Stored with release.
+    pub generation: AtomicU32,
+    /// Interned token of the ID recorded here.
+    pub id_token: AtomicU32,
+    /// Process-wide index of the recording thread (0, 1, ... in order of
+    /// first recording).
+    pub thread_idx: AtomicU32,
+    /// OS thread id (gettid) of the recording thread.
+    pub os_tid: AtomicU32,
+    /// LATTE_SLOT_LIVE or LATTE_SLOT_CLOSED (release on close).
+    pub state: AtomicU32,
+    pub _pad1: [u32; 11],
+}
+
+/// One entry of the ID table: a NUL-terminated name of up to 31 bytes.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct latte_id_entry {
+    pub name: [u8; 32],
+}
+
+/// The directory header at offset 0 of a region.
+///
+/// Geometry fields are written once before the region is published; the
+/// counters and calibration fields are atomics updated while readers look.
+#[repr(C, align(64))]
+#[allow(non_camel_case_types)]
+pub struct latte_region_header {
+    /// `LATTEREG`.
+    pub magic: [u8; 8],
+    /// LATTE_LAYOUT_VERSION.
+    pub version: u32,
+    /// Size of this header (LATTE_HEADER_SIZE).
+    pub header_size: u32,
+    /// Size of a slot header (LATTE_SLOT_HEADER_SIZE).
+    pub slot_header_size: u32,
+    /// Size of a sample (LATTE_SAMPLE_SIZE).
+    pub sample_size: u32,
+    /// Entries in the ID table.
+    pub id_capacity: u32,
+    /// Bytes per ID table entry (LATTE_ID_NAME_SIZE).
+    pub id_entry_size: u32,
+    /// Slots in the region.
+    pub slot_capacity: u32,
+    /// Samples per slot (a power of two).
+    pub samples_per_slot: u32,
+    /// Byte offset of the ID table.
+    pub id_table_offset: u64,
+    /// Byte offset of slot 0.
+    pub slots_offset: u64,
+    /// Bytes from one slot to the next.
+    pub slot_stride: u64,
+    /// Total size of the region in bytes.
+    pub total_size: u64,
+    /// Process id of the producer.
+    pub producer_pid: u32,
+    /// LATTE_REGION_SHARED, LATTE_REGION_FLUSHED.
+    pub flags: u32,
+    /// TSC read at region creation ("the program's first tsc").
+    pub anchor_tsc: u64,
+    /// CLOCK_REALTIME in ns read next to `anchor_tsc`.
+    pub anchor_realtime_ns: u64,
+    /// Number of published ID table entries (release after the name).
+    pub ids_used: AtomicU32,
+    /// High-water mark of slots handed out.
+    pub slots_used: AtomicU32,
+    /// Threads that ever recorded.
+    pub threads_seen: AtomicU64,
+    /// Cycles per ns as f64 bits; 0 until measured.
+    pub cycles_per_ns_bits: AtomicU64,
+    /// 0 = not calibrated, 1 = running, 2 = done.
+    pub calibration_state: AtomicU32,
+    /// Preferred display unit (set by a flush).
+    pub display_unit: AtomicU32,
+    /// Overhead in cycles (f64 bits) of an empty span, [start mode][stop mode].
+    pub overhead_bits: [AtomicU64; 9],
+    /// Overhead in cycles (f64 bits) of a pulse.
+    pub pulse_overhead_bits: AtomicU64,
+    /// Starts ignored because 64 spans were open.
+    pub overflow_starts: AtomicU64,
+    /// Stops ignored because nothing was open.
+    pub orphan_stops: AtomicU64,
+    /// Spans not recorded because their ID could not be interned (table full).
+    pub unfit_id_drops: AtomicU64,
+    /// Spans not recorded because no slot was free.
+    pub no_slot_drops: AtomicU64,
+    /// Slots of exited threads given to new (thread, ID) pairs.
+    pub slot_reuses: AtomicU64,
+    /// Samples still in those slots when they were reused.
+    pub reuse_discarded: AtomicU64,
+    /// Spans recorded after the thread's recorder was torn down.
+    pub late_drops: AtomicU64,
+    pub _reserved: [u64; 30],
+}
+
+/// One open span on a thread's stack.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct latte_frame {
+    /// The ID pointer as given to Start (only compared, never kept beyond the span).
+    pub id: *const c_char,
+    /// TSC read by Start.
+    pub tsc: u64,
+}
+
+/// One entry of a thread's pointer-keyed cache: ID pointer -> its ring.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct latte_cache_entry {
+    /// The ID pointer; `LATTE_CACHE_EMPTY` when unused.
+    pub key: *const c_char,
+    /// The slot this thread records that ID into.
+    pub slot: *mut latte_slot_header,
+}
+
+/// Key of an unused cache entry (no string can live at this address).
+pub const LATTE_CACHE_EMPTY: usize = usize::MAX;
+
+/// The per-thread recorder state, owned and laid out by Rust. Only its own
+/// thread touches it. The inline fast path of `latte_inline.h` reads and
+/// writes the fields up to `modes`; the rest is Rust's.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct latte_thread {
+    /// Number of open spans.
+    pub depth: u32,
+    /// Process-wide thread index.
+    pub thread_idx: u32,
+    /// `samples_per_slot - 1` of the region this thread records into.
+    pub sample_mask: u64,
+    /// Per-thread count of Starts ignored beyond 64 open spans.
+    pub overflow_starts: u64,
+    /// Per-thread count of Stops with nothing open.
+    pub orphan_stops: u64,
+    /// Per-thread count of spans not recorded (ID or slot did not fit, late).
+    pub dropped: u64,
+    /// Pointer-keyed cache, direct-mapped by `latte_cache_index`.
+    pub cache: [latte_cache_entry; 128],
+    /// The span stack.
+    pub frames: [latte_frame; 64],
+    /// Start mode of each open span.
+    pub modes: [u8; 64],
+    /// Rust-private: ring of each token for this thread (NULL when none).
+    pub slots_by_token: [*mut latte_slot_header; 256],
+    /// Rust-private: OS thread id.
+    pub os_tid: u32,
+    /// Rust-private: 1 while the thread lives.
+    pub alive: u32,
+}
+
+/// Per-call-site state of a pulse, kept by the caller (thread-local per site).
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub struct latte_pulse_site {
+    /// TSC of the previous pulse from this site on this thread; 0 = not primed.
+    pub last_tsc: u64,
+}
+
+/// Bit position of the depth in `latte_sample.packed`.
+pub const LATTE_DEPTH_SHIFT: u32 = 48;
+/// Bit position of the start mode in `latte_sample.packed`.
+pub const LATTE_START_MODE_SHIFT: u32 = 54;
+/// Bit position of the stop mode in `latte_sample.packed`.
+pub const LATTE_STOP_MODE_SHIFT: u32 = 56;
+
+/// Packs a sample's second word. `duration` saturates at 48 bits.
+#[inline(always)]
+pub fn pack(duration: u64, depth: u32, start_mode: u32, stop_mode: u32) -> u64 {
+    let d = if duration > LATTE_MAX_DURATION { LATTE_MAX_DURATION } else { duration };
+    d | ((depth as u64 & 63) << LATTE_DEPTH_SHIFT)
+        | ((start_mode as u64 & 3) << LATTE_START_MODE_SHIFT)
+        | ((stop_mode as u64 & 3) << LATTE_STOP_MODE_SHIFT)
+}
+
+/// A sample decoded from its two words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    pub start_tsc: u64,
+    pub duration: u64,
+    pub depth: u32,
+    pub start_mode: u32,
+    pub stop_mode: u32,
+}
+
+impl Sample {
+    /// Decodes the packed word.
+    #[inline]
+    pub fn unpack(start_tsc: u64, packed: u64) -> Sample {
+        Sample {
+            start_tsc,
+            duration: packed & LATTE_MAX_DURATION,
+            depth: ((packed >> LATTE_DEPTH_SHIFT) & 63) as u32,
+            start_mode: ((packed >> LATTE_START_MODE_SHIFT) & 3) as u32,
+            stop_mode: ((packed >> LATTE_STOP_MODE_SHIFT) & 3) as u32,
+        }
+    }
+
+    /// The (start, stop) pair as an index: 0..9 for spans, 9 for pulses.
+    pub fn pair_index(&self) -> usize {
+        if self.start_mode == LATTE_MODE_PULSE {
+            9
+        } else {
+            (self.start_mode.min(2) * 3 + self.stop_mode.min(2)) as usize
+        }
+    }
+}
+
+/// Index into the per-thread cache for an ID pointer (the C header computes
+/// the same thing).
+#[inline(always)]
+pub fn cache_index(id: *const c_char) -> usize {
+    ((id as usize as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as usize
+}
+
+/// Geometry of a region: where everything is, from the capacities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub id_capacity: u32,
+    pub slot_capacity: u32,
+    pub samples_per_slot: u32,
+    pub id_table_offset: u64,
+    pub slots_offset: u64,
+    pub slot_stride: u64,
+    pub total_size: u64,
+}
+
+impl Geometry {
+    /// Computes the geometry for these capacities; None when they are not
+    /// usable (zero, not a power of two, or a size that overflows).
+    pub fn new(id_capacity: u32, slot_capacity: u32, samples_per_slot: u32) -> Option<Geometry> {
+        if id_capacity == 0
+            || id_capacity > LATTE_MAX_IDS
+            || slot_capacity == 0
+            || samples_per_slot < 2
+            || !samples_per_slot.is_power_of_two()
+        {
+            return None;
+        }
+        let id_table_offset = LATTE_HEADER_SIZE as u64;
+        let ids_end = id_table_offset + id_capacity as u64 * LATTE_ID_NAME_SIZE as u64;
+        let slots_offset = ids_end.checked_add(4095)? & !4095;
+        let slot_stride = (LATTE_SLOT_HEADER_SIZE as u64)
+            .checked_add((samples_per_slot as u64).checked_mul(LATTE_SAMPLE_SIZE as u64)?)?;
+        let total_size = slots_offset.checked_add(slot_stride.checked_mul(slot_capacity as u64)?)?;
+        // Keep every offset representable as an isize and a mapping length.
+        if total_size > (isize::MAX as u64) / 2 {
+            return None;
+        }
+        Some(Geometry {
+            id_capacity,
+            slot_capacity,
+            samples_per_slot,
+            id_table_offset,
+            slots_offset,
+            slot_stride,
+            total_size,
+        })
+    }
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<latte_sample>() == LATTE_SAMPLE_SIZE as usize);
+    assert!(core::mem::size_of::<latte_slot_header>() == LATTE_SLOT_HEADER_SIZE as usize);
+    assert!(core::mem::size_of::<latte_region_header>() == LATTE_HEADER_SIZE as usize);
+    assert!(core::mem::size_of::<latte_id_entry>() == LATTE_ID_NAME_SIZE as usize);
+    assert!(core::mem::offset_of!(latte_slot_header, generation) == 64);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_roundtrip_and_saturation() {
+        let p = pack(12345, 7, LATTE_MODE_MID, LATTE_MODE_HARD);
+        let s = Sample::unpack(99, p);
+        assert_eq!((s.duration, s.depth, s.start_mode, s.stop_mode), (12345, 7, 1, 2));
+        assert_eq!(s.pair_index(), 5);
+        let big = Sample::unpack(0, pack(u64::MAX, 63, 3, 3));
+        assert_eq!(big.duration, LATTE_MAX_DURATION);
+        assert_eq!(big.depth, 63);
+        assert_eq!(big.pair_index(), 9);
+    }
+
+    #[test]
+    fn geometry_rejects_bad_capacities() {
+        assert!(Geometry::new(256, 16, 65536).is_some());
+        assert!(Geometry::new(0, 16, 65536).is_none());
+        assert!(Geometry::new(256, 16, 1000).is_none());
+        assert!(Geometry::new(257, 16, 1024).is_none());
+        assert!(Geometry::new(256, u32::MAX, 1 << 31).is_none());
+        let g = Geometry::new(256, 2, 1024).unwrap();
+        assert_eq!(g.slots_offset % 4096, 0);
+        assert_eq!(g.total_size, g.slots_offset + 2 * (128 + 1024 * 16));
+    }
+}

@@ -1,0 +1,572 @@
+//! Reading a region: the in-process region, another process's shared
+//! region, or a flushed image. Every read goes through `View`, which
+//! validates the object before trusting it and reads every field that may
+//! change with an atomic load.
+//!
+//! # The read protocol (one paragraph)
+//! For slot `s` with cursor `c`: load `generation` with acquire (0: the slot
+//! is being assigned, skip it; a value other than `c.generation`: a new
+//! owner, restart the cursor at 0); load `state` with acquire (CLOSED means
+//! the owner exited and every sample is final); load `write_idx` with acquire
+//! (`w1`: samples below `w1` are published); copy indices
+//! `[max(c.next, w1 - cap + 1), w1)` (`w1 - cap` when closed) with relaxed
+//! atomic loads; issue an acquire fence; load `write_idx` (`w2`) and
+//! `generation` again. If the generation changed the copy is discarded.
+//! Otherwise every copied index below `w2 - cap + 1` (`w2 - cap` when
+//! closed) may have been overwritten during the copy and is dropped and
+//! counted as lost, as is every index between `c.next` and the first one
+//! kept; `c.next` becomes `w1`. The writer's release fence before each
+//! sample store pairs with the reader's acquire fence, so a sample whose
+//! stores the copy observed implies `w2` covers the write that overwrote
+//! it: a torn or stale sample is never returned, and over the life of a
+//! slot, returned + lost = written.
+
+use crate::error::*;
+use crate::intern::Name;
+use crate::layout::*;
+use core::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// A `write_idx` at or above this is impossible (146 years at one sample
+/// per ns) and marks the slot corrupt.
+pub const LATTE_MAX_WRITE_IDX: u64 = 1u64 << 62;
+
+/// A validated view over a mapped region.
+#[derive(Clone, Copy, Debug)]
+pub struct View {
+    base: *const u8,
+    len: usize,
+    pub geo: Geometry,
+    pub producer_pid: u32,
+    pub flags: u32,
+    pub anchor_tsc: u64,
+    pub anchor_realtime_ns: u64,
+}
+
+/// One ID of the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdInfo {
+    pub token: u32,
+    pub name: Name,
+}
+
+/// What a slot's header says now.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub struct latte_slot_info {
+    /// Index of the slot in the region.
+    pub index: u32,
+    /// Generation (changes when the slot gets a new owner).
+    pub generation: u32,
+    /// ID token.
+    pub id_token: u32,
+    /// Process-wide thread index of the owner.
+    pub thread_idx: u32,
+    /// OS thread id of the owner.
+    pub os_tid: u32,
+    /// LATTE_SLOT_LIVE or LATTE_SLOT_CLOSED.
+    pub state: u32,
+    /// Samples written to it so far.
+    pub write_idx: u64,
+}
+
+/// A reader's position in one slot.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub struct latte_cursor {
+    /// Generation the cursor belongs to (0: none yet).
+    pub generation: u32,
+    pub _pad: u32,
+    /// Next index to read.
+    pub next: u64,
+    /// Samples lost so far (overwritten before they were read).
+    pub lost: u64,
+    /// Samples returned so far.
+    pub read: u64,
+}
+
+/// A sample as copied out of a ring (both words as stored).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub struct latte_raw_sample {
+    pub start_tsc: u64,
+    pub packed: u64,
+}
+
+impl latte_raw_sample {
+    pub fn decode(&self) -> Sample {
+        Sample::unpack(self.start_tsc, self.packed)
+    }
+}
+
+/// Outcome of one read of a slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// Samples appended to the output.
+    pub read: u64,
+    /// Samples lost since the previous read.
+    pub lost: u64,
+    /// The slot got a new owner; the cursor was restarted.
+    pub restarted: bool,
+}
+
+/// Calibration published in a region.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Calibration {
+    pub cycles_per_ns: f64,
+    pub calibrated: bool,
+    /// [start mode][stop mode] overhead in cycles, then the pulse at [9].
+    pub overhead: [f64; 10],
+}
+
+// Atomic loads at a byte offset. Offsets are checked against `len` by the
+// callers (validate, slot bounds); every one is naturally aligned because
+// the mapping is page aligned and the layout aligns each field.
+impl View {
+    fn u32_at(&self, off: u64) -> u32 {
+        debug_assert!(off + 4 <= self.len as u64 && off % 4 == 0);
+        // SAFETY: in bounds and aligned (see above); an AtomicU32 view of
+        // shared memory another process may write.
+        unsafe { AtomicU32::from_ptr(self.base.add(off as usize) as *mut u32) }.load(Ordering::Relaxed)
+    }
+
+    fn u64_at(&self, off: u64) -> u64 {
+        debug_assert!(off + 8 <= self.len as u64 && off % 8 == 0);
+        // SAFETY: as u32_at.
+        unsafe { AtomicU64::from_ptr(self.base.add(off as usize) as *mut u64) }.load(Ordering::Relaxed)
+    }
+
+    fn atomic_u64(&self, off: u64) -> &AtomicU64 {
+        // SAFETY: as u32_at; the reference lives no longer than the view's mapping.
+        unsafe { AtomicU64::from_ptr(self.base.add(off as usize) as *mut u64) }
+    }
+
+    fn atomic_u32(&self, off: u64) -> &AtomicU32 {
+        // SAFETY: as u32_at.
+        unsafe { AtomicU32::from_ptr(self.base.add(off as usize) as *mut u32) }
+    }
+
+    /// Validates the mapping at `base` of `len` bytes.
+    ///
+    /// # Safety
+    /// `base` is readable for `len` bytes, page aligned, and stays mapped
+    /// for as long as the returned view (and copies of it) are used.
+    pub unsafe fn new(base: *const u8, len: usize) -> Result<View, i32> {
+        if len < LATTE_HEADER_SIZE as usize {
+            return Err(if len >= 8 { magic_or(base, LATTE_ERR_TRUNCATED) } else { LATTE_ERR_NOT_LATTE });
+        }
+        let mut v = View {
+            base,
+            len,
+            geo: Geometry::new(1, 1, 2).unwrap(),
+            producer_pid: 0,
+            flags: 0,
+            anchor_tsc: 0,
+            anchor_realtime_ns: 0,
+        };
+        let magic = v.u64_at(0).to_le_bytes();
+        if magic != LATTE_MAGIC {
+            return Err(LATTE_ERR_NOT_LATTE);
+        }
+        // Acquire: the producer's header stores (fenced before its magic store) are visible.
+        fence(Ordering::Acquire);
+        let off = |f: usize| f as u64;
+        use core::mem::offset_of as o;
+        type H = latte_region_header;
+        if v.u32_at(off(o!(H, version))) != LATTE_LAYOUT_VERSION {
+            return Err(LATTE_ERR_VERSION);
+        }
+        if v.u32_at(off(o!(H, header_size))) != LATTE_HEADER_SIZE
+            || v.u32_at(off(o!(H, slot_header_size))) != LATTE_SLOT_HEADER_SIZE
+            || v.u32_at(off(o!(H, sample_size))) != LATTE_SAMPLE_SIZE
+            || v.u32_at(off(o!(H, id_entry_size))) != LATTE_ID_NAME_SIZE
+        {
+            return Err(LATTE_ERR_CORRUPT);
+        }
+        let geo = Geometry::new(
+            v.u32_at(off(o!(H, id_capacity))),
+            v.u32_at(off(o!(H, slot_capacity))),
+            v.u32_at(off(o!(H, samples_per_slot))),
+        )
+        .ok_or(LATTE_ERR_CORRUPT)?;
+        if v.u64_at(off(o!(H, id_table_offset))) != geo.id_table_offset
+            || v.u64_at(off(o!(H, slots_offset))) != geo.slots_offset
+            || v.u64_at(off(o!(H, slot_stride))) != geo.slot_stride
+            || v.u64_at(off(o!(H, total_size))) != geo.total_size
+        {
+            return Err(LATTE_ERR_CORRUPT);
+        }
+        if geo.total_size > len as u64 {
+            return Err(LATTE_ERR_TRUNCATED);
+        }
+        v.geo = geo;
+        v.producer_pid = v.u32_at(off(o!(H, producer_pid)));
+        v.flags = v.u32_at(off(o!(H, flags)));
+        v.anchor_tsc = v.u64_at(off(o!(H, anchor_tsc)));
+        v.anchor_realtime_ns = v.u64_at(off(o!(H, anchor_realtime_ns)));
+        // Counts against capacities, names, and every assigned slot.
+        if v.ids_used_raw() > geo.id_capacity || v.slots_used_raw() > geo.slot_capacity {
+            return Err(LATTE_ERR_CORRUPT);
+        }
+        v.ids()?;
+        for i in 0..v.slots_used() {
+            v.slot_info(i)?;
+        }
+        Ok(v)
+    }
+
+    fn ids_used_raw(&self) -> u32 {
+        // Acquire pairs with the producer's release when it publishes a name.
+        self.atomic_u32(core::mem::offset_of!(latte_region_header, ids_used) as u64).load(Ordering::Acquire)
+    }
+
+    fn slots_used_raw(&self) -> u32 {
+        // Acquire pairs with the producer's release after a slot's metadata.
+        self.atomic_u32(core::mem::offset_of!(latte_region_header, slots_used) as u64).load(Ordering::Acquire)
+    }
+
+    /// Published IDs (clamped to the capacity).
+    pub fn ids_used(&self) -> u32 {
+        self.ids_used_raw().min(self.geo.id_capacity)
+    }
+
+    /// Slots handed out so far (clamped to the capacity).
+    pub fn slots_used(&self) -> u32 {
+        self.slots_used_raw().min(self.geo.slot_capacity)
+    }
+
+    /// The name of token `t`; an error when `t` is not published or the
+    /// entry has no NUL.
+    pub fn id_name(&self, t: u32) -> Result<Name, i32> {
+        if t >= self.ids_used() {
+            return Err(LATTE_ERR_CORRUPT);
+        }
+        let off = self.geo.id_table_offset + t as u64 * LATTE_ID_NAME_SIZE as u64;
+        let mut n = [0u8; LATTE_ID_NAME_SIZE as usize];
+        for (k, b) in n.iter_mut().enumerate() {
+            // SAFETY: inside the ID table, which lies inside the validated length.
+            *b = unsafe { AtomicU8::from_ptr(self.base.add(off as usize + k) as *mut u8) }.load(Ordering::Relaxed);
+        }
+        if !n.contains(&0) {
+            return Err(LATTE_ERR_CORRUPT);
+        }
+        Ok(n)
+    }
+
+    /// Every published ID.
+    pub fn ids(&self) -> Result<Vec<IdInfo>, i32> {
+        (0..self.ids_used()).map(|t| Ok(IdInfo { token: t, name: self.id_name(t)? })).collect()
+    }
+
+    fn slot_off(&self, i: u32) -> u64 {
+        self.geo.slots_offset + i as u64 * self.geo.slot_stride
+    }
+
+    /// Slot `i`'s header, checked: token published, write index plausible.
+    pub fn slot_info(&self, i: u32) -> Result<latte_slot_info, i32> {
+        if i >= self.geo.slot_capacity {
+            return Err(-libc::EINVAL);
+        }
+        let o = self.slot_off(i);
+        use core::mem::offset_of as f;
+        type S = latte_slot_header;
+        // Acquire pairs with the release store of a new generation: the
+        // metadata below belongs to it (re-checked by readers that need it exact).
+        let generation = self.atomic_u32(o + f!(S, generation) as u64).load(Ordering::Acquire);
+        let info = latte_slot_info {
+            index: i,
+            generation,
+            id_token: self.u32_at(o + f!(S, id_token) as u64),
+            thread_idx: self.u32_at(o + f!(S, thread_idx) as u64),
+            os_tid: self.u32_at(o + f!(S, os_tid) as u64),
+            state: self.u32_at(o + f!(S, state) as u64),
+            // Acquire: samples below it are published.
+            write_idx: self.atomic_u64(o).load(Ordering::Acquire),
+        };
+        if generation != 0 && (info.id_token >= self.ids_used() || info.write_idx >= LATTE_MAX_WRITE_IDX) {
+            return Err(LATTE_ERR_CORRUPT);
+        }
+        Ok(info)
+    }
+
+    /// Every handed-out slot that is currently assigned.
+    pub fn slots(&self) -> Result<Vec<latte_slot_info>, i32> {
+        let mut v = Vec::new();
+        for i in 0..self.slots_used() {
+            let s = self.slot_info(i)?;
+            if s.generation != 0 {
+                v.push(s);
+            }
+        }
+        Ok(v)
+    }
+
+    /// Reads the samples of slot `i` newer than the cursor (the protocol in
+    /// the module doc), appending at most `max` of them, oldest first, to
+    /// `out`. `assume_final` says the caller knows no write is in progress
+    /// (it is the owner thread).
+    pub fn read_slot(&self, i: u32, cur: &mut latte_cursor, out: &mut Vec<latte_raw_sample>, assume_final: bool) -> Result<ReadOutcome, i32> {
+        self.read_slot_max(i, cur, out, assume_final, usize::MAX)
+    }
+
+    /// `read_slot` with a bound on the samples returned.
+    pub fn read_slot_max(&self, i: u32, cur: &mut latte_cursor, out: &mut Vec<latte_raw_sample>, assume_final: bool, max: usize) -> Result<ReadOutcome, i32> {
+        if i >= self.geo.slot_capacity {
+            return Err(-libc::EINVAL);
+        }
+        let o = self.slot_off(i);
+        use core::mem::offset_of as f;
+        type S = latte_slot_header;
+        let gen_a = self.atomic_u32(o + f!(S, generation) as u64);
+        let widx = self.atomic_u64(o);
+        let mut res = ReadOutcome::default();
+        // Acquire: pairs with the release that published this generation's metadata.
+        let g1 = gen_a.load(Ordering::Acquire);
+        if g1 == 0 {
+            return Ok(res);
+        }
+        if cur.generation != g1 {
+            res.restarted = cur.generation != 0;
+            *cur = latte_cursor { generation: g1, ..Default::default() };
+        }
+        // Acquire: pairs with the owner's release store of CLOSED at exit.
+        let closed = assume_final || self.atomic_u32(o + f!(S, state) as u64).load(Ordering::Acquire) == LATTE_SLOT_CLOSED;
+        // Acquire: every sample below w1 is published.
+        let w1 = widx.load(Ordering::Acquire);
+        if w1 >= LATTE_MAX_WRITE_IDX {
+            return Err(LATTE_ERR_CORRUPT);
+        }
+        if w1 < cur.next {
+            // Never happens within one generation; a hostile writer did it.
+            return Err(LATTE_ERR_CORRUPT);
+        }
+        let cap = self.geo.samples_per_slot as u64;
+        let mask = cap - 1;
+        let margin = if closed { 0 } else { 1 };
+        let oldest_safe = |w: u64| (w + margin).saturating_sub(cap);
+        let lo = cur.next.max(oldest_safe(w1));
+        let end = w1.min(lo.saturating_add(max as u64));
+        let start_len = out.len();
+        out.reserve((end - lo) as usize);
+        let samples = o + LATTE_SLOT_HEADER_SIZE as u64;
+        for j in lo..end {
+            let so = samples + (j & mask) * LATTE_SAMPLE_SIZE as u64;
+            // Relaxed loads: validity is decided after the fence below.
+            out.push(latte_raw_sample { start_tsc: self.atomic_u64(so).load(Ordering::Relaxed), packed: self.atomic_u64(so + 8).load(Ordering::Relaxed) });
+        }
+        // Acquire fence: the copies above happen before the loads below, and
+        // pair with the writer's release fence before each sample store.
+        fence(Ordering::Acquire);
+        let w2 = widx.load(Ordering::Relaxed);
+        let g2 = gen_a.load(Ordering::Relaxed);
+        if g2 != g1 {
+            out.truncate(start_len);
+            return Ok(res);
+        }
+        let first_kept = lo.max(oldest_safe(w2)).min(end);
+        if first_kept > lo {
+            out.drain(start_len..start_len + (first_kept - lo) as usize);
+        }
+        res.lost = first_kept - cur.next;
+        res.read = end - first_kept;
+        cur.next = end;
+        cur.lost += res.lost;
+        cur.read += res.read;
+        Ok(res)
+    }
+
+    /// Process-wide counters.
+    pub fn counters(&self) -> crate::recorder::latte_counters {
+        // SAFETY: the header lies inside the validated mapping; all fields
+        // read by counters_of are atomics.
+        crate::recorder::counters_of(unsafe { &*(self.base as *const latte_region_header) })
+    }
+
+    /// Calibration published by the producer.
+    pub fn calibration(&self) -> Calibration {
+        // SAFETY: as in counters.
+        let h = unsafe { &*(self.base as *const latte_region_header) };
+        let mut c = Calibration {
+            cycles_per_ns: crate::region::load_f64(&h.cycles_per_ns_bits),
+            calibrated: h.calibration_state.load(Ordering::Acquire) == 2,
+            overhead: [0.0; 10],
+        };
+        for k in 0..9 {
+            c.overhead[k] = crate::region::load_f64(&h.overhead_bits[k]);
+        }
+        c.overhead[9] = crate::region::load_f64(&h.pulse_overhead_bits);
+        c
+    }
+
+    /// Preferred display unit (set by a flush).
+    pub fn display_unit(&self) -> u32 {
+        // SAFETY: as in counters.
+        unsafe { &*(self.base as *const latte_region_header) }.display_unit.load(Ordering::Relaxed)
+    }
+
+    pub fn base(&self) -> *const u8 {
+        self.base
+    }
+}
+
+unsafe fn magic_or(base: *const u8, e: i32) -> i32 {
+    // SAFETY: the caller checked that 8 bytes are readable.
+    let m = unsafe { AtomicU64::from_ptr(base as *mut u64) }.load(Ordering::Relaxed).to_le_bytes();
+    if m == LATTE_MAGIC { e } else { LATTE_ERR_NOT_LATTE }
+}
+
+/// The view of this process's own region, if there is one.
+pub fn own_view() -> Option<View> {
+    let r = crate::recorder::region_if_any()?;
+    // SAFETY: the region stays mapped for the life of the process.
+    unsafe { View::new(r.base(), r.geometry().total_size as usize) }.ok()
+}
+
+/// Every sample of every slot (of `token` only, when given), per slot,
+/// with the slot. In the own region, slots of the calling thread are read as
+/// final; so is every slot of a flushed image.
+pub fn collect(v: &View, token: Option<u32>) -> Result<Vec<(latte_slot_info, Vec<latte_raw_sample>)>, i32> {
+    let me = crate::recorder::current_if_any();
+    // SAFETY: a non-null state is the calling thread's own.
+    let my_idx = if me.is_null() { None } else { Some(unsafe { (*me).thread_idx }) };
+    let own = v.flags & LATTE_REGION_FLUSHED == 0 && crate::recorder::region_if_any().map(|r| r.base() as *const u8) == Some(v.base());
+    let flushed = v.flags & LATTE_REGION_FLUSHED != 0;
+    let mut out = Vec::new();
+    for s in v.slots()? {
+        if token.is_some_and(|t| t != s.id_token) {
+            continue;
+        }
+        let mut cur = latte_cursor::default();
+        let mut buf = Vec::new();
+        let fin = flushed || (own && Some(s.thread_idx) == my_idx && s.state == LATTE_SLOT_LIVE);
+        v.read_slot(s.index, &mut cur, &mut buf, fin)?;
+        out.push((s, buf));
+    }
+    Ok(out)
+}
+
+// ------------------------------------------------------- opening by name ----
+
+/// A read-only mapping of a shm object or a file, with its validated view.
+pub struct Mapping {
+    base: *mut u8,
+    len: usize,
+    pub view: View,
+}
+
+// SAFETY: the mapping is read-only and owned by this value.
+unsafe impl Send for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; views of it die with self.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+fn neg_errno() -> i32 {
+    -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+impl Mapping {
+    /// Maps `fd` read-only (PROT_READ: a reader can never disturb the producer) and validates it.
+    fn from_fd(fd: i32) -> Result<Mapping, i32> {
+        // SAFETY: an all-zero stat is a valid out-parameter.
+        let mut st: libc::stat = unsafe { core::mem::zeroed() };
+        // SAFETY: fd is open; st is writable.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return Err(neg_errno());
+        }
+        let len = st.st_size as usize;
+        if len < 8 {
+            return Err(if len == 0 { LATTE_ERR_NOT_LATTE } else { LATTE_ERR_TRUNCATED });
+        }
+        // SAFETY: a new read-only shared mapping of the whole object.
+        let p = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, fd, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(neg_errno());
+        }
+        // SAFETY: p is readable for len bytes and page aligned; it lives in the Mapping.
+        match unsafe { View::new(p as *const u8, len) } {
+            Ok(view) => Ok(Mapping { base: p as *mut u8, len, view }),
+            Err(e) => {
+                // SAFETY: unmapping what we just mapped.
+                unsafe { libc::munmap(p, len) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Opens the shm object `name` read-only.
+    pub fn open_shm(name: &[u8]) -> Result<Mapping, i32> {
+        crate::region::Region::validate_name(name)?;
+        let c = std::ffi::CString::new(name).map_err(|_| -libc::EINVAL)?;
+        // SAFETY: c is a valid C string.
+        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(neg_errno());
+        }
+        let r = Self::from_fd(fd);
+        // SAFETY: fd is ours; the mapping keeps the object alive.
+        unsafe { libc::close(fd) };
+        r
+    }
+
+    /// Opens a flushed image (or any file holding a region) read-only.
+    pub fn open_file(path: &std::path::Path) -> Result<Mapping, i32> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| -libc::EINVAL)?;
+        // SAFETY: c is a valid C string.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(neg_errno());
+        }
+        let r = Self::from_fd(fd);
+        // SAFETY: fd is ours.
+        unsafe { libc::close(fd) };
+        r
+    }
+
+    /// A region name (starting with '/') or a file path.
+    pub fn open_any(target: &str) -> Result<Mapping, i32> {
+        let p = std::path::Path::new(target);
+        if target.starts_with('/') && !target[1..].contains('/') && !p.exists() {
+            Self::open_shm(target.as_bytes())
+        } else if p.exists() {
+            Self::open_file(p)
+        } else {
+            Self::open_shm(format!("/{target}").as_bytes())
+        }
+    }
+}
+
+/// Whether the process `pid` exists.
+pub fn pid_alive(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks existence and permission.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// A shm object `name` is stale when it is a latte region whose producer is gone.
+pub fn is_stale(name: &[u8]) -> bool {
+    match Mapping::open_shm(name) {
+        Ok(m) => !pid_alive(m.view.producer_pid),
+        Err(_) => false,
+    }
+}
+
+/// Removes the shm object `name` (the reader side's cleanup).
+pub fn unlink_shm(name: &[u8]) -> Result<(), i32> {
+    crate::region::Region::validate_name(name)?;
+    let c = std::ffi::CString::new(name).map_err(|_| -libc::EINVAL)?;
+    // SAFETY: c is a valid C string.
+    if unsafe { libc::shm_unlink(c.as_ptr()) } != 0 {
+        return Err(neg_errno());
+    }
+    Ok(())
+}

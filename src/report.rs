@@ -1,0 +1,339 @@
+//! The report: per component (ID), the samples of every thread, optionally
+//! minus the calibrated overhead, through the outlier rule, summarised, and
+//! rendered as the box-drawn table of the original Latte (width 136 between
+//! the border characters, borders in gray). The C++ `DumpToStream`, the C
+//! ABI and the `latte stats` command all print this.
+
+use crate::calibrate::is_calibration_name;
+use crate::intern::name_bytes;
+use crate::layout::*;
+use crate::reader::{Calibration, View};
+use crate::stats::{data_clean, summarize, Summary};
+use std::fmt::Write;
+
+/// `"512.00 ns"`, `"1.88 us"`, `"3.20 ms"`, `"1.50 s"`, `"2.00 min"`.
+pub fn format_time(ns: f64) -> String {
+    let a = ns.abs();
+    if a < 1e3 {
+        format!("{ns:.2} ns")
+    } else if a < 1e6 {
+        format!("{:.2} us", ns / 1e3)
+    } else if a < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if a < 60e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else {
+        format!("{:.2} min", ns / 60e9)
+    }
+}
+
+/// Cycles: an integer below 1000, else two decimals and K, M, B or T.
+pub fn format_cycles(c: f64) -> String {
+    let a = c.abs();
+    if a < 1e3 {
+        format!("{c:.0}")
+    } else if a < 1e6 {
+        format!("{:.2} K", c / 1e3)
+    } else if a < 1e9 {
+        format!("{:.2} M", c / 1e6)
+    } else if a < 1e12 {
+        format!("{:.2} B", c / 1e9)
+    } else {
+        format!("{:.2} T", c / 1e12)
+    }
+}
+
+/// How values are shown.
+#[derive(Clone, Copy, Debug)]
+pub struct Units {
+    pub unit: latte_unit,
+    pub cycles_per_ns: f64,
+}
+
+impl Units {
+    pub fn show(&self, cycles: f64) -> String {
+        if self.unit == LATTE_UNIT_TIME && self.cycles_per_ns > 0.0 {
+            format_time(cycles / self.cycles_per_ns)
+        } else {
+            format_cycles(cycles)
+        }
+    }
+}
+
+/// One component's figures (all values in cycles).
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub name: String,
+    pub token: u32,
+    pub summary: Summary,
+    pub outliers: usize,
+    /// Samples lost (overwritten before this read) across the component's slots.
+    pub lost: u64,
+    /// Threads that recorded it.
+    pub threads: usize,
+}
+
+/// A sample with the thread that recorded it (for the trace).
+#[derive(Clone, Copy, Debug)]
+pub struct Event {
+    pub token: u32,
+    pub os_tid: u32,
+    pub sample: Sample,
+}
+
+/// Every sample of every slot, per token, in recording (start tsc) order,
+/// calibration excluded. Names indexed by token.
+pub struct Collected {
+    pub names: Vec<String>,
+    pub hidden: Vec<bool>,
+    pub per_token: Vec<Vec<Sample>>,
+    pub threads: Vec<std::collections::BTreeSet<u32>>,
+    pub events: Vec<Event>,
+}
+
+/// Reads everything in a view.
+pub fn collect(view: &View) -> Result<Collected, i32> {
+    let ids = view.ids()?;
+    let n = ids.len();
+    let mut c = Collected {
+        names: ids.iter().map(|i| String::from_utf8_lossy(name_bytes(&i.name)).into_owned()).collect(),
+        hidden: ids.iter().map(|i| is_calibration_name(name_bytes(&i.name))).collect(),
+        per_token: vec![Vec::new(); n],
+        threads: vec![Default::default(); n],
+        events: Vec::new(),
+    };
+    for (info, raw) in crate::reader::collect(view, None)? {
+        let t = info.id_token as usize;
+        if t >= n || c.hidden[t] {
+            continue;
+        }
+        c.threads[t].insert(info.thread_idx);
+        for r in raw {
+            let s = r.decode();
+            c.per_token[t].push(s);
+            c.events.push(Event { token: info.id_token, os_tid: info.os_tid, sample: s });
+        }
+    }
+    for v in c.per_token.iter_mut() {
+        v.sort_by_key(|s| s.start_tsc);
+    }
+    c.events.sort_by_key(|e| (e.sample.start_tsc, e.sample.depth));
+    Ok(c)
+}
+
+/// Durations of a component in cycles, minus the calibrated overhead when
+/// asked and when all its samples share one (start, stop) pair.
+pub fn durations(samples: &[Sample], data: latte_data, cal: &Calibration) -> Vec<f64> {
+    let pair = samples.first().map(|s| s.pair_index());
+    let uniform = pair.is_some() && samples.iter().all(|s| Some(s.pair_index()) == pair);
+    let sub = if data == LATTE_DATA_CALIBRATED && uniform { cal.overhead[pair.unwrap()] } else { 0.0 };
+    samples.iter().map(|s| (s.duration as f64 - sub).max(0.0)).collect()
+}
+
+/// Rows of every component that has samples.
+pub fn rows(c: &Collected, data: latte_data, cal: &Calibration) -> Vec<Row> {
+    let mut out = Vec::new();
+    for (t, samples) in c.per_token.iter().enumerate() {
+        if samples.is_empty() || c.hidden[t] {
+            continue;
+        }
+        let clean = data_clean(&durations(samples, data, cal));
+        if let Some(summary) = summarize(&clean.values) {
+            out.push(Row {
+                name: c.names[t].clone(),
+                token: t as u32,
+                summary,
+                outliers: clean.outliers,
+                lost: 0,
+                threads: c.threads[t].len(),
+            });
+        }
+    }
+    out
+}
+
+const WIDTH: usize = 136;
+const GRAY: &str = "\x1b[90m";
+const RESET: &str = "\x1b[0m";
+
+/// Column titles and widths of the standard table.
+const COLS: [(&str, usize); 10] = [
+    ("COMPONENT", 20),
+    ("SAMPLES", 9),
+    ("AVG", 10),
+    ("MEDIAN", 10),
+    ("STD DEV", 10),
+    ("SKEW", 8),
+    ("MIN", 10),
+    ("MAX", 10),
+    ("RANGE", 10),
+    ("OUTLIER", 10),
+];
+
+/// Extra columns of the extended table (`latte stats`).
+const EXTRA_COLS: [(&str, usize); 4] = [("P90", 10), ("P99", 10), ("P99.9", 10), ("LOST", 9)];
+
+fn cut(s: &str, w: usize) -> String {
+    s.chars().take(w).collect()
+}
+
+fn border(out: &mut String, left: char, mid: char, right: char, widths: &[usize]) {
+    out.push_str(GRAY);
+    out.push(left);
+    for (k, w) in widths.iter().enumerate() {
+        if k > 0 {
+            out.push(mid);
+        }
+        out.extend(std::iter::repeat('─').take(w + 2));
+    }
+    out.push(right);
+    out.push_str(RESET);
+    out.push('\n');
+}
+
+fn full_line(out: &mut String, text: &str, width: usize, center: bool) {
+    let t = cut(text, width - 2);
+    let pad = width - 2 - t.chars().count();
+    let (l, r) = if center { (pad / 2, pad - pad / 2) } else { (0, pad) };
+    let _ = writeln!(out, "{GRAY}│{RESET} {}{}{} {GRAY}│{RESET}", " ".repeat(l), t, " ".repeat(r));
+}
+
+fn cells(out: &mut String, cells: &[String], widths: &[usize]) {
+    out.push_str(GRAY);
+    out.push('│');
+    out.push_str(RESET);
+    for (k, (c, &w)) in cells.iter().zip(widths).enumerate() {
+        let c = cut(c, w);
+        if k == 0 {
+            let _ = write!(out, " {c:<w$} ");
+        } else {
+            let _ = write!(out, " {c:>w$} ");
+        }
+        out.push_str(GRAY);
+        out.push('│');
+        out.push_str(RESET);
+    }
+    out.push('\n');
+}
+
+/// Options of a rendering.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub unit: latte_unit,
+    pub data: latte_data,
+    /// Add percentile and loss columns and the counters (the command's view).
+    pub extended: bool,
+}
+
+/// Renders the table.
+pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<&crate::recorder::latte_counters>) -> String {
+    let units = Units { unit: opts.unit, cycles_per_ns: cal.cycles_per_ns };
+    let mut cols: Vec<(&str, usize)> = COLS.to_vec();
+    if opts.extended {
+        cols.extend_from_slice(&EXTRA_COLS);
+    }
+    let widths: Vec<usize> = cols.iter().map(|c| c.1).collect();
+    let inner: usize = widths.iter().map(|w| w + 2).sum::<usize>() + widths.len() - 1;
+    debug_assert!(opts.extended || inner == WIDTH);
+    let mut out = String::new();
+    let title = format!(
+        "LATTE TELEMETRY [{}][{}]",
+        if opts.unit == LATTE_UNIT_TIME { "TIME" } else { "CYCLES" },
+        if opts.data == LATTE_DATA_CALIBRATED { "CAL" } else { "RAW" }
+    );
+    border(&mut out, '┌', '─', '┐', &[inner - 2]);
+    full_line(&mut out, &title, inner, true);
+    if opts.data == LATTE_DATA_CALIBRATED {
+        border(&mut out, '├', '─', '┤', &[inner - 2]);
+        full_line(&mut out, "OVERHEAD H[Start] x W[Stop]", inner, false);
+        full_line(&mut out, &format!("{:<8}{:>14}{:>14}{:>14}", "", "F", "M", "H"), inner, false);
+        for (r, label) in ["F", "M", "H"].iter().enumerate() {
+            let v: Vec<String> = (0..3).map(|c| units.show(cal.overhead[r * 3 + c])).collect();
+            full_line(&mut out, &format!("{:<8}{:>14}{:>14}{:>14}", label, v[0], v[1], v[2]), inner, false);
+        }
+        full_line(&mut out, &format!("{:<8}{:>14}", "PULSE", units.show(cal.overhead[9])), inner, false);
+    }
+    border(&mut out, '├', '┬', '┤', &widths);
+    cells(&mut out, &cols.iter().map(|c| c.0.to_string()).collect::<Vec<_>>(), &widths);
+    border(&mut out, '├', '┼', '┤', &widths);
+    for r in rows {
+        let s = &r.summary;
+        let mut v = vec![
+            r.name.clone(),
+            s.count.to_string(),
+            units.show(s.mean),
+            units.show(s.median),
+            units.show(s.std_dev),
+            format!("{:.2}", s.skew),
+            units.show(s.min),
+            units.show(s.max),
+            units.show(s.max - s.min),
+            r.outliers.to_string(),
+        ];
+        if opts.extended {
+            v.extend([units.show(s.p90), units.show(s.p99), units.show(s.p999), r.lost.to_string()]);
+        }
+        cells(&mut out, &v, &widths);
+    }
+    border(&mut out, '└', '┴', '┘', &widths);
+    if let Some(k) = counters {
+        let _ = writeln!(
+            out,
+            "threads {}  ids {}  slots {}  overflow starts {}  orphan stops {}  unfit-id drops {}  no-slot drops {}  slot reuses {} (discarded {})  late drops {}",
+            k.threads_seen, k.ids_used, k.slots_used, k.overflow_starts, k.orphan_stops, k.unfit_id_drops, k.no_slot_drops, k.slot_reuses, k.reuse_discarded, k.late_drops
+        );
+    }
+    out
+}
+
+/// The in-process report (`DumpToStream`): calibrates first when Time or
+/// Calibrated is asked.
+pub fn own_report(unit: latte_unit, data: latte_data) -> Result<String, i32> {
+    if unit == LATTE_UNIT_TIME || data == LATTE_DATA_CALIBRATED {
+        crate::calibrate::run_native();
+    }
+    let view = match crate::reader::own_view() {
+        Some(v) => v,
+        None => return Ok(render(&[], &Options { unit, data, extended: false }, &Calibration::default(), None)),
+    };
+    let c = collect(&view)?;
+    let cal = view.calibration();
+    Ok(render(&rows(&c, data, &cal), &Options { unit, data, extended: false }, &cal, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_strings() {
+        assert_eq!(format_time(512.0), "512.00 ns");
+        assert_eq!(format_time(1880.0), "1.88 us");
+        assert_eq!(format_time(3.2e6), "3.20 ms");
+        assert_eq!(format_time(1.5e9), "1.50 s");
+        assert_eq!(format_time(120e9), "2.00 min");
+    }
+
+    #[test]
+    fn cycle_strings() {
+        assert_eq!(format_cycles(999.0), "999");
+        assert_eq!(format_cycles(13490.0), "13.49 K");
+        assert_eq!(format_cycles(2.5e6), "2.50 M");
+        assert_eq!(format_cycles(7.0e9), "7.00 B");
+        assert_eq!(format_cycles(3.0e12), "3.00 T");
+    }
+
+    #[test]
+    fn table_is_136_wide() {
+        let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
+        let rows = vec![Row { name: "a_very_long_component_name_indeed".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1 }];
+        for data in [LATTE_DATA_RAW, LATTE_DATA_CALIBRATED] {
+            let t = render(&rows, &Options { unit: LATTE_UNIT_CYCLE, data, extended: false }, &Calibration::default(), None);
+            for line in t.lines() {
+                let plain = line.replace(GRAY, "").replace(RESET, "");
+                assert_eq!(plain.chars().count(), 138, "{plain}");
+            }
+            assert!(t.contains("a_very_long_componen │"));
+        }
+    }
+}

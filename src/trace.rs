@@ -1,0 +1,49 @@
+//! The Chrome trace (`DumpToJson`, `latte trace`): a JSON array of complete
+//! ("X") events, one per sample, ordered by start time, that Perfetto and
+//! chrome://tracing load.
+
+use crate::report::Collected;
+use std::io::Write;
+
+/// Writes the trace of `c` to `w`. Times are microseconds since the
+/// region's anchor TSC (taken when the region was made, before any sample).
+pub fn write(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles_per_ns: f64) -> std::io::Result<()> {
+    let cpn = if cycles_per_ns > 0.0 { cycles_per_ns } else { 1.0 };
+    let names: Vec<String> = c.names.iter().map(|n| serde_json::to_string(n).unwrap_or_else(|_| "\"?\"".into())).collect();
+    let mut index = vec![0u64; c.names.len()];
+    w.write_all(b"[\n")?;
+    let mut first = true;
+    for e in &c.events {
+        let t = e.token as usize;
+        let start_ns = e.sample.start_tsc.saturating_sub(anchor_tsc) as f64 / cpn;
+        let dur_ns = e.sample.duration as f64 / cpn;
+        let n = index[t];
+        index[t] += 1;
+        if !first {
+            w.write_all(b",\n")?;
+        }
+        first = false;
+        write!(
+            w,
+            "{{\"name\":{nm},\"ph\":\"X\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ts:.3},\"dur\":{dur:.3},\"component\":{nm},\"sample_index\":{n},\"depth\":{d},\"start_ns\":{sn:.1},\"duration_ns\":{dn:.1}}}",
+            nm = names[t],
+            tid = e.os_tid,
+            ts = start_ns / 1000.0,
+            dur = dur_ns / 1000.0,
+            d = e.sample.depth,
+            sn = start_ns,
+            dn = dur_ns,
+        )?;
+    }
+    w.write_all(b"\n]\n")?;
+    w.flush()
+}
+
+/// Writes the trace of a view to `path`. Nothing is created when the path
+/// cannot be opened.
+pub fn write_file(path: &std::path::Path, view: &crate::reader::View, cycles_per_ns: f64) -> Result<(), i32> {
+    let c = crate::report::collect(view)?;
+    let f = std::fs::File::create(path).map_err(|e| -e.raw_os_error().unwrap_or(libc::EIO))?;
+    let mut bw = std::io::BufWriter::with_capacity(1 << 20, f);
+    write(&mut bw, &c, view.producer_pid, view.anchor_tsc, cycles_per_ns).map_err(|e| -e.raw_os_error().unwrap_or(libc::EIO))
+}

@@ -1,0 +1,210 @@
+/* The recording core through the C ABI and the inline path, in the default
+ * private region: exact counts, ring wrap, the 64-span limit, orphan Stops,
+ * NULL and overlong IDs, reading back while writers run, fork.
+ * Built with and without LATTE_DISABLE (then every count is 0). */
+#define _GNU_SOURCE
+#include "check.h"
+#include "latte_inline.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef LATTE_DISABLE
+#define ON(n) 0
+#else
+#define ON(n) (n)
+#endif
+
+static size_t count_of(const char *id) {
+  size_t n = 0;
+  CHECK(latte_snapshot(id, NULL, 0, &n) == 0 || n > 0);
+  return n;
+}
+
+static const char *thread_ids[8] = {"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"};
+
+static void *worker(void *arg) {
+  int k = (int)(size_t)arg, i;
+  for (i = 0; i < 2000; i++) {
+    if (i % 2) {
+      latte_start(thread_ids[k], LATTE_MODE_FAST);
+      latte_stop(NULL, LATTE_MODE_FAST);
+    } else {
+      latte_start_inline(thread_ids[k], LATTE_MODE_MID);
+      latte_stop_inline(NULL, LATTE_MODE_HARD);
+    }
+  }
+  if (k < 4)
+    for (i = 0; i < 1000; i++) {
+      latte_start_inline("shared", LATTE_MODE_FAST);
+      latte_stop_inline("shared", LATTE_MODE_FAST);
+    }
+  return NULL;
+}
+
+static void exact_counts(void) {
+  pthread_t th[8];
+  size_t k;
+  for (k = 0; k < 8; k++) pthread_create(&th[k], NULL, worker, (void *)k);
+  for (k = 0; k < 8; k++) pthread_join(th[k], NULL);
+  for (k = 0; k < 8; k++) CHECK_EQ_U(count_of(thread_ids[k]), ON(2000));
+  CHECK_EQ_U(count_of("shared"), ON(4000));
+  CHECK_EQ_U(count_of("never-recorded"), 0);
+}
+
+static void ring_wrap(void) {
+  enum { N = 70000, CAP = 65536 };
+  uint64_t *want = malloc(N * sizeof *want), *got = malloc(CAP * 2 * sizeof *got);
+  size_t n = 0, i;
+  int ok = 1;
+  for (i = 0; i < N; i++) {
+    latte_start("wrap", LATTE_MODE_FAST);
+    want[i] = latte_stop(NULL, LATTE_MODE_FAST);
+  }
+  CHECK(latte_snapshot("wrap", got, CAP * 2, &n) == 0);
+  CHECK_EQ_U(n, ON(CAP));
+  for (i = 0; i < n; i++) ok &= got[i] == want[N - CAP + i];
+  CHECK(ok);
+  /* A buffer too small: -ERANGE and the needed count. */
+#ifndef LATTE_DISABLE
+  CHECK(latte_snapshot("wrap", got, 10, &n) == -34);
+  CHECK_EQ_U(n, CAP);
+#endif
+  free(want);
+  free(got);
+}
+
+static void depth_limit_and_orphans(void) {
+  latte_thread_counters before, after;
+  int i;
+  CHECK(latte_thread_get_counters(&before) == 0);
+  for (i = 0; i < 70; i++) latte_start_inline(i % 2 ? "deep" : "deep2", LATTE_MODE_FAST);
+  for (i = 0; i < 70; i++) latte_stop_inline(NULL, LATTE_MODE_FAST);
+  CHECK(latte_stop(NULL, LATTE_MODE_FAST) == 0);
+  CHECK(latte_thread_get_counters(&after) == 0);
+  CHECK_EQ_U(after.overflow_starts - before.overflow_starts, ON(6));
+  CHECK_EQ_U(after.orphan_stops - before.orphan_stops, ON(7));
+  CHECK_EQ_U(after.depth, 0);
+  CHECK_EQ_U(count_of("deep") + count_of("deep2"), ON(64));
+  CHECK(latte_thread_get_counters(NULL) != 0 || ON(1) == 0);
+}
+
+static void odd_ids(void) {
+  char name[64];
+  const char *long_a = "a_component_name_that_is_longer_than_31_bytes_A";
+  const char *long_b = "a_component_name_that_is_longer_than_31_bytes_B";
+  uint32_t ta, tb;
+  latte_start(NULL, LATTE_MODE_FAST);
+  latte_stop(NULL, LATTE_MODE_FAST);
+  CHECK_EQ_U(count_of(NULL), ON(1));
+  CHECK_EQ_U(count_of("<null-id>"), ON(1));
+#ifndef LATTE_DISABLE
+  CHECK(latte_id_name(latte_intern_id(NULL), name, sizeof name) == 9);
+  CHECK(strcmp(name, "<null-id>") == 0);
+  ta = latte_intern_id(long_a);
+  tb = latte_intern_id(long_b);
+  CHECK(ta != LATTE_INVALID_ID && tb != LATTE_INVALID_ID && ta != tb);
+  CHECK(latte_id_name(ta, name, sizeof name) == 31);
+  CHECK(strncmp(name, long_a, 26) == 0 && name[26] == '~');
+  /* Same text at another address: the same token. */
+  strcpy(name, "t3");
+  CHECK(latte_intern_id(name) == latte_intern_id("t3"));
+  /* A truncating buffer still gets a NUL. */
+  CHECK(latte_id_name(ta, name, 4) == 31 && strlen(name) == 3);
+  CHECK(latte_id_name(99999, name, sizeof name) < 0);
+#else
+  (void)name; (void)long_a; (void)long_b; (void)ta; (void)tb;
+  CHECK(latte_intern_id("x") == LATTE_INVALID_ID);
+#endif
+  latte_start_inline(long_a, LATTE_MODE_FAST);
+  latte_stop_inline(NULL, LATTE_MODE_FAST);
+  CHECK_EQ_U(count_of(long_a), ON(1));
+  CHECK_EQ_U(count_of(long_b), 0);
+  /* Unknown modes record as FAST and do not crash. */
+  latte_start("mode", 77);
+  latte_stop(NULL, 99);
+  CHECK_EQ_U(count_of("mode"), ON(1));
+}
+
+static volatile int writers_stop;
+static size_t writer_spans;
+
+static void *busy_writer(void *arg) {
+  (void)arg;
+  while (!writers_stop) {
+    latte_start_inline("live", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+    writer_spans++;
+  }
+  return NULL;
+}
+
+static void read_while_writing(void) {
+  pthread_t th;
+  size_t n, i, cap = 70000;
+  uint64_t *buf = malloc(cap * sizeof *buf);
+  int bounded = 1;
+  writers_stop = 0;
+  pthread_create(&th, NULL, busy_writer, NULL);
+  for (i = 0; i < 200; i++) {
+    n = 0;
+    CHECK(latte_snapshot("live", buf, cap, &n) == 0);
+    if (n > 65536) bounded = 0;
+    usleep(500);
+  }
+  writers_stop = 1;
+  pthread_join(th, NULL);
+  CHECK(bounded);
+  /* The writer exited: its ring is final and fully readable. */
+  CHECK_EQ_U(count_of("live"), ON(writer_spans < 65536 ? writer_spans : 65536));
+  free(buf);
+}
+
+static void fork_child_is_separate(void) {
+  int i, status = 0;
+  pid_t pid;
+  for (i = 0; i < 10; i++) {
+    latte_start_inline("forky", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  pid = fork();
+  if (pid == 0) {
+    for (i = 0; i < 5; i++) {
+      latte_start_inline("forky", LATTE_MODE_FAST);
+      latte_stop_inline(NULL, LATTE_MODE_FAST);
+    }
+    _exit(count_of("forky") == (size_t)ON(15) ? 0 : 3);
+  }
+  CHECK(pid > 0);
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK_EQ_U(count_of("forky"), ON(10));
+}
+
+static void report_and_trace(void) {
+  char *r = latte_report_string(LATTE_UNIT_CYCLE, LATTE_DATA_RAW);
+#ifndef LATTE_DISABLE
+  CHECK(r != NULL && strstr(r, "LATTE TELEMETRY [CYCLES][RAW]") && strstr(r, "shared"));
+  CHECK(latte_trace_write("/nonexistent-dir/trace.json") < 0);
+  CHECK(latte_trace_write(NULL) < 0);
+  CHECK(strlen(latte_strerror(LATTE_ERR_CORRUPT)) > 0);
+  CHECK(latte_init_shared_region("/latte-too-late") == -16); /* EBUSY: recording began */
+  CHECK(latte_flush_async(1, LATTE_UNIT_TIME) == LATTE_ERR_NOT_SUPPORTED);
+#else
+  CHECK(r == NULL);
+#endif
+  latte_string_free(r);
+}
+
+int main(void) {
+  exact_counts();
+  ring_wrap();
+  depth_limit_and_orphans();
+  odd_ids();
+  read_while_writing();
+  fork_child_is_separate();
+  report_and_trace();
+  return check_summary("c core");
+}
