@@ -213,12 +213,6 @@ pub extern "C" fn latte_id_name(token: u32, buf: *mut c_char, len: usize) -> c_i
 
 // ----------------------------------------------------------- extraction ----
 
-fn token_in(view: &View, id: *const c_char) -> Option<u32> {
-    // SAFETY: NULL or a NUL-terminated string (API contract).
-    let name = unsafe { crate::intern::normalize(id) };
-    view.ids().ok()?.into_iter().find(|i| i.name == name).map(|i| i.token)
-}
-
 /// The durations (cycles) recorded under `id` on every thread: at most a
 /// ring's capacity per thread, the newest. Writes them to `out` (capacity
 /// `cap`) and their count to `*out_n`; -ERANGE (and the needed count) when
@@ -226,12 +220,10 @@ fn token_in(view: &View, id: *const c_char) -> Option<u32> {
 #[no_mangle]
 pub extern "C" fn latte_snapshot(id: *const c_char, out: *mut u64, cap: usize, out_n: *mut usize) -> c_int {
     guard(-libc::EIO, || {
-        let durations: Vec<u64> = match crate::reader::own_view().and_then(|v| token_in(&v, id).map(|t| (v, t))) {
-            None => Vec::new(),
-            Some((v, t)) => match crate::reader::collect(&v, Some(t)) {
-                Ok(slots) => slots.iter().flat_map(|(_, raw)| raw.iter().map(|r| r.decode().duration)).collect(),
-                Err(e) => return e,
-            },
+        // SAFETY: NULL or a NUL-terminated string (API contract).
+        let durations = match unsafe { crate::reader::snapshot(id) } {
+            Ok(d) => d,
+            Err(e) => return e,
         };
         // SAFETY: the caller gives a buffer of cap elements (or NULL) and a writable out_n (or NULL).
         unsafe { fill(&durations, out, cap, out_n) }

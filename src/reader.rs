@@ -447,6 +447,26 @@ pub fn collect(v: &View, token: Option<u32>) -> Result<Vec<(latte_slot_info, Vec
     Ok(out)
 }
 
+/// The durations (cycles) recorded under `id` in this process, every
+/// thread, at most a ring's capacity per thread (the newest), slot by slot in
+/// recording order. Empty for an unknown ID.
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string.
+pub unsafe fn snapshot(id: *const core::ffi::c_char) -> Result<Vec<u64>, i32> {
+    let v = match own_view() {
+        Some(v) => v,
+        None => return Ok(Vec::new()),
+    };
+    // SAFETY: forwarded from the caller.
+    let name = unsafe { crate::intern::normalize(id) };
+    let token = match v.ids()?.into_iter().find(|i| i.name == name) {
+        Some(i) => i.token,
+        None => return Ok(Vec::new()),
+    };
+    Ok(collect(&v, Some(token))?.iter().flat_map(|(_, raw)| raw.iter().map(|r| r.decode().duration)).collect())
+}
+
 // ------------------------------------------------------- opening by name ----
 
 /// A read-only mapping of a shm object or a file, with its validated view.

@@ -333,7 +333,9 @@ mod tests {
                 let plain = line.replace(GRAY, "").replace(RESET, "");
                 assert_eq!(plain.chars().count(), 138, "{plain}");
             }
-            assert!(t.contains("a_very_long_componen │"));
+            let plain = t.replace(GRAY, "").replace(RESET, "");
+            assert!(plain.contains("│ a_very_long_componen │"), "{plain}");
+            assert!(t.contains(GRAY) && t.contains(RESET));
         }
     }
 }

@@ -1,0 +1,34 @@
+//! Helpers shared by the integration tests (each test file is its own process).
+#![allow(dead_code)]
+
+use latte::ffi::*;
+use latte::layout::*;
+use std::ffi::CStr;
+
+pub fn span(id: &CStr, start: latte_mode, stop: latte_mode) -> u64 {
+    latte_start(id.as_ptr(), start);
+    latte_stop(core::ptr::null(), stop)
+}
+
+pub fn snapshot(id: &CStr) -> Vec<u64> {
+    // SAFETY: a valid C string.
+    unsafe { latte::reader::snapshot(id.as_ptr()) }.unwrap()
+}
+
+pub fn counters() -> latte::recorder::latte_counters {
+    let mut c = Default::default();
+    assert_eq!(latte_get_counters(&mut c), 0);
+    c
+}
+
+pub fn thread_counters() -> latte::recorder::latte_thread_counters {
+    let mut c = Default::default();
+    assert_eq!(latte_thread_get_counters(&mut c), 0);
+    c
+}
+
+/// Resident set size of this process in KiB.
+pub fn rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).unwrap().parse().unwrap()
+}

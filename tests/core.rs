@@ -1,0 +1,204 @@
+//! The recording core through the C ABI, in the default private region.
+
+mod common;
+use common::*;
+use latte::ffi::*;
+use latte::layout::*;
+use latte::reader::{latte_cursor, own_view};
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+#[test]
+fn exact_counts_per_thread_and_shared() {
+    let names: Vec<CString> = (0..8).map(|k| CString::new(format!("exact-{k}")).unwrap()).collect();
+    std::thread::scope(|s| {
+        for (k, n) in names.iter().enumerate() {
+            s.spawn(move || {
+                for _ in 0..2000 {
+                    span(n, LATTE_MODE_FAST, LATTE_MODE_FAST);
+                }
+                if k < 4 {
+                    for _ in 0..1000 {
+                        span(c"exact-shared", LATTE_MODE_MID, LATTE_MODE_HARD);
+                    }
+                }
+            });
+        }
+    });
+    for n in &names {
+        assert_eq!(snapshot(n).len(), 2000, "{n:?}");
+    }
+    assert_eq!(snapshot(c"exact-shared").len(), 4000);
+    assert!(snapshot(c"exact-never").is_empty());
+}
+
+#[test]
+fn ring_keeps_the_newest_65536() {
+    std::thread::spawn(|| {
+        let want: Vec<u64> = (0..70_000).map(|_| span(c"wrap", LATTE_MODE_FAST, LATTE_MODE_FAST)).collect();
+        // Read on the recording thread itself: its ring is final.
+        let got = snapshot(c"wrap");
+        assert_eq!(got.len(), 65536);
+        assert_eq!(&got[..], &want[70_000 - 65536..]);
+    })
+    .join()
+    .unwrap();
+    // And after the thread exited (closed slot).
+    assert_eq!(snapshot(c"wrap").len(), 65536);
+}
+
+#[test]
+fn depth_limit_and_orphans_are_counted() {
+    std::thread::spawn(|| {
+        let before = counters();
+        for _ in 0..70 {
+            latte_start(c"deep".as_ptr(), LATTE_MODE_FAST);
+        }
+        assert_eq!(thread_counters().depth, 64);
+        for _ in 0..70 {
+            latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+        }
+        let t = thread_counters();
+        assert_eq!((t.overflow_starts, t.orphan_stops, t.depth), (6, 6, 0));
+        assert_eq!(latte_stop(core::ptr::null(), LATTE_MODE_FAST), 0);
+        assert_eq!(thread_counters().orphan_stops, 7);
+        let after = counters();
+        assert!(after.overflow_starts - before.overflow_starts >= 6);
+        assert!(after.orphan_stops - before.orphan_stops >= 7);
+        assert_eq!(snapshot(c"deep").len(), 64);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn depth_and_modes_are_recorded() {
+    std::thread::spawn(|| {
+        latte_start(c"outer".as_ptr(), LATTE_MODE_HARD);
+        latte_start(c"inner".as_ptr(), LATTE_MODE_MID);
+        let inner = latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+        let outer = latte_stop(core::ptr::null(), LATTE_MODE_HARD);
+        assert!(outer >= inner);
+        let v = own_view().unwrap();
+        let c = latte::report::collect(&v).unwrap();
+        let tok = |n: &str| c.names.iter().position(|x| x == n).unwrap();
+        let i = c.per_token[tok("inner")].last().copied().unwrap();
+        let o = c.per_token[tok("outer")].last().copied().unwrap();
+        assert_eq!((i.depth, i.start_mode, i.stop_mode, i.duration), (1, LATTE_MODE_MID, LATTE_MODE_FAST, inner));
+        assert_eq!((o.depth, o.start_mode, o.stop_mode, o.duration), (0, LATTE_MODE_HARD, LATTE_MODE_HARD, outer));
+        assert!(i.start_tsc >= o.start_tsc);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn null_and_overlong_ids() {
+    std::thread::spawn(|| {
+        span(c"", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        latte_start(core::ptr::null(), LATTE_MODE_FAST);
+        latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+        assert_eq!(snapshot(c"<null-id>").len(), 1);
+        let a = c"an_identifier_well_beyond_thirty_one_bytes_A";
+        let b = c"an_identifier_well_beyond_thirty_one_bytes_B";
+        span(a, LATTE_MODE_FAST, LATTE_MODE_FAST);
+        span(b, LATTE_MODE_FAST, LATTE_MODE_FAST);
+        span(b, LATTE_MODE_FAST, LATTE_MODE_FAST);
+        assert_eq!(snapshot(a).len(), 1);
+        assert_eq!(snapshot(b).len(), 2);
+        let ta = latte_intern_id(a.as_ptr());
+        let mut buf = [0 as core::ffi::c_char; 40];
+        assert_eq!(latte_id_name(ta, buf.as_mut_ptr(), buf.len()), 31);
+        // SAFETY: latte_id_name NUL-terminates.
+        let name = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+        assert!(name.starts_with("an_identifier_well_beyond_") && name.as_bytes()[26] == b'~', "{name}");
+        // Content, not address: a copy of the text is the same ID.
+        let copy = CString::new("null_and_overlong").unwrap();
+        assert_eq!(latte_intern_id(copy.as_ptr()), latte_intern_id(c"null_and_overlong".as_ptr()));
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn reader_cursors_while_a_writer_runs() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
+    let (s2, w2) = (stop.clone(), written.clone());
+    let h = std::thread::spawn(move || {
+        let mut n = 0;
+        while !s2.load(Ordering::Relaxed) {
+            span(c"cursor-live", LATTE_MODE_FAST, LATTE_MODE_FAST);
+            n += 1;
+        }
+        w2.store(n, Ordering::Relaxed);
+    });
+    let v = loop {
+        let v = own_view().unwrap();
+        let tok = v.ids().unwrap().into_iter().find(|i| latte::intern::name_bytes(&i.name) == b"cursor-live");
+        if let Some(t) = tok {
+            if let Some(s) = v.slots().unwrap().into_iter().find(|s| s.id_token == t.token) {
+                break (v, s.index);
+            }
+        }
+        std::thread::yield_now();
+    };
+    let (view, idx) = v;
+    let mut cur = latte_cursor::default();
+    let mut out = Vec::new();
+    let mut last_tsc = 0;
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_millis(300) {
+        out.clear();
+        view.read_slot(idx, &mut cur, &mut out, false).unwrap();
+        for r in &out {
+            let s = r.decode();
+            assert!(s.start_tsc >= last_tsc, "samples out of order: stale or torn");
+            last_tsc = s.start_tsc;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    out.clear();
+    view.read_slot(idx, &mut cur, &mut out, false).unwrap();
+    assert_eq!(cur.read + cur.lost, written.load(Ordering::Relaxed));
+    assert_eq!(cur.next, written.load(Ordering::Relaxed));
+}
+
+#[test]
+fn report_hides_calibration_and_lists_components() {
+    std::thread::spawn(|| {
+        for _ in 0..100 {
+            span(c"reported", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        assert_eq!(latte_calibrate(), 0);
+        let r = latte::report::own_report(LATTE_UNIT_TIME, LATTE_DATA_CALIBRATED).unwrap();
+        assert!(r.contains("LATTE TELEMETRY [TIME][CAL]"));
+        assert!(r.contains("OVERHEAD H[Start] x W[Stop]") && r.contains("PULSE"));
+        assert!(r.contains("reported"));
+        assert!(!r.contains("latte.calibrate"));
+        let mut o = [0f64; 9];
+        let mut p = 0f64;
+        latte_calibration_overheads(o.as_mut_ptr(), &mut p);
+        assert!(o.iter().all(|&x| x > 0.0) && p > 0.0, "{o:?} {p}");
+        assert!(latte_cycles_per_ns() > 0.0);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn bad_arguments_get_errors() {
+    assert_eq!(latte_init_shared_region(core::ptr::null()), -libc::EINVAL);
+    assert_eq!(latte_trace_write(core::ptr::null()), -libc::EINVAL);
+    assert_eq!(latte_get_counters(core::ptr::null_mut()), -libc::EINVAL);
+    assert_eq!(latte_data_clean(core::ptr::null(), 3, core::ptr::null_mut(), core::ptr::null_mut(), core::ptr::null_mut(), core::ptr::null_mut(), core::ptr::null_mut()), -libc::EINVAL);
+    latte_pulse(core::ptr::null_mut(), c"x".as_ptr());
+    latte_string_free(core::ptr::null_mut());
+    latte_reader_close(core::ptr::null_mut());
+    // SAFETY: strerror returns a static C string.
+    assert!(!unsafe { CStr::from_ptr(latte_strerror(-12345)) }.to_bytes().is_empty());
+    assert_eq!(latte_flush_async(1, LATTE_UNIT_CYCLE), latte::error::LATTE_ERR_NOT_SUPPORTED);
+    assert_eq!(latte_poll_flush(), latte::error::LATTE_ERR_NOT_SUPPORTED);
+}

@@ -1,0 +1,28 @@
+//! The ID table holds 256 names; the 257th gets no token and what is
+//! recorded under it is dropped and counted.
+
+mod common;
+use common::*;
+use latte::layout::*;
+use std::ffi::CString;
+
+#[test]
+fn the_257th_id_does_not_fit() {
+    let names: Vec<CString> = (0..257).map(|k| CString::new(format!("id-{k}")).unwrap()).collect();
+    for (k, n) in names.iter().take(256).enumerate() {
+        assert_eq!(latte::ffi::latte_intern_id(n.as_ptr()), k as u32);
+    }
+    assert_eq!(latte::ffi::latte_intern_id(names[256].as_ptr()), LATTE_INVALID_ID);
+    // Known IDs still record; the unknown one is dropped and counted.
+    span(&names[5], LATTE_MODE_FAST, LATTE_MODE_FAST);
+    span(&names[256], LATTE_MODE_FAST, LATTE_MODE_FAST);
+    span(&names[256], LATTE_MODE_FAST, LATTE_MODE_FAST);
+    assert_eq!(snapshot(&names[5]).len(), 1);
+    assert!(snapshot(&names[256]).is_empty());
+    assert_eq!(counters().unfit_id_drops, 2);
+    assert_eq!(thread_counters().dropped, 2);
+    // Calibration cannot intern its ID either: an error, not a crash.
+    assert_eq!(latte::ffi::latte_calibrate(), -libc::ENOSPC);
+    let r = latte::report::own_report(LATTE_UNIT_CYCLE, LATTE_DATA_RAW).unwrap();
+    assert!(r.contains("id-5"));
+}
