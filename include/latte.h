@@ -72,6 +72,12 @@
 // Slot state: its thread has exited; every sample in it is final.
 #define LATTE_SLOT_CLOSED 2
 
+// Bits of `latte_frame.tsc_mode` that hold the TSC.
+#define LATTE_FRAME_TSC_MASK ((1ull << 62) - 1)
+
+// Bit position of the start mode in `latte_frame.tsc_mode`.
+#define LATTE_FRAME_MODE_SHIFT 62
+
 
 
 // Bit position of the depth in `latte_sample.packed`.
@@ -97,12 +103,6 @@ typedef struct latte_reader latte_reader;
 // and is recorded, as FAST.
 typedef uint32_t latte_mode;
 
-// Per-call-site state of a pulse, kept by the caller (thread-local per site).
-typedef struct latte_pulse_site {
-  // TSC of the previous pulse from this site on this thread; 0 = not primed.
-  uint64_t last_tsc;
-} latte_pulse_site;
-
 // Header of one (thread, ID) ring. Line 0 holds only `write_idx`, written
 // by the owning thread after every sample; line 1 holds metadata written
 // when the slot is assigned. The samples follow at offset 128.
@@ -126,6 +126,18 @@ typedef struct LATTE_ALIGNED(64) latte_slot_header {
   uint32_t _pad1[11];
 } latte_slot_header;
 
+// Per-call-site state of a pulse, kept by the caller: one per call site
+// and thread (a thread-local static), zero-initialised. Never share one
+// between threads.
+typedef struct latte_pulse_site {
+  // TSC of the previous pulse from this site on this thread; 0 = not primed.
+  uint64_t last_tsc;
+  // The ID the ring below belongs to.
+  const char *id;
+  // This thread's ring for that ID (NULL until resolved).
+  struct latte_slot_header *slot;
+} latte_pulse_site;
+
 // One entry of a thread's pointer-keyed cache: ID pointer -> its ring.
 typedef struct latte_cache_entry {
   // The ID pointer; `LATTE_CACHE_EMPTY` when unused.
@@ -134,17 +146,19 @@ typedef struct latte_cache_entry {
   struct latte_slot_header *slot;
 } latte_cache_entry;
 
-// One open span on a thread's stack.
+// One open span on a thread's stack. Start resolves the ring (so Stop has
+// no lookup on its path from the TSC read to the sample write).
 typedef struct latte_frame {
-  // The ID pointer as given to Start (only compared, never kept beyond the span).
-  const char *id;
-  // TSC read by Start.
-  uint64_t tsc;
+  // The ring the span records into; NULL when its ID or slot did not fit
+  // (the span is then dropped, counted when Start resolved it).
+  struct latte_slot_header *slot;
+  // TSC read by Start in the low 62 bits, the start mode in the top 2.
+  uint64_t tsc_mode;
 } latte_frame;
 
 // The per-thread recorder state, owned and laid out by Rust. Only its own
 // thread touches it. The inline fast path of `latte_inline.h` reads and
-// writes the fields up to `modes`; the rest is Rust's.
+// writes the fields up to `frames`; the rest is Rust's.
 typedef struct latte_thread {
   // Number of open spans.
   uint32_t depth;
@@ -162,8 +176,6 @@ typedef struct latte_thread {
   struct latte_cache_entry cache[128];
   // The span stack.
   struct latte_frame frames[64];
-  // Start mode of each open span.
-  uint8_t modes[64];
   // Rust-private: ring of each token for this thread (NULL when none).
   struct latte_slot_header *slots_by_token[256];
   // Rust-private: OS thread id.
@@ -415,9 +427,11 @@ void latte_pulse(struct latte_pulse_site *site, const char *id);
 // `latte_inline.h`; NULL while the thread is being torn down.
 struct latte_thread *latte_thread_current(void);
 
-// Slow path of the inline Stop and pulse: a cache miss. Records the sample
-// (interning the ID and allocating the slot as needed) and fills the cache.
-void latte_thread_record_slow(struct latte_thread *t, const char *id, uint64_t start_tsc, uint64_t packed);
+// Slow path of the inline Start and pulse: a cache miss. Interns the ID,
+// finds or allocates this thread's ring for it, fills the cache, and
+// returns the ring; NULL (the span is dropped and counted) when the ID
+// table or the slots are full.
+struct latte_slot_header *latte_thread_resolve(struct latte_thread *t, const char *id);
 
 // Slow path of the inline Start: 64 spans are open; counts the ignored Start.
 void latte_thread_note_overflow(struct latte_thread *t);

@@ -58,7 +58,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_stop(id, mode) latte__off_u64(sizeof(id) + sizeof(mode))
 #define latte_pulse(site, id) latte__off_void(sizeof(site) + sizeof(id))
 #define latte_thread_current() latte__off_thread()
-#define latte_thread_record_slow(t, id, tsc, packed) latte__off_void(sizeof(t) + sizeof(id) + sizeof(tsc) + sizeof(packed))
+#define latte_thread_resolve(t, id) ((struct latte_slot_header *)latte__off_string(sizeof(t) + sizeof(id)))
 #define latte_thread_note_overflow(t) latte__off_void(sizeof(t))
 #define latte_thread_note_orphan(t) latte__off_void(sizeof(t))
 #define latte_thread_get_counters(out) latte__off_zero(0, (out), sizeof(struct latte_thread_counters))

@@ -6,7 +6,7 @@
  * (latte_thread in latte.h) exactly as Rust's own path does (src/recorder.rs:
  * start, stop_at, pulse, write_sample); every slow path (first use of a
  * thread, an ID or a slot; more than 64 open spans; a Stop with nothing
- * open) is a call into the library. tests/c/inline_vs_abi.c checks that both
+ * open) is a call into the library. tests/c/shared.c checks that both
  * paths write identical samples.
  *
  * Ring writer protocol (see src/recorder.rs): load write_idx (relaxed, sole
@@ -97,9 +97,12 @@ LATTE__FN void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, u
   __atomic_store_n(&s->write_idx, idx + 1, __ATOMIC_RELEASE);
 }
 
-/* Same effect as latte_start(id, mode). */
+/* Same effect as latte_start(id, mode): resolves the ring now (a cache
+ * hit is one compare), pushes it, reads the TSC last. */
 LATTE__FN void latte_start_inline(const char *id, latte_mode mode) {
   latte_thread *t = latte_self();
+  latte_cache_entry *e;
+  latte_slot_header *slot;
   uint32_t d;
   if (__builtin_expect(t == NULL, 0)) return;
   d = t->depth;
@@ -108,20 +111,21 @@ LATTE__FN void latte_start_inline(const char *id, latte_mode mode) {
     return;
   }
   mode = latte__norm(mode);
-  t->frames[d].id = id;
-  t->modes[d] = (uint8_t)mode;
+  e = &t->cache[latte__cache_index(id)];
+  slot = __builtin_expect(e->key == id, 1) ? e->slot : latte_thread_resolve(t, id);
+  t->frames[d].slot = slot;
   t->depth = d + 1;
-  t->frames[d].tsc = latte__tsc_start(mode);
+  t->frames[d].tsc_mode = (latte__tsc_start(mode) & LATTE_FRAME_TSC_MASK) | ((uint64_t)mode << LATTE_FRAME_MODE_SHIFT);
 }
 
-/* Same effect as latte_stop(id, mode): closes the innermost span. */
+/* Same effect as latte_stop(id, mode): reads the TSC first, closes the
+ * innermost span, writes its sample. */
 LATTE__FN uint64_t latte_stop_inline(const char *id, latte_mode mode) {
-  uint64_t now = latte__tsc_stop(mode);
+  uint64_t now = latte__tsc_stop(mode) & LATTE_FRAME_TSC_MASK;
   latte_thread *t = latte_self();
-  uint32_t d;
+  latte_frame *f;
   uint64_t st, dur;
-  const char *sid;
-  latte_cache_entry *e;
+  uint32_t d;
   (void)id;
   if (__builtin_expect(t == NULL, 0)) return 0;
   d = t->depth;
@@ -131,34 +135,30 @@ LATTE__FN uint64_t latte_stop_inline(const char *id, latte_mode mode) {
   }
   d -= 1;
   t->depth = d;
-  sid = t->frames[d].id;
-  st = t->frames[d].tsc;
+  f = &t->frames[d];
+  st = f->tsc_mode & LATTE_FRAME_TSC_MASK;
   dur = now > st ? now - st : 0;
-  e = &t->cache[latte__cache_index(sid)];
-  if (__builtin_expect(e->key == sid, 1))
-    latte__write(e->slot, t->sample_mask, st, latte__pack(dur, d, t->modes[d], latte__norm(mode)));
-  else
-    latte_thread_record_slow(t, sid, st, latte__pack(dur, d, t->modes[d], latte__norm(mode)));
+  if (__builtin_expect(f->slot != NULL, 1))
+    latte__write(f->slot, t->sample_mask, st,
+                 latte__pack(dur, d, (uint32_t)(f->tsc_mode >> LATTE_FRAME_MODE_SHIFT), latte__norm(mode)));
   return dur;
 }
 
-/* Same effect as latte_pulse(site, id). */
+/* Same effect as latte_pulse(site, id): the site keeps its ring. */
 LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   uint64_t now = __rdtsc();
   uint64_t last = site->last_tsc;
-  latte_thread *t;
-  latte_cache_entry *e;
-  uint64_t packed;
+  latte_thread *t = latte_self();
   site->last_tsc = now;
-  if (__builtin_expect(last == 0, 0)) return;
-  t = latte_self();
   if (__builtin_expect(t == NULL, 0)) return;
-  packed = latte__pack(now > last ? now - last : 0, t->depth, LATTE_MODE_PULSE, LATTE_MODE_PULSE);
-  e = &t->cache[latte__cache_index(id)];
-  if (__builtin_expect(e->key == id, 1))
-    latte__write(e->slot, t->sample_mask, last, packed);
-  else
-    latte_thread_record_slow(t, id, last, packed);
+  if (__builtin_expect(site->id != id || site->slot == NULL, 0)) {
+    site->slot = latte_thread_resolve(t, id);
+    site->id = id;
+    if (site->slot == NULL) return;
+  }
+  if (__builtin_expect(last == 0, 0)) return;
+  latte__write(site->slot, t->sample_mask, last,
+               latte__pack(now > last ? now - last : 0, t->depth, LATTE_MODE_PULSE, LATTE_MODE_PULSE));
 }
 
 #else /* LATTE_DISABLE */

@@ -138,7 +138,7 @@ pub fn run_native() -> i32 {
                 }
             }
         }
-        let mut site = latte_pulse_site { last_tsc: 0 };
+        let mut site = latte_pulse_site::new();
         for _ in 0..=CALIBRATION_ITERS {
             recorder::pulse(t, &mut site, id);
         }

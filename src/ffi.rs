@@ -116,16 +116,18 @@ pub extern "C" fn latte_thread_current() -> *mut latte_thread {
     guard(core::ptr::null_mut(), recorder::current)
 }
 
-/// Slow path of the inline Stop and pulse: a cache miss. Records the sample
-/// (interning the ID and allocating the slot as needed) and fills the cache.
+/// Slow path of the inline Start and pulse: a cache miss. Interns the ID,
+/// finds or allocates this thread's ring for it, fills the cache, and
+/// returns the ring; NULL (the span is dropped and counted) when the ID
+/// table or the slots are full.
 #[no_mangle]
-pub extern "C" fn latte_thread_record_slow(t: *mut latte_thread, id: *const c_char, start_tsc: u64, packed: u64) {
-    guard((), || {
+pub extern "C" fn latte_thread_resolve(t: *mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
+    guard(core::ptr::null_mut(), || {
         if t.is_null() || t != recorder::current_if_any() {
-            return;
+            return core::ptr::null_mut();
         }
         // SAFETY: checked to be the calling thread's own state.
-        recorder::record_slow(unsafe { &mut *t }, id, start_tsc, packed)
+        recorder::resolve(unsafe { &mut *t }, id)
     })
 }
 

@@ -206,15 +206,22 @@ pub struct latte_region_header {
     pub _reserved: [u64; 30],
 }
 
-/// One open span on a thread's stack.
+/// One open span on a thread's stack. Start resolves the ring (so Stop has
+/// no lookup on its path from the TSC read to the sample write).
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct latte_frame {
-    /// The ID pointer as given to Start (only compared, never kept beyond the span).
-    pub id: *const c_char,
-    /// TSC read by Start.
-    pub tsc: u64,
+    /// The ring the span records into; NULL when its ID or slot did not fit
+    /// (the span is then dropped, counted when Start resolved it).
+    pub slot: *mut latte_slot_header,
+    /// TSC read by Start in the low 62 bits, the start mode in the top 2.
+    pub tsc_mode: u64,
 }
+
+/// Bits of `latte_frame.tsc_mode` that hold the TSC.
+pub const LATTE_FRAME_TSC_MASK: u64 = (1u64 << 62) - 1;
+/// Bit position of the start mode in `latte_frame.tsc_mode`.
+pub const LATTE_FRAME_MODE_SHIFT: u32 = 62;
 
 /// One entry of a thread's pointer-keyed cache: ID pointer -> its ring.
 #[repr(C)]
@@ -231,7 +238,7 @@ pub const LATTE_CACHE_EMPTY: usize = usize::MAX;
 
 /// The per-thread recorder state, owned and laid out by Rust. Only its own
 /// thread touches it. The inline fast path of `latte_inline.h` reads and
-/// writes the fields up to `modes`; the rest is Rust's.
+/// writes the fields up to `frames`; the rest is Rust's.
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct latte_thread {
@@ -251,8 +258,6 @@ pub struct latte_thread {
     pub cache: [latte_cache_entry; 128],
     /// The span stack.
     pub frames: [latte_frame; 64],
-    /// Start mode of each open span.
-    pub modes: [u8; 64],
     /// Rust-private: ring of each token for this thread (NULL when none).
     pub slots_by_token: [*mut latte_slot_header; 256],
     /// Rust-private: OS thread id.
@@ -261,12 +266,25 @@ pub struct latte_thread {
     pub alive: u32,
 }
 
-/// Per-call-site state of a pulse, kept by the caller (thread-local per site).
+/// Per-call-site state of a pulse, kept by the caller: one per call site
+/// and thread (a thread-local static), zero-initialised. Never share one
+/// between threads.
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct latte_pulse_site {
     /// TSC of the previous pulse from this site on this thread; 0 = not primed.
     pub last_tsc: u64,
+    /// The ID the ring below belongs to.
+    pub id: *const c_char,
+    /// This thread's ring for that ID (NULL until resolved).
+    pub slot: *mut latte_slot_header,
+}
+
+impl latte_pulse_site {
+    /// An unprimed site.
+    pub const fn new() -> Self {
+        latte_pulse_site { last_tsc: 0, id: core::ptr::null(), slot: core::ptr::null_mut() }
+    }
 }
 
 /// Bit position of the depth in `latte_sample.packed`.

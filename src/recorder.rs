@@ -2,10 +2,12 @@
 //! the innermost span and appends a sample to the thread's ring for that ID.
 //!
 //! Hot path (`start`, `stop`, `pulse`): no lock, no atomic read-modify-write,
-//! no allocation. Stop finds the ring through a per-thread direct-mapped
-//! cache keyed by the ID pointer; a miss goes to `record_slow`, which interns
-//! the ID, finds or allocates the (thread, ID) slot under the registry lock
-//! and fills the cache. `include/latte_inline.h` is the same hot path in C.
+//! no allocation. Start finds the ring through a per-thread direct-mapped
+//! cache keyed by the ID pointer and pushes it with the TSC; Stop pops it
+//! and writes the sample. A cache miss goes to `resolve`, which interns the
+//! ID, finds or allocates the (thread, ID) slot under the registry lock and
+//! fills the cache. A pulse keeps its ring in its call-site state.
+//! `include/latte_inline.h` is the same hot path in C.
 //!
 //! Writer protocol for a ring (single writer: the owning thread):
 //! 1. `idx = write_idx` (relaxed: only this thread stores it);
@@ -351,8 +353,9 @@ pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u
     h.write_idx.store(idx + 1, Ordering::Release);
 }
 
-/// Opens a span on the thread's stack. The TSC is read last, so the
-/// bookkeeping is outside the measured interval.
+/// Opens a span on the thread's stack, resolving its ring now (cache hit:
+/// one compare). The TSC is read last, so the bookkeeping is outside the
+/// measured interval.
 #[inline(always)]
 pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     let d = t.depth as usize;
@@ -361,10 +364,11 @@ pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
         return;
     }
     let mode = tsc::normalize_mode(mode);
-    t.frames[d].id = id;
-    t.modes[d] = mode as u8;
+    let e = &t.cache[cache_index(id)];
+    let slot = if e.key == id { e.slot } else { resolve(t, id) };
+    t.frames[d].slot = slot;
     t.depth = d as u32 + 1;
-    t.frames[d].tsc = tsc::read_start(mode);
+    t.frames[d].tsc_mode = (tsc::read_start(mode) & LATTE_FRAME_TSC_MASK) | ((mode as u64) << LATTE_FRAME_MODE_SHIFT);
 }
 
 /// Closes the innermost open span and records it; returns its duration in
@@ -385,16 +389,13 @@ pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
     }
     let d = d - 1;
     t.depth = d as u32;
-    let id = t.frames[d].id;
-    let start_tsc = t.frames[d].tsc;
-    let dur = now.saturating_sub(start_tsc);
-    let packed = pack(dur, d as u32, t.modes[d] as u32, tsc::normalize_mode(mode));
-    let e = &t.cache[cache_index(id)];
-    if e.key == id {
-        // SAFETY: cache entries only ever hold slots this thread owns.
-        unsafe { write_sample(e.slot, t.sample_mask, start_tsc, packed) };
-    } else {
-        record_slow(t, id, start_tsc, packed);
+    let f = &t.frames[d];
+    let start_tsc = f.tsc_mode & LATTE_FRAME_TSC_MASK;
+    let dur = (now & LATTE_FRAME_TSC_MASK).saturating_sub(start_tsc);
+    if !f.slot.is_null() {
+        let packed = pack(dur, d as u32, (f.tsc_mode >> LATTE_FRAME_MODE_SHIFT) as u32, tsc::normalize_mode(mode));
+        // SAFETY: frames only ever hold NULL or slots this thread owns.
+        unsafe { write_sample(f.slot, t.sample_mask, start_tsc, packed) };
     }
     dur
 }
@@ -406,17 +407,19 @@ pub fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_cha
     let now = tsc::rdtsc();
     let last = site.last_tsc;
     site.last_tsc = now;
+    if site.id != id || site.slot.is_null() {
+        site.slot = resolve(t, id);
+        site.id = id;
+        if site.slot.is_null() {
+            return;
+        }
+    }
     if last == 0 {
         return;
     }
     let packed = pack(now.saturating_sub(last), t.depth, LATTE_MODE_PULSE, LATTE_MODE_PULSE);
-    let e = &t.cache[cache_index(id)];
-    if e.key == id {
-        // SAFETY: cache entries only ever hold slots this thread owns.
-        unsafe { write_sample(e.slot, t.sample_mask, last, packed) };
-    } else {
-        record_slow(t, id, last, packed);
-    }
+    // SAFETY: the site's slot was resolved by this thread for `id`.
+    unsafe { write_sample(site.slot, t.sample_mask, last, packed) };
 }
 
 // ---------------------------------------------------------- slow paths ----
@@ -450,16 +453,16 @@ pub fn region_if_any() -> Option<&'static Region> {
 }
 
 /// Cache miss: intern the ID, find or allocate this thread's slot for it,
-/// fill the cache, record. Drops (and counts) the sample when the ID or the
-/// slot does not fit.
+/// fill the cache, and return the slot. NULL (counted as a dropped span)
+/// when the ID or the slot does not fit.
 #[cold]
 #[inline(never)]
-pub fn record_slow(t: &mut latte_thread, id: *const c_char, start_tsc: u64, packed: u64) {
+pub fn resolve(t: &mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
     let slot = {
         let mut reg = REGISTRY.lock();
         let region = match reg.region {
             Some(r) => r,
-            None => return,
+            None => return core::ptr::null_mut(),
         };
         // SAFETY: IDs are NULL or NUL-terminated strings (the API contract).
         let token = match unsafe { reg.interner.intern_ptr(region, id) } {
@@ -467,7 +470,7 @@ pub fn record_slow(t: &mut latte_thread, id: *const c_char, start_tsc: u64, pack
             None => {
                 t.dropped += 1;
                 bump(&region.header().unfit_id_drops, 1);
-                return;
+                return core::ptr::null_mut();
             }
         };
         let mut slot = t.slots_by_token[token as usize];
@@ -480,7 +483,7 @@ pub fn record_slow(t: &mut latte_thread, id: *const c_char, start_tsc: u64, pack
                 None => {
                     t.dropped += 1;
                     bump(&region.header().no_slot_drops, 1);
-                    return;
+                    return core::ptr::null_mut();
                 }
             }
         }
@@ -489,8 +492,7 @@ pub fn record_slow(t: &mut latte_thread, id: *const c_char, start_tsc: u64, pack
     let e = &mut t.cache[cache_index(id)];
     e.key = id;
     e.slot = slot;
-    // SAFETY: `slot` is owned by this thread (just looked up or allocated).
-    unsafe { write_sample(slot, t.sample_mask, start_tsc, packed) };
+    slot
 }
 
 /// Token of an ID by content (interning it), without recording anything.

@@ -1,0 +1,319 @@
+// Latte.hpp: the Latte:: C++ API over liblatte.
+//
+// Existing programs compile unchanged against this header and link liblatte:
+//   g++ -O3 -march=native -std=c++17 -I cpp_compat -I include app.cpp
+//       -L target/release -llatte -Wl,-rpath,<dir>/target/release -lpthread
+// or statically with target/release/liblatte.a (see the README).
+//
+// This header only forwards: recording goes through the inline fast path of
+// latte_inline.h (the same effect as latte_start/latte_stop, over the
+// per-thread state Rust owns); statistics, the outlier rule, calibration
+// figures, the report text and the trace JSON all come from the library.
+// With LATTE_DISABLE defined before the include, everything compiles to
+// no-ops and the program links without liblatte.
+#ifndef LATTE_HPP_COMPAT
+#define LATTE_HPP_COMPAT
+
+#include <x86intrin.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <ctime>
+#include <iostream>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "latte_inline.h"
+
+namespace Latte {
+
+using ID = const char *;
+using Cycles = uint64_t;
+
+enum class Mode : uint8_t { Fast = 0, Mid = 1, Hard = 2 };
+
+constexpr size_t MAX_ACTIVE_SLOTS = LATTE_MAX_DEPTH;
+constexpr size_t BUFFER_PWR = 16;
+constexpr size_t MAX_SAMPLES = size_t(1) << BUFFER_PWR;
+constexpr size_t BUFFER_MASK = MAX_SAMPLES - 1;
+static_assert(MAX_SAMPLES == LATTE_DEFAULT_SAMPLES, "ring capacity mismatch");
+
+namespace Parameter {
+enum Unit { Cycle, Time };
+enum Data { Raw, Calibrated };
+}  // namespace Parameter
+
+namespace Internal {
+struct CleanResult {
+  std::vector<double> values;  // kept, sorted
+  size_t outlier = 0;
+  double cutoff = 0.0;
+};
+
+template <latte_mode M>
+inline void StartIn(ID id) { latte_start_inline(id, M); }
+template <latte_mode M>
+inline void StopIn(ID id) { (void)latte_stop_inline(id, M); }
+}  // namespace Internal
+
+namespace Fast {
+inline void Start(ID id) { Internal::StartIn<LATTE_MODE_FAST>(id); }
+inline void Stop(ID id) { Internal::StopIn<LATTE_MODE_FAST>(id); }
+}  // namespace Fast
+namespace Mid {
+inline void Start(ID id) { Internal::StartIn<LATTE_MODE_MID>(id); }
+inline void Stop(ID id) { Internal::StopIn<LATTE_MODE_MID>(id); }
+}  // namespace Mid
+namespace Hard {
+inline void Start(ID id) { Internal::StartIn<LATTE_MODE_HARD>(id); }
+inline void Stop(ID id) { Internal::StopIn<LATTE_MODE_HARD>(id); }
+}  // namespace Hard
+
+namespace Internal {
+
+// Runs the calibration loops on the path callers use (this header's inline
+// Start/Stop and pulse); the library computes and publishes the figures.
+template <latte_mode S, latte_mode E>
+inline void CalibrationLoop(ID id, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    latte_start_inline(id, S);
+    (void)latte_stop_inline(id, E);
+  }
+}
+
+inline void Calibrate() {
+  if (!latte_calibration_begin()) return;
+  ID id = latte_calibration_id();
+  const uint32_t n = latte_calibration_iterations();
+  CalibrationLoop<LATTE_MODE_FAST, LATTE_MODE_FAST>(id, n);
+  CalibrationLoop<LATTE_MODE_FAST, LATTE_MODE_MID>(id, n);
+  CalibrationLoop<LATTE_MODE_FAST, LATTE_MODE_HARD>(id, n);
+  CalibrationLoop<LATTE_MODE_MID, LATTE_MODE_FAST>(id, n);
+  CalibrationLoop<LATTE_MODE_MID, LATTE_MODE_MID>(id, n);
+  CalibrationLoop<LATTE_MODE_MID, LATTE_MODE_HARD>(id, n);
+  CalibrationLoop<LATTE_MODE_HARD, LATTE_MODE_FAST>(id, n);
+  CalibrationLoop<LATTE_MODE_HARD, LATTE_MODE_MID>(id, n);
+  CalibrationLoop<LATTE_MODE_HARD, LATTE_MODE_HARD>(id, n);
+  static thread_local latte_pulse_site site;
+  site.last_tsc = 0;  // unprimed: the first call of the loop primes it
+  for (uint32_t i = 0; i <= n; i++) latte_pulse_inline(&site, id);
+  (void)latte_calibration_end();
+}
+
+// Scope guard of LATTE_RAII.
+template <latte_mode M>
+class Guard {
+ public:
+  explicit Guard(ID id) { latte_start_inline(id, M); }
+  ~Guard() { (void)latte_stop_inline(nullptr, M); }
+  Guard(const Guard &) = delete;
+  Guard &operator=(const Guard &) = delete;
+};
+using RaiiMode_ = Guard<LATTE_MODE_FAST>;
+using RaiiMode_Fast = Guard<LATTE_MODE_FAST>;
+using RaiiMode_Mid = Guard<LATTE_MODE_MID>;
+using RaiiMode_Hard = Guard<LATTE_MODE_HARD>;
+
+// LATTE_FIELD: times f() in Fast mode under `id`, returning its result with
+// its value category (a reference stays a reference; void works).
+template <class F>
+inline decltype(auto) Field(ID id, F &&f) {
+  using R = decltype(f());
+  if constexpr (std::is_void_v<R>) {
+    latte_start_inline(id, LATTE_MODE_FAST);
+    f();
+    (void)latte_stop_inline(id, LATTE_MODE_FAST);
+  } else if constexpr (std::is_reference_v<R>) {
+    latte_start_inline(id, LATTE_MODE_FAST);
+    R r = f();
+    (void)latte_stop_inline(id, LATTE_MODE_FAST);
+    return static_cast<R>(r);
+  } else {
+    latte_start_inline(id, LATTE_MODE_FAST);
+    R r = f();
+    (void)latte_stop_inline(id, LATTE_MODE_FAST);
+    return r;
+  }
+}
+
+}  // namespace Internal
+
+// The durations recorded for `id` on every thread (at most MAX_SAMPLES per
+// thread, the newest); empty for an unknown ID.
+inline std::vector<Cycles> Snapshot(ID id) {
+  std::vector<Cycles> v;
+  size_t n = 0;
+  if (latte_snapshot(id, nullptr, 0, &n) == 0 || n == 0) return v;
+  for (;;) {
+    v.resize(n + 1024);  // room for samples recorded meanwhile
+    size_t got = 0;
+    int rc = latte_snapshot(id, v.data(), v.size(), &got);
+    if (rc == 0) {
+      v.resize(got);
+      return v;
+    }
+    if (rc != -34 /* ERANGE: grew meanwhile */) {
+      v.clear();
+      return v;
+    }
+    n = got;
+  }
+}
+
+// "512.00 ns", "1.88 us", "3.20 ms", "1.50 s", "2.00 min".
+inline std::string FormatTime(double ns) {
+  char buf[64];
+  int n = latte_format_time(ns, buf, sizeof buf);
+  return n > 0 ? std::string(buf) : std::string();
+}
+
+// The outlier rule of the report (see the README).
+inline Internal::CleanResult DataClean(const std::vector<double> &values) {
+  Internal::CleanResult r;
+  r.values.resize(values.size());
+  size_t kept = 0, outliers = 0;
+  double cutoff = 0.0;
+  int has = 0;
+  if (latte_data_clean(values.data(), values.size(), r.values.data(), &kept, &outliers, &cutoff, &has) != 0) kept = 0;
+  r.values.resize(kept);
+  r.outlier = outliers;
+  r.cutoff = cutoff;
+  (void)has;
+  return r;
+}
+
+// Prints the report table; calibrates first when Time or Calibrated is asked.
+inline void DumpToStream(std::ostream &os, Parameter::Unit unit = Parameter::Cycle,
+                         Parameter::Data data = Parameter::Raw) {
+  if (unit == Parameter::Time || data == Parameter::Calibrated) Internal::Calibrate();
+  char *s = latte_report_string(unit == Parameter::Time ? LATTE_UNIT_TIME : LATTE_UNIT_CYCLE,
+                                data == Parameter::Calibrated ? LATTE_DATA_CALIBRATED : LATTE_DATA_RAW);
+  if (s) {
+    os << s;
+    latte_string_free(s);
+  }
+}
+
+// Writes every kept sample as a Chrome trace JSON array; nothing (and no
+// exception) when the path cannot be opened.
+inline void DumpToJson(const std::string &path) { (void)latte_trace_write(path.c_str()); }
+
+// New entry points (see include/latte.h for their codes).
+inline int InitSharedRegion(const char *shm_name) { return latte_init_shared_region(shm_name); }
+inline int InitSharedRegion(const std::string &shm_name) { return InitSharedRegion(shm_name.c_str()); }
+inline uint32_t InternID(ID id) { return latte_intern_id(id); }
+inline int FlushAsync(int fd, Parameter::Unit unit = Parameter::Time) {
+  return latte_flush_async(fd, unit == Parameter::Time ? LATTE_UNIT_TIME : LATTE_UNIT_CYCLE);
+}
+inline int PollFlush() { return latte_poll_flush(); }
+
+// A sidecar's read-only view of a region (shm name or flushed file).
+class Reader {
+ public:
+  struct Id {
+    uint32_t token;
+    std::string name;
+  };
+  static Reader OpenShared(const std::string &shm_name) {
+    Reader r;
+    r.err_ = latte_reader_open(shm_name.c_str(), &r.r_);
+    return r;
+  }
+  static Reader OpenFile(const std::string &path) {
+    Reader r;
+    r.err_ = latte_reader_open_file(path.c_str(), &r.r_);
+    return r;
+  }
+  Reader(Reader &&o) noexcept : r_(o.r_), err_(o.err_) { o.r_ = nullptr; }
+  Reader &operator=(Reader &&o) noexcept {
+    std::swap(r_, o.r_);
+    std::swap(err_, o.err_);
+    return *this;
+  }
+  Reader(const Reader &) = delete;
+  Reader &operator=(const Reader &) = delete;
+  ~Reader() { latte_reader_close(r_); }
+
+  bool ok() const { return r_ != nullptr; }
+  int error() const { return err_; }
+  std::string error_text() const { return latte_strerror(err_); }
+
+  std::vector<Id> Ids() const {
+    std::vector<Id> v;
+    uint32_t n = latte_reader_id_count(r_);
+    for (uint32_t t = 0; t < n; t++) {
+      char buf[LATTE_ID_NAME_SIZE];
+      if (latte_reader_id_name(r_, t, buf, sizeof buf) >= 0) v.push_back(Id{t, buf});
+    }
+    return v;
+  }
+  std::vector<latte_slot_info> Slots() const {
+    std::vector<latte_slot_info> v;
+    size_t n = 0;
+    if (latte_reader_slots(r_, nullptr, 0, &n) != 0 && n == 0) return v;
+    v.resize(n + 64);
+    if (latte_reader_slots(r_, v.data(), v.size(), &n) != 0) n = 0;
+    v.resize(n);
+    return v;
+  }
+  // Appends the samples of `slot` newer than `cursor` (at most `max`).
+  int Read(uint32_t slot, latte_cursor &cursor, std::vector<latte_raw_sample> &out, size_t max = MAX_SAMPLES) const {
+    size_t at = out.size(), n = 0;
+    out.resize(at + max);
+    int rc = latte_reader_read(r_, slot, &cursor, out.data() + at, max, &n);
+    out.resize(at + (rc == 0 ? n : 0));
+    return rc;
+  }
+  latte_counters Counters() const {
+    latte_counters c{};
+    (void)latte_reader_counters(r_, &c);
+    return c;
+  }
+  latte_region_info Info() const {
+    latte_region_info i{};
+    (void)latte_reader_info(r_, &i);
+    return i;
+  }
+
+  static Cycles Duration(const latte_raw_sample &s) { return s.packed & LATTE_MAX_DURATION; }
+  static unsigned Depth(const latte_raw_sample &s) { return unsigned(s.packed >> LATTE_DEPTH_SHIFT) & 63u; }
+
+ private:
+  Reader() = default;
+  latte_reader *r_ = nullptr;
+  int err_ = 0;
+};
+
+}  // namespace Latte
+
+#define LATTE__CAT2(a, b) a##b
+#define LATTE__CAT(a, b) LATTE__CAT2(a, b)
+#define LATTE__RAII_TYPE(...) ::Latte::Internal::RaiiMode_##__VA_ARGS__
+
+#ifndef LATTE_DISABLE
+// A pulse from this call site (per site and thread; the first call primes it).
+#define LATTE_PULSE(id) LATTE_PULSE_AT(id)
+// A scope guard timing the enclosing scope under __func__; mode Fast by default.
+#define LATTE_RAII(...) LATTE__RAII_TYPE(__VA_ARGS__) LATTE__CAT(latte_raii_, __COUNTER__)(__func__)
+// Times `expr` in Fast mode under the id #expr and yields its result.
+#define LATTE_FIELD(expr) ::Latte::Internal::Field(#expr, [&]() -> decltype(auto) { return (expr); })
+// Measures cycles per ns over ~120 ms against CLOCK_MONOTONIC_RAW.
+#define LATTE_FREQ(var) ((var) = ::latte_measure_cycles_per_ns(120))
+// Calibrates once (thread-safe; later calls do nothing).
+#define LATTE_CALIBRATE() ::Latte::Internal::Calibrate()
+#else
+#define LATTE_PULSE(id) ((void)sizeof(id))
+#define LATTE_RAII(...) static_cast<void>(0)
+#define LATTE_FIELD(expr) (expr)
+#define LATTE_FREQ(var) ((var) = 0.0)
+#define LATTE_CALIBRATE() static_cast<void>(0)
+#endif
+
+#endif  // LATTE_HPP_COMPAT
