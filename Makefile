@@ -79,11 +79,49 @@ $(B)/c/%.asan: tests/c/%.c tests/c/check.h include/*.h $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $(SAN) $< -o $@ -L$(REL) -llatte $(RPATH)
 
-cpp-test: lib
-	@echo "(no C++ tests yet)"
+# Every C++ test program (with the second translation unit), built five
+# ways: .so, .a, LATTE_DISABLE without liblatte, ASan+UBSan, TSan.
+CXX_TU := tests/cpp/api_other_tu.cpp
+cpp-test: lib $(foreach t,$(filter-out api_other_tu,$(CXX_TESTS)),$(B)/cpp/$(t).so $(B)/cpp/$(t).static $(B)/cpp/$(t).disabled $(B)/cpp/$(t).asan $(B)/cpp/$(t).tsan)
+	@set -e; for t in $(filter-out api_other_tu,$(CXX_TESTS)); do for v in so static disabled asan tsan; do \
+	  echo "== C++ $$t ($$v)"; ASAN_OPTIONS=detect_leaks=0 ./$(B)/cpp/$$t.$$v $(B); done; done
 
-speedtest: lib
-	@echo "(speedtest comes next)"
+CXX_DEPS := tests/c/check.h $(CXX_TU) cpp_compat/Latte.hpp include/*.h
+$(B)/cpp/%.so: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< $(CXX_TU) -o $@ -L$(REL) -llatte $(RPATH)
+
+$(B)/cpp/%.static: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< $(CXX_TU) -o $@ $(LIB_A) $(STATIC_LIBS)
+
+$(B)/cpp/%.disabled: tests/cpp/%.cpp $(CXX_DEPS)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) -DLATTE_DISABLE $< $(CXX_TU) -o $@
+
+$(B)/cpp/%.asan: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $(SAN) $< $(CXX_TU) -o $@ -L$(REL) -llatte $(RPATH)
+
+$(B)/cpp/%.tsan: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $(TSAN) $< $(CXX_TU) -o $@ -L$(REL) -llatte $(RPATH)
+
+# The hot path against both libraries (cdylib and staticlib), then the
+# extraction paths, then the calibrated report.
+SPEED_FLAGS := -O3 -march=native -std=c++17 -Wall -Wextra -Icpp_compat -Iinclude -pthread
+
+$(B)/speedtest.so: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ -L$(REL) -llatte $(RPATH)
+
+$(B)/speedtest.static: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+speedtest: lib $(B)/speedtest.so $(B)/speedtest.static
+	./$(B)/speedtest.so --label "cdylib: liblatte.so" --no-report
+	./$(B)/speedtest.static --label "staticlib: liblatte.a"
 
 clean:
 	$(CARGO) clean

@@ -25,6 +25,7 @@
 #include <iostream>
 #include <mutex>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>

@@ -10,8 +10,8 @@
  * paths write identical samples.
  *
  * Ring writer protocol (see src/recorder.rs): load write_idx (relaxed, sole
- * writer), release fence, store the sample's two words (relaxed), store
- * write_idx + 1 (release). On x86-64 the fence and orderings cost nothing.
+ * writer), store the sample's two words (release), store write_idx + 1
+ * (release). On x86-64 these are plain moves.
  *
  * Threads: the state pointer is cached in a thread-local of the caller's
  * (per translation unit in C, one per program in C++). Do not record from a
@@ -91,9 +91,8 @@ LATTE__FN uint64_t latte__pack(uint64_t dur, uint32_t depth, uint32_t start_mode
 LATTE__FN void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, uint64_t packed) {
   uint64_t idx = __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED);
   latte_sample *smp = (latte_sample *)((char *)s + LATTE_SLOT_HEADER_SIZE) + (idx & mask);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  __atomic_store_n(&smp->start_tsc, tsc, __ATOMIC_RELAXED);
-  __atomic_store_n(&smp->packed, packed, __ATOMIC_RELAXED);
+  __atomic_store_n(&smp->start_tsc, tsc, __ATOMIC_RELEASE);
+  __atomic_store_n(&smp->packed, packed, __ATOMIC_RELEASE);
   __atomic_store_n(&s->write_idx, idx + 1, __ATOMIC_RELEASE);
 }
 

@@ -15,11 +15,11 @@
 //! Otherwise every copied index below `w2 - cap + 1` (`w2 - cap` when
 //! closed) may have been overwritten during the copy and is dropped and
 //! counted as lost, as is every index between `c.next` and the first one
-//! kept; `c.next` becomes `w1`. The writer's release fence before each
-//! sample store pairs with the reader's acquire fence, so a sample whose
-//! stores the copy observed implies `w2` covers the write that overwrote
-//! it: a torn or stale sample is never returned, and over the life of a
-//! slot, returned + lost = written.
+//! kept; `c.next` becomes `w1`. The writer stores each sample word with
+//! release, which pairs with the reader's acquire fence: if the copy saw any
+//! word of a newer sample, `w2` covers the publish before it, so the index
+//! is discarded. A torn or stale sample is never returned, and over the life
+//! of a slot, returned + lost = written.
 
 use crate::error::*;
 use crate::intern::Name;

@@ -11,11 +11,12 @@
 //!
 //! Writer protocol for a ring (single writer: the owning thread):
 //! 1. `idx = write_idx` (relaxed: only this thread stores it);
-//! 2. release fence (orders the previous publish before the new sample's
-//!    stores, so a reader that sees any byte of the new sample also sees
-//!    `write_idx >= idx`: the seqlock writer rule; free on x86);
-//! 3. store both words of `samples[idx & mask]` (relaxed atomics);
-//! 4. `write_idx = idx + 1` with release (publishes the sample).
+//! 2. store both words of `samples[idx & mask]` with release: a reader
+//!    whose relaxed load sees either word, followed by its acquire fence,
+//!    then also sees every earlier publish, so its second load of
+//!    `write_idx` is at least `idx` and tells it the slot was being
+//!    overwritten (the seqlock writer rule; plain moves on x86);
+//! 3. `write_idx = idx + 1` with release (publishes the sample).
 
 use crate::layout::*;
 use crate::region::{bump, Region};
@@ -342,13 +343,12 @@ pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u
     let h = unsafe { &*slot };
     // Relaxed: this thread is the only writer of write_idx.
     let idx = h.write_idx.load(Ordering::Relaxed);
-    // Release fence: the previous publish happens-before the stores below
-    // for any reader whose acquire fence follows a load of them.
-    fence(Ordering::Release);
     // SAFETY: (idx & mask) < samples_per_slot, so the sample is inside the slot.
     let s = unsafe { &*((slot as *mut u8).add(LATTE_SLOT_HEADER_SIZE as usize) as *const latte_sample).add((idx & mask) as usize) };
-    s.start_tsc.store(start_tsc, Ordering::Relaxed);
-    s.packed.store(packed, Ordering::Relaxed);
+    // Release: every earlier publish happens-before these stores for a
+    // reader whose acquire fence follows a load of them (module doc, step 2).
+    s.start_tsc.store(start_tsc, Ordering::Release);
+    s.packed.store(packed, Ordering::Release);
     // Release: publishes the sample's two stores.
     h.write_idx.store(idx + 1, Ordering::Release);
 }
