@@ -513,6 +513,7 @@ pub unsafe fn intern_id(id: *const c_char) -> u32 {
 /// Installs a shared region before recording began. -EBUSY once any thread
 /// recorded; -EALREADY when a shared region is already installed.
 pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> Result<(), i32> {
+    Region::validate_name(name)?;
     let mut reg = REGISTRY.lock();
     if let Some(r) = reg.region {
         if r.is_shared() {

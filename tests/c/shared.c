@@ -1,0 +1,404 @@
+/* The shared region and its reader through the C ABI.
+ * - a second process (this program re-executed in reader mode) opens the
+ *   region by name, lists the names and reads the samples the producer wrote;
+ * - the inline path and the ABI path write identical samples (depth, modes);
+ * - a full slot table drops and counts; name rules; 0600; EEXIST and stale
+ *   objects; a second init; fork isolation; reading after the producer was
+ *   SIGKILLed; unlink.
+ * Built with and without LATTE_DISABLE (then only the no-op contract is checked). */
+#define _GNU_SOURCE
+#include "check.h"
+#include "latte_inline.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef LATTE_DISABLE
+
+static char region_name[64];
+
+/* Reader mode: open `name`, check the IDs and per-ID sample counts given as
+ * "id=count" arguments; exit 0 when all match. */
+static int reader_main(int argc, char **argv) {
+  latte_reader *r = NULL;
+  latte_slot_info slots[256];
+  size_t nslots = 0, i;
+  int a, bad = 0;
+  if (latte_reader_open(argv[2], &r) != 0) return 10;
+  if (latte_reader_slots(r, slots, 256, &nslots) != 0) return 11;
+  for (a = 3; a < argc; a++) {
+    char id[64], name[64];
+    const char *eq = strchr(argv[a], '=');
+    uint32_t t, found = LATTE_INVALID_ID;
+    size_t want, got = 0;
+    if (!eq) return 12;
+    memcpy(id, argv[a], (size_t)(eq - argv[a]));
+    id[eq - argv[a]] = 0;
+    want = (size_t)strtoul(eq + 1, NULL, 10);
+    for (t = 0; t < latte_reader_id_count(r); t++)
+      if (latte_reader_id_name(r, t, name, sizeof name) >= 0 && strcmp(name, id) == 0) found = t;
+    if (found == LATTE_INVALID_ID) {
+      fprintf(stderr, "reader: id %s not listed\n", id);
+      bad = 1;
+      continue;
+    }
+    for (i = 0; i < nslots; i++) {
+      if (slots[i].id_token != found) continue;
+      {
+        latte_cursor cur;
+        latte_raw_sample buf[4096];
+        size_t n = 0;
+        memset(&cur, 0, sizeof cur);
+        do {
+          if (latte_reader_read(r, slots[i].index, &cur, buf, 4096, &n) != 0) return 13;
+          got += n;
+        } while (n == 4096);
+        if (slots[i].os_tid == 0) bad = 1;
+      }
+    }
+    if (got != want) {
+      fprintf(stderr, "reader: %s has %zu samples, want %zu\n", id, got, want);
+      bad = 1;
+    }
+  }
+  latte_reader_close(r);
+  return bad ? 14 : 0;
+}
+
+/* Producer mode (a fresh process): make region argv[2], record 100 spans,
+ * write 'y' to fd argv[3], wait to be killed. */
+static int producer_main(char **argv) {
+  int i, fd = atoi(argv[3]);
+  char ok = 'x';
+  if (latte_init_shared_region(argv[2]) == 0) {
+    for (i = 0; i < 100; i++) {
+      latte_start("killed.span", LATTE_MODE_FAST);
+      latte_stop(NULL, LATTE_MODE_FAST);
+    }
+    ok = 'y';
+  }
+  if (write(fd, &ok, 1) != 1) return 1;
+  for (;;) pause();
+}
+
+/* Replace mode (a fresh process): the name argv[2] belongs to a dead
+ * producer: without replace_stale EEXIST, with it a new region. */
+static int replace_main(char **argv) {
+  latte_region_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.slot_capacity = 4;
+  cfg.samples_per_slot = 1024;
+  if (latte_init_shared_region(argv[2]) != -EEXIST) return 2;
+  if (latte_init_shared_region_with(argv[2], &cfg) != -EEXIST) return 3;
+  cfg.replace_stale = 1;
+  if (latte_init_shared_region_with(argv[2], &cfg) != 0) return 4;
+  return 0;
+}
+
+/* Live mode (a fresh process): the name argv[2] belongs to a live
+ * producer: never replaced. */
+static int live_main(char **argv) {
+  latte_region_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.replace_stale = 1;
+  return latte_init_shared_region_with(argv[2], &cfg) == -EEXIST ? 0 : 5;
+}
+
+static pid_t spawn(const char *mode, const char *name, const char *arg) {
+  char *args[5];
+  pid_t pid;
+  args[0] = (char *)"shared";
+  args[1] = (char *)mode;
+  args[2] = (char *)name;
+  args[3] = (char *)arg;
+  args[4] = NULL;
+  pid = fork();
+  if (pid == 0) {
+    execv("/proc/self/exe", args);
+    _exit(99);
+  }
+  return pid;
+}
+
+static int spawn_wait(const char *mode, const char *name) {
+  int status = 0;
+  pid_t pid = spawn(mode, name, NULL);
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+static int run_reader(char *self, const char *name, const char **expect, int n) {
+  char *args[16];
+  int i, status = 0;
+  pid_t pid;
+  args[0] = self;
+  args[1] = (char *)"reader";
+  args[2] = (char *)name;
+  for (i = 0; i < n; i++) args[3 + i] = (char *)expect[i];
+  args[3 + n] = NULL;
+  pid = fork();
+  if (pid == 0) {
+    execv("/proc/self/exe", args);
+    _exit(99);
+  }
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+/* Reads every decoded sample of `id` in this process's region via a reader. */
+static size_t read_all(const char *id, latte_raw_sample *out, size_t cap) {
+  latte_reader *r = NULL;
+  latte_slot_info slots[256];
+  size_t nslots = 0, i, total = 0;
+  uint32_t t, tok = LATTE_INVALID_ID;
+  char name[64];
+  if (latte_reader_open(region_name, &r) != 0) return 0;
+  for (t = 0; t < latte_reader_id_count(r); t++)
+    if (latte_reader_id_name(r, t, name, sizeof name) >= 0 && strcmp(name, id) == 0) tok = t;
+  latte_reader_slots(r, slots, 256, &nslots);
+  for (i = 0; i < nslots; i++)
+    if (slots[i].id_token == tok) {
+      latte_cursor cur;
+      size_t n = 0;
+      memset(&cur, 0, sizeof cur);
+      latte_reader_read(r, slots[i].index, &cur, out + total, cap - total, &n);
+      total += n;
+    }
+  latte_reader_close(r);
+  return total;
+}
+
+static void nest(int inl, const char *a, const char *b) {
+  if (inl) {
+    latte_start_inline(a, LATTE_MODE_HARD);
+    latte_start_inline(b, LATTE_MODE_MID);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+    latte_start_inline(b, LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_HARD);
+    latte_stop_inline(NULL, LATTE_MODE_MID);
+  } else {
+    latte_start(a, LATTE_MODE_HARD);
+    latte_start(b, LATTE_MODE_MID);
+    latte_stop(NULL, LATTE_MODE_FAST);
+    latte_start(b, LATTE_MODE_FAST);
+    latte_stop(NULL, LATTE_MODE_HARD);
+    latte_stop(NULL, LATTE_MODE_MID);
+  }
+}
+
+static void inline_equals_abi(void) {
+  static latte_raw_sample x[64], y[64];
+  size_t nx, ny, i;
+  int same = 1;
+  latte_pulse_site s1, s2;
+  memset(&s1, 0, sizeof s1);
+  memset(&s2, 0, sizeof s2);
+  for (i = 0; i < 5; i++) {
+    nest(1, "inl.outer", "inl.inner");
+    nest(0, "abi.outer", "abi.inner");
+    latte_pulse_inline(&s1, "inl.pulse");
+    latte_pulse(&s2, "abi.pulse");
+  }
+  nx = read_all("inl.inner", x, 64);
+  ny = read_all("abi.inner", y, 64);
+  CHECK_EQ_U(nx, 10);
+  CHECK_EQ_U(ny, 10);
+  for (i = 0; i < nx && i < ny; i++) same &= (x[i].packed >> LATTE_DEPTH_SHIFT) == (y[i].packed >> LATTE_DEPTH_SHIFT);
+  CHECK(same);
+  nx = read_all("inl.outer", x, 64);
+  ny = read_all("abi.outer", y, 64);
+  CHECK_EQ_U(nx, 5);
+  CHECK(nx == ny && (x[0].packed >> LATTE_DEPTH_SHIFT) == (y[0].packed >> LATTE_DEPTH_SHIFT));
+  CHECK_EQ_U((x[0].packed >> LATTE_START_MODE_SHIFT) & 3, LATTE_MODE_HARD);
+  CHECK_EQ_U((x[0].packed >> LATTE_STOP_MODE_SHIFT) & 3, LATTE_MODE_MID);
+  nx = read_all("inl.pulse", x, 64);
+  ny = read_all("abi.pulse", y, 64);
+  CHECK(nx == 4 && ny == 4 && (x[0].packed >> LATTE_DEPTH_SHIFT) == (y[0].packed >> LATTE_DEPTH_SHIFT));
+  CHECK_EQ_U((x[0].packed >> LATTE_START_MODE_SHIFT) & 3, LATTE_MODE_PULSE);
+}
+
+static void capacity_is_counted(void) {
+  /* The region was made with 24 slots: use them up from this thread. */
+  char id[32];
+  int k;
+  latte_counters c;
+  for (k = 0; k < 40; k++) {
+    snprintf(id, sizeof id, "cap-%d", k);
+    latte_start(strdup(id), LATTE_MODE_FAST);
+    latte_stop(NULL, LATTE_MODE_FAST);
+  }
+  CHECK(latte_get_counters(&c) == 0);
+  CHECK_EQ_U(c.slots_used, 24);
+  CHECK(c.no_slot_drops > 0);
+}
+
+static void names_and_collisions(void) {
+  char n2[80];
+  struct stat st;
+  int fd;
+  latte_reader *r = NULL;
+  /* Name rules. */
+  CHECK(latte_init_shared_region("no-slash") == -EINVAL);
+  CHECK(latte_init_shared_region("/a/b") == -EINVAL);
+  CHECK(latte_init_shared_region("/") == -EINVAL);
+  /* Owner-only. */
+  snprintf(n2, sizeof n2, "/dev/shm%s", region_name);
+  CHECK(stat(n2, &st) == 0 && (st.st_mode & 0777) == 0600);
+  /* A second init: already installed. */
+  CHECK(latte_init_shared_region(region_name) == -EALREADY);
+  /* Not ours: reader says so. */
+  snprintf(n2, sizeof n2, "%s-foreign", region_name);
+  fd = shm_open(n2, O_CREAT | O_RDWR, 0600);
+  CHECK(fd >= 0 && ftruncate(fd, 8192) == 0);
+  CHECK(latte_reader_open(n2, &r) == LATTE_ERR_NOT_LATTE && r == NULL);
+  close(fd);
+  shm_unlink(n2);
+  CHECK(latte_reader_open("/latte-test-absent", &r) == -ENOENT);
+  CHECK(latte_reader_open(NULL, &r) == -EINVAL);
+}
+
+/* A child makes a region, records, and is SIGKILLed: the object persists
+ * and reads; a new producer with replace_stale takes the name over. */
+static void survives_sigkill_and_stale_names(char *self) {
+  char name[96];
+  int status, p[2];
+  pid_t pid;
+  latte_reader *r = NULL;
+  (void)self;
+  latte_counters c;
+  const char *expect[] = {"killed.span=100"};
+  snprintf(name, sizeof name, "%s-killed", region_name);
+  CHECK(pipe(p) == 0);
+  {
+    char fd[16];
+    snprintf(fd, sizeof fd, "%d", p[1]);
+    pid = spawn("producer", name, fd);
+  }
+  {
+    char ok = 0;
+    CHECK(read(p[0], &ok, 1) == 1 && ok == 'y');
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  CHECK(latte_reader_open(name, &r) == 0);
+  CHECK(latte_reader_counters(r, &c) == 0 && c.threads_seen == 1);
+  latte_reader_close(r);
+  CHECK(run_reader(self, name, expect, 1) == 0);
+  /* Stale: the name is taken, its producer is dead. Without replace: EEXIST;
+   * with replace_stale: a new producer (a child) takes it over. */
+  CHECK(spawn_wait("replace", name) == 0);
+  {
+    latte_region_info info;
+    CHECK(latte_reader_open(name, &r) == 0);
+    CHECK(latte_reader_info(r, &info) == 0 && info.slot_capacity == 4 && info.samples_per_slot == 1024);
+    latte_reader_close(r);
+  }
+  /* The name of a live producer (us) is never replaced. */
+  CHECK(spawn_wait("live", region_name) == 0);
+  CHECK(latte_shm_unlink(name) == 0);
+  CHECK(latte_shm_unlink(name) == -ENOENT);
+}
+
+static void fork_child_never_writes_parent(char *self) {
+  int status;
+  pid_t pid;
+  const char *expect[] = {"fork.span=3"};
+  int i;
+  for (i = 0; i < 3; i++) {
+    latte_start_inline("fork.span", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  pid = fork();
+  if (pid == 0) {
+    for (i = 0; i < 50; i++) {
+      latte_start_inline("fork.span", LATTE_MODE_FAST);
+      latte_stop_inline(NULL, LATTE_MODE_FAST);
+      latte_start("fork.child", LATTE_MODE_FAST);
+      latte_stop(NULL, LATTE_MODE_FAST);
+    }
+    {
+      size_t n = 0;
+      latte_snapshot("fork.span", NULL, 0, &n);
+      _exit(n == 53 ? 0 : 6);
+    }
+  }
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(run_reader(self, region_name, expect, 1) == 0);
+}
+
+static void too_big_for_dev_shm(void) {
+  /* 64 GiB: more than /dev/shm holds -> ENOSPC at init, in a child that has
+   * not recorded yet. */
+  int status;
+  pid_t pid = fork();
+  if (pid == 0) {
+    latte_region_config cfg;
+    char name[80];
+    memset(&cfg, 0, sizeof cfg);
+    cfg.slot_capacity = 65536;
+    cfg.samples_per_slot = 65536;
+    snprintf(name, sizeof name, "%s-huge", region_name);
+    _exit(latte_init_shared_region_with(name, &cfg) == -ENOSPC ? 0 : 7);
+  }
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+int main(int argc, char **argv) {
+  latte_region_config cfg;
+  const char *expect[] = {"proc.a=1000", "proc.b=10", "<null-id>=1"};
+  int i;
+  if (argc > 2 && strcmp(argv[1], "reader") == 0) return reader_main(argc, argv);
+  if (argc > 3 && strcmp(argv[1], "producer") == 0) return producer_main(argv);
+  if (argc > 2 && strcmp(argv[1], "replace") == 0) return replace_main(argv);
+  if (argc > 2 && strcmp(argv[1], "live") == 0) return live_main(argv);
+  snprintf(region_name, sizeof region_name, "/latte-test-shared-%d", (int)getpid());
+  too_big_for_dev_shm();
+  memset(&cfg, 0, sizeof cfg);
+  cfg.slot_capacity = 24;
+  CHECK(latte_intern_id("interned-before-init") == 0);
+  CHECK(latte_init_shared_region_with(region_name, &cfg) == 0);
+  for (i = 0; i < 1000; i++) {
+    latte_start_inline("proc.a", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  for (i = 0; i < 10; i++) {
+    latte_start("proc.b", LATTE_MODE_MID);
+    latte_stop(NULL, LATTE_MODE_MID);
+  }
+  latte_start(NULL, LATTE_MODE_FAST);
+  latte_stop(NULL, LATTE_MODE_FAST);
+  CHECK(run_reader(argv[0], region_name, expect, 3) == 0);
+  inline_equals_abi();
+  names_and_collisions();
+  survives_sigkill_and_stale_names(argv[0]);
+  fork_child_never_writes_parent(argv[0]);
+  capacity_is_counted();
+  {
+    char name[64];
+    CHECK(latte_id_name(0, name, sizeof name) > 0 && strcmp(name, "interned-before-init") == 0);
+  }
+  CHECK(latte_shm_unlink(region_name) == 0);
+  return check_summary("c shared");
+}
+
+#else /* LATTE_DISABLE: every entry point is a no-op */
+
+int main(void) {
+  latte_reader *r = (latte_reader *)1;
+  latte_region_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  CHECK(latte_init_shared_region("/x") == 0);
+  CHECK(latte_init_shared_region_with("/x", &cfg) == 0);
+  CHECK(latte_reader_open("/x", &r) == LATTE_ERR_NOT_SUPPORTED && r == NULL);
+  CHECK(latte_reader_id_count(r) == 0);
+  CHECK(latte_shm_unlink("/x") == 0);
+  return check_summary("c shared (disabled)");
+}
+
+#endif

@@ -1,0 +1,133 @@
+//! Torture: producer threads write at full speed, through the real ring
+//! writer, values that encode their own write index, while a reader
+//! *process* reads the shared region continuously. Every sample the reader
+//! returns must be the one written at that index (never torn, never stale),
+//! and for every slot read + lost == written.
+//!
+//! `LATTE_TORTURE_SECS` sets the producers' run time (default 2 s; longer
+//! runs are a benchmark option).
+
+use latte::layout::*;
+use latte::reader::{latte_cursor, Mapping};
+use latte::recorder;
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+fn encode(i: u64) -> u64 {
+    i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA5A5_5A5A_0F0F_F0F0
+}
+
+const THREADS: usize = 3;
+
+/// The reader process: reads until every slot is closed and drained, then
+/// prints one line per slot: `slot read lost corrupt write_idx`.
+fn reader_process(name: &str) {
+    let t0 = Instant::now();
+    let m = loop {
+        match Mapping::open_shm(name.as_bytes()) {
+            Ok(m) => break m,
+            Err(_) if t0.elapsed() < Duration::from_secs(10) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => panic!("open {name}: {e}"),
+        }
+    };
+    let v = m.view;
+    let mut curs = vec![latte_cursor::default(); v.geo.slot_capacity as usize];
+    let mut corrupt = vec![0u64; curs.len()];
+    let mut buf = Vec::new();
+    loop {
+        let slots = v.slots().unwrap();
+        let mut all_done = slots.len() >= THREADS;
+        for s in &slots {
+            let c = &mut curs[s.index as usize];
+            buf.clear();
+            let r = v.read_slot(s.index, c, &mut buf, false).unwrap();
+            let first = c.next - r.read;
+            for (k, x) in buf.iter().enumerate() {
+                let j = first + k as u64;
+                if x.start_tsc != j || x.packed != encode(j) {
+                    corrupt[s.index as usize] += 1;
+                }
+            }
+            let info = v.slot_info(s.index).unwrap();
+            if info.state != LATTE_SLOT_CLOSED || c.next != info.write_idx {
+                all_done = false;
+            }
+        }
+        if all_done {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "reader never caught up");
+    }
+    for s in v.slots().unwrap() {
+        let c = &curs[s.index as usize];
+        println!("\nTORTURE {} {} {} {} {}", s.index, c.read, c.lost, corrupt[s.index as usize], s.write_idx);
+    }
+}
+
+#[test]
+fn torture_reader_process() {
+    if let Ok(name) = std::env::var("LATTE_TORTURE_READER") {
+        reader_process(&name);
+        return;
+    }
+    let secs: f64 = std::env::var("LATTE_TORTURE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    let name = format!("/latte-torture-{}", std::process::id());
+    let cfg = latte::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, replace_stale: 0 };
+    recorder::install_shared(name.as_bytes(), &cfg).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "torture_reader_process", "--nocapture", "--test-threads=1"])
+        .env("LATTE_TORTURE_READER", &name)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let go = AtomicBool::new(true);
+    let written: Vec<u64> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..THREADS)
+            .map(|_| {
+                s.spawn(|| {
+                    let t = recorder::current();
+                    // SAFETY: the calling thread's own state.
+                    let t = unsafe { &mut *t };
+                    let slot = recorder::resolve(t, c"torture".as_ptr());
+                    assert!(!slot.is_null());
+                    let mut i = 0u64;
+                    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+                    while go.load(Ordering::Relaxed) {
+                        for _ in 0..1024 {
+                            // SAFETY: this thread's own slot and its region's mask.
+                            unsafe { recorder::write_sample(slot, t.sample_mask, i, encode(i)) };
+                            i += 1;
+                        }
+                        if Instant::now() > deadline {
+                            break;
+                        }
+                    }
+                    i
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    go.store(false, Ordering::Relaxed);
+    let out = child.stdout.take().unwrap();
+    let lines: Vec<String> = std::io::BufReader::new(out).lines().map(|l| l.unwrap()).filter_map(|l| l.split_once("TORTURE ").map(|x| x.1.to_string())).collect();
+    assert!(child.wait().unwrap().success());
+    latte::reader::unlink_shm(name.as_bytes()).unwrap();
+    assert_eq!(lines.len(), THREADS, "{lines:?}");
+    let mut total_written: Vec<u64> = Vec::new();
+    for l in &lines {
+        let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+        let (read, lost, corrupt, widx) = (f[1], f[2], f[3], f[4]);
+        eprintln!("slot {}: written {widx}, read {read}, lost {lost}, corrupt {corrupt}", f[0]);
+        assert_eq!(corrupt, 0, "torn or stale samples returned");
+        assert_eq!(read + lost, widx, "read + lost != written");
+        assert!(read > 0);
+        total_written.push(widx);
+    }
+    total_written.sort();
+    let mut w = written.clone();
+    w.sort();
+    assert_eq!(total_written, w);
+}
