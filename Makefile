@@ -121,7 +121,7 @@ $(B)/speedtest.static: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h 
 
 speedtest: lib $(B)/speedtest.so $(B)/speedtest.static
 	./$(B)/speedtest.so --label "cdylib: liblatte.so" --no-report
-	./$(B)/speedtest.static --label "staticlib: liblatte.a"
+	./$(B)/speedtest.static --label "staticlib: liblatte.a" --shared /latte-speedtest-$$$$
 
 clean:
 	$(CARGO) clean

@@ -150,21 +150,20 @@ inline decltype(auto) Field(ID id, F &&f) {
 // thread, the newest); empty for an unknown ID.
 inline std::vector<Cycles> Snapshot(ID id) {
   std::vector<Cycles> v;
-  size_t n = 0;
-  if (latte_snapshot(id, nullptr, 0, &n) == 0 || n == 0) return v;
+  size_t n = MAX_SAMPLES;  // one thread's ring: one call in the common case
   for (;;) {
-    v.resize(n + 1024);  // room for samples recorded meanwhile
+    v.resize(n);
     size_t got = 0;
     int rc = latte_snapshot(id, v.data(), v.size(), &got);
     if (rc == 0) {
       v.resize(got);
       return v;
     }
-    if (rc != -34 /* ERANGE: grew meanwhile */) {
+    if (rc != -34 /* ERANGE: more threads recorded it */) {
       v.clear();
       return v;
     }
-    n = got;
+    n = got + 1024;  // room for samples recorded meanwhile
   }
 }
 
@@ -263,6 +262,11 @@ class Reader {
     if (latte_reader_slots(r_, v.data(), v.size(), &n) != 0) n = 0;
     v.resize(n);
     return v;
+  }
+  // Reads the samples of `slot` newer than `cursor` into out[0..*n] (at most
+  // `cap`), straight from the region: no allocation, no zero-fill.
+  int Read(uint32_t slot, latte_cursor &cursor, latte_raw_sample *out, size_t cap, size_t *n) const {
+    return latte_reader_read(r_, slot, &cursor, out, cap, n);
   }
   // Appends the samples of `slot` newer than `cursor` (at most `max`).
   int Read(uint32_t slot, latte_cursor &cursor, std::vector<latte_raw_sample> &out, size_t max = MAX_SAMPLES) const {

@@ -11,7 +11,13 @@
 // + 2 lfence, pulse = 1 rdtsc. The budget is what the original header-only
 // engine spends on the reference machine: Fast 10, Mid 19, Hard 22, pulse 4.
 //
-// Usage: speedtest [--iters N] [--quick] [--no-report] [--label TEXT]
+// With --shared NAME the run records into a shared region and adds the
+// extraction benchmarks: the old path (a full Snapshot copy), a reader
+// process copying out of the live region beside memcpy of the same bytes,
+// and the producer's Start+Stop latency while nothing reads, while a reader
+// process polls, and while an in-process Snapshot loops.
+//
+// Usage: speedtest [--iters N] [--quick] [--no-report] [--label TEXT] [--shared NAME]
 #include "Latte.hpp"
 
 #include <algorithm>
@@ -21,7 +27,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <thread>
 
+#include <csignal>
+#include <sys/wait.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
@@ -179,19 +193,285 @@ void PrintRow(const Row &r) {
   std::printf("%-28s %14.0f %9.2f %9.2f %9.2f %9.2f %9.2f\n", r.name.c_str(), r.total, r.cost, r.avg, r.min, r.max, r.sd);
 }
 
+// ------------------------------------------------------------ extraction --
+
+double Percentile(std::vector<uint64_t> &v, double q) {
+  if (v.empty()) return 0;
+  size_t k = size_t(std::ceil(q * double(v.size())));
+  if (k < 1) k = 1;
+  if (k > v.size()) k = v.size();
+  std::nth_element(v.begin(), v.begin() + (k - 1), v.end());
+  return double(v[k - 1]);
+}
+
+double Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+void PinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+// The slots of `id` in a reader's view.
+std::vector<latte_slot_info> SlotsOf(const Latte::Reader &r, const char *id) {
+  uint32_t tok = LATTE_INVALID_ID;
+  for (auto &i : r.Ids())
+    if (i.name == id) tok = i.token;
+  std::vector<latte_slot_info> out;
+  for (auto &s : r.Slots())
+    if (s.id_token == tok) out.push_back(s);
+  return out;
+}
+
+// Child mode "--copy NAME ID SECONDS": copies the slot of ID out of the live
+// region again and again (a fresh cursor each pass: the whole ring), then
+// memcpy of the same bytes from the same mapping, and prints both rates.
+int CopyChild(const char *name, const char *id, double secs) {
+  PinTo(0);
+  auto r = Latte::Reader::OpenShared(name);
+  if (!r.ok()) return 2;
+  auto slots = SlotsOf(r, id);
+  if (slots.empty()) return 3;
+  std::unique_ptr<latte_raw_sample[]> out(new latte_raw_sample[Latte::MAX_SAMPLES]);
+  double bytes = 0, t0 = Now();
+  int passes = 0;
+  while (Now() - t0 < secs) {
+    latte_cursor cur{};
+    size_t n = 0;
+    r.Read(slots[0].index, cur, out.get(), Latte::MAX_SAMPLES, &n);
+    bytes += double(n * sizeof(latte_raw_sample));
+    passes++;
+  }
+  double reader_rate = bytes / (Now() - t0);
+  size_t per_pass = size_t(bytes / passes);
+  // The same bytes with memcpy, from the same shared mapping (the ring's
+  // memory, mapped here directly).
+  std::vector<char> dst(per_pass);
+  int sfd = shm_open(name, O_RDONLY, 0);
+  if (sfd < 0) return 4;
+  struct stat st;
+  fstat(sfd, &st);
+  void *m = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, sfd, 0);
+  close(sfd);
+  if (m == MAP_FAILED) return 5;
+  const latte_region_header *h = static_cast<const latte_region_header *>(m);
+  const char *ring = static_cast<const char *>(m) + h->slots_offset + uint64_t(slots[0].index) * h->slot_stride + LATTE_SLOT_HEADER_SIZE;
+  double mbytes = 0;
+  t0 = Now();
+  while (Now() - t0 < secs) {
+    std::memcpy(dst.data(), ring, per_pass);
+    asm volatile("" : : "r"(dst.data()) : "memory");
+    mbytes += double(per_pass);
+  }
+  double memcpy_rate = mbytes / (Now() - t0);
+  munmap(m, size_t(st.st_size));
+  std::printf("COPY %.0f %.0f %zu\n", reader_rate, memcpy_rate, per_pass);
+  return 0;
+}
+
+// Child mode "--poll NAME ID SECONDS": polls every slot of ID with its own
+// cursor, back to back, re-listing the slots now and then (what a live
+// sidecar does: new threads get new slots).
+int PollChild(const char *name, const char *id, double secs) {
+  PinTo(0);
+  auto r = Latte::Reader::OpenShared(name);
+  if (!r.ok()) return 2;
+  std::vector<latte_cursor> cur(r.Info().slot_capacity);
+  std::unique_ptr<latte_raw_sample[]> out(new latte_raw_sample[Latte::MAX_SAMPLES]);
+  double t0 = Now();
+  unsigned long long read = 0, lost = 0;
+  while (Now() - t0 < secs) {
+    auto slots = SlotsOf(r, id);
+    for (int k = 0; k < 1000; k++)
+      for (auto &sl : slots) {
+        size_t n = 0;
+        latte_cursor &c = cur[sl.index];
+        uint64_t before = c.lost;
+        r.Read(sl.index, c, out.get(), Latte::MAX_SAMPLES, &n);
+        read += n;
+        lost += c.lost - before;
+      }
+  }
+  std::printf("POLL %llu %llu\n", read, lost);
+  return 0;
+}
+
+// Starts this program in a child mode; returns its stdout's read end.
+pid_t SpawnChild(const char *mode, const char *name, const char *id, double secs, FILE **out) {
+  int p[2];
+  if (pipe(p) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(p[1], 1);
+    close(p[0]);
+    char s[32];
+    std::snprintf(s, sizeof s, "%.3f", secs);
+    execl("/proc/self/exe", "speedtest", mode, name, id, s, (char *)nullptr);
+    _exit(99);
+  }
+  close(p[1]);
+  *out = fdopen(p[0], "r");
+  return pid;
+}
+
+struct Stall {
+  double p50, p99, p999, max;
+};
+
+Stall Summarize(std::vector<uint64_t> &lat) {
+  Stall s;
+  s.p50 = Percentile(lat, 0.5);
+  s.p99 = Percentile(lat, 0.99);
+  s.p999 = Percentile(lat, 0.999);
+  s.max = lat.empty() ? 0 : double(*std::max_element(lat.begin(), lat.end()));
+  return s;
+}
+
+// Start+Stop latency on one producer thread pinned to CPU 1, in interleaved
+// windows: (a) the reader process is stopped (SIGSTOP) and nothing reads,
+// (b) the reader process polls (SIGCONT), (c) an in-process thread runs
+// Snapshot in a loop. Interleaving makes the three comparable on a machine
+// whose speed drifts.
+void StallPhases(pid_t poller, Stall out[3]) {
+  std::vector<uint64_t> lat[3];
+  std::atomic<bool> snap{false}, done{false};
+  std::thread snapper([&] {
+    PinTo(0);
+    while (!done.load(std::memory_order_relaxed)) {
+      if (snap.load(std::memory_order_relaxed))
+        (void)Latte::Snapshot("StallSpan");
+      else
+        usleep(200);
+    }
+  });
+  std::thread producer([&] {
+    PinTo(1);
+    for (auto &l : lat) l.reserve(4000000);
+    for (int round = 0; round < 20; round++)
+      for (int phase = 0; phase < 3; phase++) {
+        if (phase == 1) kill(poller, SIGCONT);
+        if (phase == 2) snap = true;
+        usleep(20000);  // let the phase settle
+        double t0 = Now();
+        while (Now() - t0 < 0.05)
+          for (int i = 0; i < 1000; i++) {
+            uint64_t a = __rdtsc();
+            Latte::Fast::Start("StallSpan");
+            Latte::Fast::Stop(nullptr);
+            lat[phase].push_back(__rdtsc() - a);
+          }
+        if (phase == 1) kill(poller, SIGSTOP);
+        if (phase == 2) snap = false;
+      }
+  });
+  producer.join();
+  done = true;
+  snapper.join();
+  for (int k = 0; k < 3; k++) out[k] = Summarize(lat[k]);
+}
+
+void Extraction(const char *name) {
+  std::printf("\n== extraction (shared region %s) ==\n", name);
+  // The old path: a full Snapshot copy of one ID's 65,536 samples.
+  for (size_t i = 0; i < Latte::MAX_SAMPLES + 10; i++) {
+    Latte::Fast::Start("ExtractFill");
+    Latte::Fast::Stop(nullptr);
+  }
+  std::vector<double> us;
+  size_t n = 0;
+  for (int k = 0; k < 50; k++) {
+    double t0 = Now();
+    auto v = Latte::Snapshot("ExtractFill");
+    us.push_back((Now() - t0) * 1e6);
+    n = v.size();
+  }
+  std::sort(us.begin(), us.end());
+  double snap_us = us[us.size() / 2];
+  std::printf("old path: Snapshot of %zu samples: %.1f us median (%.2f GB/s of 8-byte durations)\n", n, snap_us,
+              double(n * 8) / (snap_us * 1e-6) / 1e9);
+
+  // A reader process copying out of a live region, beside memcpy.
+  std::atomic<bool> go{true};
+  std::thread producer([&] {
+    PinTo(1);
+    while (go.load(std::memory_order_relaxed))
+      for (int i = 0; i < 1000; i++) {
+        Latte::Fast::Start("ExtractLive");
+        Latte::Fast::Stop(nullptr);
+      }
+  });
+  while (Latte::Snapshot("ExtractLive").size() < Latte::MAX_SAMPLES - 1) usleep(1000);  // a live ring reads capacity - 1
+  FILE *out = nullptr;
+  pid_t pid = SpawnChild("--copy", name, "ExtractLive", 1.0, &out);
+  double reader_rate = 0, memcpy_rate = 0;
+  size_t per_pass = 0;
+  char line[256];
+  while (out && fgets(line, sizeof line, out))
+    if (std::sscanf(line, "COPY %lf %lf %zu", &reader_rate, &memcpy_rate, &per_pass) == 3) break;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (out) fclose(out);
+  go = false;
+  producer.join();
+  double ratio = memcpy_rate > 0 ? reader_rate / memcpy_rate : 0;
+  std::printf("reader process, live ring (%zu bytes a pass): %.2f GB/s; memcpy of the same bytes: %.2f GB/s; ratio %.2f  %s\n",
+              per_pass, reader_rate / 1e9, memcpy_rate / 1e9, ratio,
+              ratio >= 0.5 ? "PASS (goal: at least half of memcpy)" : "FAIL (goal: at least half of memcpy)");
+
+  // Producer stall: (a) nothing reads, (b) a reader process polls, (c) in-process Snapshot loops.
+  for (int i = 0; i < 1000; i++) {  // the slot exists before the poller lists it
+    Latte::Fast::Start("StallSpan");
+    Latte::Fast::Stop(nullptr);
+  }
+  pid = SpawnChild("--poll", name, "StallSpan", 1e9, &out);
+  usleep(100000);
+  kill(pid, SIGSTOP);
+  Stall st[3];
+  std::thread([&] { StallPhases(pid, st); }).join();
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  if (out) fclose(out);
+  std::printf("producer Start+Stop latency in cycles, 20 interleaved rounds (p50 / p99 / p99.9 / max):\n");
+  std::printf("  (a) nothing reads             %6.0f %7.0f %8.0f %9.0f\n", st[0].p50, st[0].p99, st[0].p999, st[0].max);
+  std::printf("  (b) reader process polls      %6.0f %7.0f %8.0f %9.0f   (back to back, every slot of the ID)\n", st[1].p50, st[1].p99, st[1].p999, st[1].max);
+  std::printf("  (c) in-process Snapshot loop  %6.0f %7.0f %8.0f %9.0f\n", st[2].p50, st[2].p99, st[2].p999, st[2].max);
+  for (int k = 1; k < 3; k++)
+    std::printf("  p99.9 (%c)/(a) = %.2f  %s\n", 'a' + k, st[k].p999 / st[0].p999,
+                st[k].p999 <= 1.2 * st[0].p999 ? "PASS (goal: within 1.2x)" : "FAIL (goal: within 1.2x)");
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
+  if (argc == 5 && !std::strcmp(argv[1], "--copy")) return CopyChild(argv[2], argv[3], std::atof(argv[4]));
+  if (argc == 5 && !std::strcmp(argv[1], "--poll")) return PollChild(argv[2], argv[3], std::atof(argv[4]));
   bool report = true;
   const char *label = "liblatte";
+  const char *shared = nullptr;
   for (int i = 1; i < argc; i++) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) ITER = std::max(1000, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--quick")) ITER = 20000;
     else if (!std::strcmp(argv[i], "--no-report")) report = false;
     else if (!std::strcmp(argv[i], "--label") && i + 1 < argc) label = argv[++i];
+    else if (!std::strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
+  }
+  if (shared) {
+    latte_region_config cfg{};
+    cfg.replace_stale = 1;  // a region left by a killed run of ours is replaced
+    int rc = latte_init_shared_region_with(shared, &cfg);
+    if (rc != 0) {
+      std::fprintf(stderr, "speedtest: InitSharedRegion(%s): %s\n", shared, latte_strerror(rc));
+      return 1;
+    }
   }
   Pin();
-  std::printf("\n== latte speedtest (%s): %d iterations x %d operations, cycles per operation ==\n", label, ITER, BATCH);
+  std::printf("\n== latte speedtest (%s, %s region): %d iterations x %d operations, cycles per operation ==\n", label,
+              shared ? "shared" : "private", ITER, BATCH);
 
   std::vector<Row> rows = MeasureAll({
       {"(empty loop)", Chunk<op_empty>},
@@ -244,6 +524,10 @@ int main(int argc, char **argv) {
   }
   std::printf("verdict (%s): %s\n", label, fails ? "FAIL: the inline path is over budget" : "PASS: the inline path is within the original engine's budget");
 
+  if (shared) {
+    Extraction(shared);
+    latte_shm_unlink(shared);
+  }
   if (report) {
     std::printf("\n");
     Latte::DumpToStream(std::cout, Latte::Parameter::Cycle, Latte::Parameter::Calibrated);

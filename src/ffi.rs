@@ -222,13 +222,30 @@ pub extern "C" fn latte_id_name(token: u32, buf: *mut c_char, len: usize) -> c_i
 #[no_mangle]
 pub extern "C" fn latte_snapshot(id: *const c_char, out: *mut u64, cap: usize, out_n: *mut usize) -> c_int {
     guard(-libc::EIO, || {
-        // SAFETY: NULL or a NUL-terminated string (API contract).
-        let durations = match unsafe { crate::reader::snapshot(id) } {
-            Ok(d) => d,
-            Err(e) => return e,
-        };
-        // SAFETY: the caller gives a buffer of cap elements (or NULL) and a writable out_n (or NULL).
-        unsafe { fill(&durations, out, cap, out_n) }
+        thread_local! {
+            // Reused across calls: no large allocation (and no munmap, whose
+            // TLB shootdown would interrupt the recording threads) per call.
+            static SCRATCH: core::cell::RefCell<Vec<latte_raw_sample>> = const { core::cell::RefCell::new(Vec::new()) };
+        }
+        SCRATCH.with(|sc| {
+            let mut raw = sc.borrow_mut();
+            // SAFETY: NULL or a NUL-terminated string (API contract).
+            if let Err(e) = unsafe { crate::reader::snapshot_into(id, &mut raw) } {
+                return e;
+            }
+            if !out_n.is_null() {
+                // SAFETY: checked non-null; writable by contract.
+                unsafe { *out_n = raw.len() };
+            }
+            if raw.len() > cap || (out.is_null() && !raw.is_empty()) {
+                return -libc::ERANGE;
+            }
+            for (k, r) in raw.iter().enumerate() {
+                // SAFETY: out has room for cap >= raw.len() elements.
+                unsafe { *out.add(k) = r.packed & LATTE_MAX_DURATION };
+            }
+            0
+        })
     })
 }
 
@@ -564,11 +581,21 @@ pub extern "C" fn latte_reader_read(
         }
         with_reader(r, -libc::EINVAL, |v| {
             let flushed = v.flags & LATTE_REGION_FLUSHED != 0;
-            let mut buf = Vec::new();
+            let dst: &mut [core::mem::MaybeUninit<latte_raw_sample>] = if cap == 0 {
+                &mut []
+            } else {
+                // SAFETY: out is writable for cap samples (contract; checked non-null).
+                unsafe { core::slice::from_raw_parts_mut(out as *mut core::mem::MaybeUninit<latte_raw_sample>, cap) }
+            };
             // SAFETY: cursor checked non-null, owned by the caller.
-            match v.read_slot_max(slot, unsafe { &mut *cursor }, &mut buf, flushed, cap) {
-                // SAFETY: out has room for cap >= buf.len() samples.
-                Ok(_) => unsafe { fill(&buf, out, cap, out_n) },
+            match v.read_into(slot, unsafe { &mut *cursor }, dst, flushed) {
+                Ok(res) => {
+                    if !out_n.is_null() {
+                        // SAFETY: checked non-null.
+                        unsafe { *out_n = res.read as usize };
+                    }
+                    0
+                }
                 Err(e) => e,
             }
         })

@@ -304,15 +304,27 @@ impl View {
     }
 
     /// Reads the samples of slot `i` newer than the cursor (the protocol in
-    /// the module doc), appending at most `max` of them, oldest first, to
-    /// `out`. `assume_final` says the caller knows no write is in progress
-    /// (it is the owner thread).
+    /// the module doc), appending them, oldest first, to `out`.
+    /// `assume_final` says the caller knows no write is in progress (it is
+    /// the owner thread, or the image is a flushed file).
     pub fn read_slot(&self, i: u32, cur: &mut latte_cursor, out: &mut Vec<latte_raw_sample>, assume_final: bool) -> Result<ReadOutcome, i32> {
         self.read_slot_max(i, cur, out, assume_final, usize::MAX)
     }
 
-    /// `read_slot` with a bound on the samples returned.
+    /// `read_slot` appending at most `max` samples.
     pub fn read_slot_max(&self, i: u32, cur: &mut latte_cursor, out: &mut Vec<latte_raw_sample>, assume_final: bool, max: usize) -> Result<ReadOutcome, i32> {
+        let room = max.min(self.geo.samples_per_slot as usize);
+        out.reserve(room);
+        let len = out.len();
+        let r = self.read_into(i, cur, &mut out.spare_capacity_mut()[..room], assume_final)?;
+        // SAFETY: read_into initialised the first r.read elements of the spare capacity.
+        unsafe { out.set_len(len + r.read as usize) };
+        Ok(r)
+    }
+
+    /// The read protocol into caller memory: the samples newer than the
+    /// cursor, at most `out.len()`, land in `out[..read]`, oldest first.
+    pub fn read_into(&self, i: u32, cur: &mut latte_cursor, out: &mut [core::mem::MaybeUninit<latte_raw_sample>], assume_final: bool) -> Result<ReadOutcome, i32> {
         if i >= self.geo.slot_capacity {
             return Err(-libc::EINVAL);
         }
@@ -347,30 +359,32 @@ impl View {
         let margin = if closed { 0 } else { 1 };
         let oldest_safe = |w: u64| (w + margin).saturating_sub(cap);
         let lo = cur.next.max(oldest_safe(w1));
-        let end = w1.min(lo.saturating_add(max as u64));
-        let start_len = out.len();
-        out.reserve((end - lo) as usize);
-        let samples = o + LATTE_SLOT_HEADER_SIZE as u64;
-        for j in lo..end {
-            let so = samples + (j & mask) * LATTE_SAMPLE_SIZE as u64;
+        let end = w1.min(lo.saturating_add(out.len() as u64));
+        // SAFETY: the samples of slot i lie inside the validated mapping.
+        let ring = unsafe { self.base.add((o + LATTE_SLOT_HEADER_SIZE as u64) as usize) } as *const u64;
+        for (k, j) in (lo..end).enumerate() {
+            let w = ((j & mask) * 2) as usize;
+            // SAFETY: (j & mask) < cap, so both words are inside the ring.
             // Relaxed loads: validity is decided after the fence below.
-            out.push(latte_raw_sample { start_tsc: self.atomic_u64(so).load(Ordering::Relaxed), packed: self.atomic_u64(so + 8).load(Ordering::Relaxed) });
+            let (a, b) = unsafe { (AtomicU64::from_ptr(ring.add(w) as *mut u64).load(Ordering::Relaxed), AtomicU64::from_ptr(ring.add(w + 1) as *mut u64).load(Ordering::Relaxed)) };
+            out[k].write(latte_raw_sample { start_tsc: a, packed: b });
         }
         // Acquire fence: the copies above happen before the loads below, and
-        // pair with the writer's release fence before each sample store.
+        // pair with the writer's release stores of the sample words.
         fence(Ordering::Acquire);
         let w2 = widx.load(Ordering::Relaxed);
         let g2 = gen_a.load(Ordering::Relaxed);
         if g2 != g1 {
-            out.truncate(start_len);
             return Ok(res);
         }
         let first_kept = lo.max(oldest_safe(w2)).min(end);
-        if first_kept > lo {
-            out.drain(start_len..start_len + (first_kept - lo) as usize);
+        let skip = (first_kept - lo) as usize;
+        let kept = (end - first_kept) as usize;
+        if skip > 0 {
+            out.copy_within(skip..skip + kept, 0);
         }
         res.lost = first_kept - cur.next;
-        res.read = end - first_kept;
+        res.read = kept as u64;
         cur.next = end;
         cur.lost += res.lost;
         cur.read += res.read;
@@ -447,24 +461,46 @@ pub fn collect(v: &View, token: Option<u32>) -> Result<Vec<(latte_slot_info, Vec
     Ok(out)
 }
 
-/// The durations (cycles) recorded under `id` in this process, every
-/// thread, at most a ring's capacity per thread (the newest), slot by slot in
-/// recording order. Empty for an unknown ID.
+/// Every sample recorded under `id` in this process, every thread, at most
+/// a ring's capacity per thread (the newest), slot by slot in recording
+/// order, into `out` (cleared first; its capacity is reused). Nothing for an
+/// unknown ID.
 ///
 /// # Safety
 /// `id` is NULL or a NUL-terminated string.
-pub unsafe fn snapshot(id: *const core::ffi::c_char) -> Result<Vec<u64>, i32> {
+pub unsafe fn snapshot_into(id: *const core::ffi::c_char, out: &mut Vec<latte_raw_sample>) -> Result<(), i32> {
+    out.clear();
     let v = match own_view() {
         Some(v) => v,
-        None => return Ok(Vec::new()),
+        None => return Ok(()),
     };
     // SAFETY: forwarded from the caller.
     let name = unsafe { crate::intern::normalize(id) };
     let token = match v.ids()?.into_iter().find(|i| i.name == name) {
         Some(i) => i.token,
-        None => return Ok(Vec::new()),
+        None => return Ok(()),
     };
-    Ok(collect(&v, Some(token))?.iter().flat_map(|(_, raw)| raw.iter().map(|r| r.decode().duration)).collect())
+    let me = crate::recorder::current_if_any();
+    // SAFETY: a non-null state is the calling thread's own.
+    let my_idx = if me.is_null() { None } else { Some(unsafe { (*me).thread_idx }) };
+    for s in v.slots()? {
+        if s.id_token == token {
+            let mut cur = latte_cursor::default();
+            v.read_slot(s.index, &mut cur, out, Some(s.thread_idx) == my_idx && s.state == LATTE_SLOT_LIVE)?;
+        }
+    }
+    Ok(())
+}
+
+/// The durations (cycles) of `snapshot_into`.
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string.
+pub unsafe fn snapshot(id: *const core::ffi::c_char) -> Result<Vec<u64>, i32> {
+    let mut raw = Vec::new();
+    // SAFETY: forwarded from the caller.
+    unsafe { snapshot_into(id, &mut raw) }?;
+    Ok(raw.iter().map(|r| r.decode().duration).collect())
 }
 
 // ------------------------------------------------------- opening by name ----
