@@ -23,7 +23,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src -name '*.rs') Cargo.toml build.rs cbindgen.toml
 
-.PHONY: all lib header check-header test rust-test c-test cpp-test speedtest clean tools
+.PHONY: all lib header check-header test rust-test c-test cpp-test cli-test speedtest clean tools
 
 all: lib
 
@@ -51,8 +51,16 @@ check-header: tools
 	  grep -q "#define $$f(" include/latte_disable.h || { echo "latte_disable.h lacks $$f"; missing=1; }; done; \
 	  test $$missing = 0 && echo "header: latte.h is generated and latte_disable.h covers every entry point"
 
-test: check-header rust-test c-test cpp-test
+test: check-header rust-test c-test cpp-test cli-test
 	@echo "make test: all suites passed"
+
+# The `latte` command end to end, against a real instrumented C++ service.
+$(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+cli-test: lib $(B)/cli/service
+	$(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service
 
 rust-test: tools
 	$(CARGO) test --release

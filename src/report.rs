@@ -88,6 +88,8 @@ pub struct Collected {
     pub hidden: Vec<bool>,
     pub per_token: Vec<Vec<Sample>>,
     pub threads: Vec<std::collections::BTreeSet<u32>>,
+    /// Per token: samples recorded but no longer in the rings (overwritten).
+    pub lost: Vec<u64>,
     pub events: Vec<Event>,
 }
 
@@ -100,6 +102,7 @@ pub fn collect(view: &View) -> Result<Collected, i32> {
         hidden: ids.iter().map(|i| is_calibration_name(name_bytes(&i.name))).collect(),
         per_token: vec![Vec::new(); n],
         threads: vec![Default::default(); n],
+        lost: vec![0; n],
         events: Vec::new(),
     };
     for (info, raw) in crate::reader::collect(view, None)? {
@@ -108,6 +111,7 @@ pub fn collect(view: &View) -> Result<Collected, i32> {
             continue;
         }
         c.threads[t].insert(info.thread_idx);
+        c.lost[t] += info.write_idx.saturating_sub(raw.len() as u64);
         for r in raw {
             let s = r.decode();
             c.per_token[t].push(s);
@@ -144,7 +148,7 @@ pub fn rows(c: &Collected, data: latte_data, cal: &Calibration) -> Vec<Row> {
                 token: t as u32,
                 summary,
                 outliers: clean.outliers,
-                lost: 0,
+                lost: c.lost[t],
                 threads: c.threads[t].len(),
             });
         }

@@ -1,0 +1,51 @@
+// A small instrumented service for the `latte` command's end-to-end test:
+// records known counts into the shared region argv[1], calibrates, prints
+// READY, then pulses "svc.live" about every millisecond until stdin closes.
+#include "Latte.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  int rc = Latte::InitSharedRegion(argv[1]);
+  if (rc != 0) {
+    std::fprintf(stderr, "service: %s\n", latte_strerror(rc));
+    return 1;
+  }
+  auto work = [] {
+    for (int i = 0; i < 2500; i++) {
+      Latte::Fast::Start("svc.a");
+      Latte::Fast::Stop(nullptr);
+    }
+  };
+  std::thread t1(work), t2(work);
+  t1.join();
+  t2.join();
+  for (int i = 0; i < 300; i++) {
+    Latte::Mid::Start("svc.b");
+    Latte::Mid::Stop(nullptr);
+  }
+  for (int i = 0; i < 100; i++) {
+    Latte::Hard::Start("svc.outer");
+    Latte::Fast::Start("svc.inner");
+    Latte::Fast::Stop(nullptr);
+    Latte::Hard::Stop(nullptr);
+  }
+  LATTE_CALIBRATE();
+  std::printf("READY\n");
+  std::fflush(stdout);
+  for (;;) {
+    pollfd p{0, POLLIN, 0};
+    int r = poll(&p, 1, 1);
+    if (r > 0) {
+      char c;
+      if (read(0, &c, 1) <= 0) break;
+    }
+    LATTE_PULSE("svc.live");
+  }
+  return 0;
+}
