@@ -24,6 +24,12 @@
 // A field is out of range (sizes, counts, offsets, indices, names).
 #define LATTE_ERR_CORRUPT -4004
 
+// `latte_poll_flush`: nothing pending (the last flush finished, or none was started).
+#define LATTE_FLUSH_IDLE 0
+
+// `latte_poll_flush`: a flush is in flight.
+#define LATTE_FLUSH_PENDING 1
+
 // Layout version; a reader refuses any other.
 #define LATTE_LAYOUT_VERSION 1
 
@@ -110,7 +116,11 @@ typedef struct LATTE_ALIGNED(64) latte_slot_header {
   // Number of samples ever written to this ring (the next index). Stored
   // with release ordering after the sample it publishes.
   uint64_t write_idx;
-  uint64_t _pad0[7];
+  // Only in a flushed image: `write_idx` read again after the samples
+  // were written out (the live reader's second load). Never written in a
+  // live region, so `write_idx` has its line to itself there.
+  uint64_t flushed_end_idx;
+  uint64_t _pad0[6];
   // 0 while unassigned or being reassigned; otherwise changes every time
   // the slot is given to a new (thread, ID) pair. Stored with release.
   uint32_t generation;
@@ -233,6 +243,17 @@ typedef struct latte_region_config {
   // when the name is taken by anything.
   uint32_t replace_stale;
 } latte_region_config;
+
+// What `latte_flush_status` reports.
+typedef struct latte_flush_status {
+  // LATTE_FLUSH_IDLE, LATTE_FLUSH_PENDING, or a negative code (the last flush failed).
+  int32_t state;
+  uint32_t _pad;
+  // Bytes written so far by the current or last flush.
+  uint64_t bytes_written;
+  // Bytes the image has.
+  uint64_t bytes_total;
+} latte_flush_status;
 
 // What a slot's header says now.
 typedef struct latte_slot_info {
@@ -360,7 +381,7 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   uint64_t reuse_discarded;
   // Spans recorded after the thread's recorder was torn down.
   uint64_t late_drops;
-  uint64_t _reserved[30];
+  uint64_t _reserved[31];
 } latte_region_header;
 
 // One recorded span: 16 bytes.
@@ -524,12 +545,29 @@ int latte_init_shared_region(const char *shm_name);
 // zero fields take the defaults).
 int latte_init_shared_region_with(const char *shm_name, const struct latte_region_config *config);
 
-// Starts writing the region to `fd` asynchronously (io_uring).
+// Starts writing the region to `fd` (a file open for writing) as a
+// self-describing image, asynchronously through io_uring, and returns at
+// once; `unit` is recorded as the preferred display unit. 0, or -EBADF (bad
+// fd, or not open for writing), -EBUSY (a flush is pending), -ENOSYS/-EPERM
+// (io_uring unavailable), LATTE_ERR_NOT_SUPPORTED (built without the
+// `uring` feature: use `latte_flush_sync`).
 int latte_flush_async(int fd, latte_unit unit);
 
-// Progress of the flush: LATTE_FLUSH_IDLE (0), a negative code, or the
-// bytes written once done.
+// Progress of the asynchronous flush, without blocking: LATTE_FLUSH_PENDING
+// while in flight, LATTE_FLUSH_IDLE when the last one finished (or none was
+// started), or the negative code it failed with (e.g. -ENOSPC). Each call
+// also moves the flush along (reaps completions, submits the next writes).
 int latte_poll_flush(void);
+
+// Bytes written and total of the current or last asynchronous flush.
+int latte_flush_status(struct latte_flush_status *out);
+
+// Writes the same image as `latte_flush_async`, synchronously, with pwrite
+// on the calling thread (the fallback without io_uring). 0 or a code.
+int latte_flush_sync(int fd, latte_unit unit);
+
+// 1 when this build has the asynchronous (io_uring) flush, else 0.
+int latte_flush_supported(void);
 
 // Opens the shared region `shm_name` read-only, validates it, and stores a
 // reader in `*out`. Errors: -ENOENT, -EACCES, LATTE_ERR_NOT_LATTE,

@@ -451,17 +451,55 @@ pub extern "C" fn latte_init_shared_region_with(shm_name: *const c_char, config:
     })
 }
 
-/// Starts writing the region to `fd` asynchronously (io_uring).
+/// Starts writing the region to `fd` (a file open for writing) as a
+/// self-describing image, asynchronously through io_uring, and returns at
+/// once; `unit` is recorded as the preferred display unit. 0, or -EBADF (bad
+/// fd, or not open for writing), -EBUSY (a flush is pending), -ENOSYS/-EPERM
+/// (io_uring unavailable), LATTE_ERR_NOT_SUPPORTED (built without the
+/// `uring` feature: use `latte_flush_sync`).
 #[no_mangle]
 pub extern "C" fn latte_flush_async(fd: c_int, unit: latte_unit) -> c_int {
     guard(-libc::EIO, || crate::flush::flush_async(fd, unit))
 }
 
-/// Progress of the flush: LATTE_FLUSH_IDLE (0), a negative code, or the
-/// bytes written once done.
+/// Progress of the asynchronous flush, without blocking: LATTE_FLUSH_PENDING
+/// while in flight, LATTE_FLUSH_IDLE when the last one finished (or none was
+/// started), or the negative code it failed with (e.g. -ENOSPC). Each call
+/// also moves the flush along (reaps completions, submits the next writes).
 #[no_mangle]
 pub extern "C" fn latte_poll_flush() -> c_int {
     guard(-libc::EIO, crate::flush::poll)
+}
+
+/// Bytes written and total of the current or last asynchronous flush.
+#[no_mangle]
+pub extern "C" fn latte_flush_status(out: *mut crate::flush::latte_flush_status) -> c_int {
+    guard(-libc::EIO, || {
+        if out.is_null() {
+            return -libc::EINVAL;
+        }
+        match crate::flush::status() {
+            Ok(s) => {
+                // SAFETY: checked non-null.
+                unsafe { *out = s };
+                0
+            }
+            Err(e) => e,
+        }
+    })
+}
+
+/// Writes the same image as `latte_flush_async`, synchronously, with pwrite
+/// on the calling thread (the fallback without io_uring). 0 or a code.
+#[no_mangle]
+pub extern "C" fn latte_flush_sync(fd: c_int, unit: latte_unit) -> c_int {
+    guard(-libc::EIO, || code(crate::flush::flush_sync(fd, unit).map(|_| ())))
+}
+
+/// 1 when this build has the asynchronous (io_uring) flush, else 0.
+#[no_mangle]
+pub extern "C" fn latte_flush_supported() -> c_int {
+    crate::flush::supported() as c_int
 }
 
 // ------------------------------------------------------------ the reader ----
@@ -580,7 +618,6 @@ pub extern "C" fn latte_reader_read(
             return -libc::EINVAL;
         }
         with_reader(r, -libc::EINVAL, |v| {
-            let flushed = v.flags & LATTE_REGION_FLUSHED != 0;
             let dst: &mut [core::mem::MaybeUninit<latte_raw_sample>] = if cap == 0 {
                 &mut []
             } else {
@@ -588,7 +625,7 @@ pub extern "C" fn latte_reader_read(
                 unsafe { core::slice::from_raw_parts_mut(out as *mut core::mem::MaybeUninit<latte_raw_sample>, cap) }
             };
             // SAFETY: cursor checked non-null, owned by the caller.
-            match v.read_into(slot, unsafe { &mut *cursor }, dst, flushed) {
+            match v.read_into(slot, unsafe { &mut *cursor }, dst, false) {
                 Ok(res) => {
                     if !out_n.is_null() {
                         // SAFETY: checked non-null.

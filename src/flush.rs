@@ -1,17 +1,480 @@
-//! Writing the region to disk without blocking: io_uring write SQEs whose
-//! source is the region's own memory (issue: flush). Not implemented yet:
-//! both entry points return LATTE_ERR_NOT_SUPPORTED.
+//! Writing the region to a file: a self-describing image in the region's own
+//! format, which the reader and the `latte` command open exactly as they open
+//! a live region.
+//!
+//! The image is the region with `slot_capacity` cut to the slots handed out,
+//! the flag LATTE_REGION_FLUSHED and the preferred display unit. It is
+//! written in three steps, so that an image cut short (a full disk, a crash)
+//! never passes for a complete one:
+//! 1. the samples of every slot, straight from the region's memory (the
+//!    producers keep recording meanwhile); each slot's `generation`, `state`
+//!    and `write_idx` are captured *before* its samples are written;
+//! 2. once they are on disk, each slot's `write_idx` is read again and the
+//!    slot headers are written: `write_idx` = the value before,
+//!    `flushed_end_idx` = the value after. A reader applies the live rule
+//!    to them: an index the producer may have overwritten while the flush
+//!    ran is dropped and counted as lost. A slot reassigned meanwhile is
+//!    written as unassigned;
+//! 3. the file header (magic, geometry, counters, calibration, unit) last.
+//!
+//! `flush_sync` does this with `pwrite` on the calling thread. With the
+//! `uring` feature, `flush_async` submits the writes as io_uring SQEs and
+//! returns at once; `poll` reaps completions, resubmits short writes, moves
+//! to the next step and reports progress. Built without the feature,
+//! `flush_async` and `poll` return LATTE_ERR_NOT_SUPPORTED (and `flush_sync`
+//! is the documented fallback).
 
-use crate::error::LATTE_ERR_NOT_SUPPORTED;
-use crate::layout::latte_unit;
+use crate::layout::*;
+use crate::region::Region;
+use core::mem::offset_of;
+use core::sync::atomic::{AtomicU64, Ordering};
 
-/// Starts a flush of the whole region to `fd`.
-pub fn flush_async(fd: i32, unit: latte_unit) -> i32 {
-    let _ = (fd, unit);
-    LATTE_ERR_NOT_SUPPORTED
+/// `latte_poll_flush`: nothing pending (the last flush finished, or none was started).
+pub const LATTE_FLUSH_IDLE: i32 = 0;
+/// `latte_poll_flush`: a flush is in flight.
+pub const LATTE_FLUSH_PENDING: i32 = 1;
+
+/// What `latte_flush_status` reports.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+#[allow(non_camel_case_types)]
+pub struct latte_flush_status {
+    /// LATTE_FLUSH_IDLE, LATTE_FLUSH_PENDING, or a negative code (the last flush failed).
+    pub state: i32,
+    pub _pad: u32,
+    /// Bytes written so far by the current or last flush.
+    pub bytes_written: u64,
+    /// Bytes the image has.
+    pub bytes_total: u64,
 }
 
-/// Progress of the flush.
+/// One write: `len` bytes from `src` at file offset `off`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Write {
+    pub src: *const u8,
+    pub len: u64,
+    pub off: u64,
+}
+
+/// A slot as captured before its samples were written.
+#[derive(Clone, Copy, Debug)]
+struct Captured {
+    index: u32,
+    generation: u32,
+    write_idx: u64,
+}
+
+/// A flush in the making: the writes of step 1 and what steps 2 and 3 need.
+pub(crate) struct Plan {
+    region: &'static Region,
+    unit: latte_unit,
+    slots: Vec<Captured>,
+    n_slots: u32,
+    pub total: u64,
+    /// Step 2 and 3 bytes, built by `headers` (kept alive while written).
+    slot_headers: Vec<u8>,
+    file_header: Vec<u8>,
+}
+
+// SAFETY: the raw pointers inside point into the leaked, never-unmapped
+// region or into the plan's own buffers.
+unsafe impl Send for Plan {}
+
+/// Copies `len` bytes of live shared memory with relaxed atomic u64 loads
+/// (`src` and `len` 8-byte aligned).
+fn copy_atomic(src: *const u8, len: usize, out: &mut Vec<u8>) {
+    for k in (0..len).step_by(8) {
+        // SAFETY: the caller passes a range inside the region, 8-byte aligned.
+        let w = unsafe { AtomicU64::from_ptr(src.add(k) as *mut u64) }.load(Ordering::Relaxed);
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+}
+
+fn put_u32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+impl Plan {
+    /// Captures the slots and lists the sample writes (step 1).
+    pub fn new(region: &'static Region, unit: latte_unit) -> Plan {
+        let g = *region.geometry();
+        // Acquire: the metadata of every counted slot is visible.
+        let n = region.header().slots_used.load(Ordering::Acquire).min(g.slot_capacity);
+        let mut slots = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            // SAFETY: i < slots_used <= capacity: a slot header inside the region.
+            let sh = unsafe { &*region.slot(i) };
+            // Acquire (both): the metadata of this generation, and every
+            // sample below write_idx, are visible before we copy them.
+            let generation = sh.generation.load(Ordering::Acquire);
+            let write_idx = sh.write_idx.load(Ordering::Acquire);
+            slots.push(Captured { index: i, generation, write_idx });
+        }
+        let total = Geometry::new(g.id_capacity, n.max(1), g.samples_per_slot).map(|x| x.total_size).unwrap_or(g.slots_offset);
+        let total = if n == 0 { g.slots_offset } else { total };
+        Plan { region, unit, slots, n_slots: n, total, slot_headers: Vec::new(), file_header: Vec::new() }
+    }
+
+    /// Step 1: the sample arrays of the assigned slots, from region memory.
+    pub fn data_writes(&self) -> Vec<Write> {
+        let g = self.region.geometry();
+        self.slots
+            .iter()
+            .filter(|c| c.generation != 0)
+            .map(|c| {
+                let off = g.slots_offset + c.index as u64 * g.slot_stride + LATTE_SLOT_HEADER_SIZE as u64;
+                // SAFETY: the slot's samples lie inside the region.
+                let src = unsafe { (self.region.slot(c.index) as *const u8).add(LATTE_SLOT_HEADER_SIZE as usize) };
+                Write { src, len: g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64, off }
+            })
+            .collect()
+    }
+
+    /// Steps 2 and 3, built after step 1 is on disk: returns (slot header
+    /// writes, file header write).
+    pub fn headers(&mut self) -> (Vec<Write>, Write) {
+        let g = *self.region.geometry();
+        let h = self.region.header();
+        let hs = LATTE_SLOT_HEADER_SIZE as usize;
+        self.slot_headers = vec![0u8; self.slots.len() * hs];
+        for (k, c) in self.slots.iter().enumerate() {
+            // SAFETY: a captured slot index, inside the region.
+            let sh = unsafe { &*self.region.slot(c.index) };
+            // Acquire: pairs with the release stores of a reassignment.
+            let gen_now = sh.generation.load(Ordering::Acquire);
+            let end = sh.write_idx.load(Ordering::Acquire);
+            let b = &mut self.slot_headers[k * hs..(k + 1) * hs];
+            if c.generation == 0 || gen_now != c.generation {
+                continue; // unassigned, or given to a new owner meanwhile: written as unassigned
+            }
+            type S = latte_slot_header;
+            put_u64(b, offset_of!(S, write_idx), c.write_idx);
+            put_u64(b, offset_of!(S, flushed_end_idx), end.max(c.write_idx));
+            put_u32(b, offset_of!(S, generation), c.generation);
+            put_u32(b, offset_of!(S, id_token), sh.id_token.load(Ordering::Relaxed));
+            put_u32(b, offset_of!(S, thread_idx), sh.thread_idx.load(Ordering::Relaxed));
+            put_u32(b, offset_of!(S, os_tid), sh.os_tid.load(Ordering::Relaxed));
+            put_u32(b, offset_of!(S, state), sh.state.load(Ordering::Acquire));
+        }
+        let slot_writes = self
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(k, c)| Write {
+                // SAFETY: k * hs is inside slot_headers.
+                src: unsafe { self.slot_headers.as_ptr().add(k * hs) },
+                len: hs as u64,
+                off: g.slots_offset + c.index as u64 * g.slot_stride,
+            })
+            .collect();
+        // The file header and the ID table, from live memory, then patched.
+        let mut fh = Vec::with_capacity(g.slots_offset as usize);
+        copy_atomic(self.region.base(), LATTE_HEADER_SIZE as usize, &mut fh);
+        // Acquire: the names below ids_used are published.
+        let ids = h.ids_used.load(Ordering::Acquire).min(g.id_capacity);
+        // SAFETY: the ID table lies inside the region.
+        copy_atomic(unsafe { self.region.base().add(g.id_table_offset as usize) }, (ids * LATTE_ID_NAME_SIZE) as usize, &mut fh);
+        fh.resize(g.slots_offset as usize, 0);
+        type H = latte_region_header;
+        put_u32(&mut fh, offset_of!(H, flags), LATTE_REGION_FLUSHED | (h.flags & LATTE_REGION_SHARED));
+        put_u32(&mut fh, offset_of!(H, slot_capacity), self.n_slots.max(1));
+        put_u32(&mut fh, offset_of!(H, slots_used), self.n_slots);
+        put_u32(&mut fh, offset_of!(H, ids_used), ids);
+        put_u64(&mut fh, offset_of!(H, total_size), self.total);
+        put_u32(&mut fh, offset_of!(H, display_unit), self.unit);
+        if self.n_slots == 0 {
+            // No slot at all: an image of one empty slot keeps the geometry valid.
+            self.total = Geometry::new(g.id_capacity, 1, g.samples_per_slot).unwrap().total_size;
+            put_u64(&mut fh, offset_of!(H, total_size), self.total);
+        }
+        self.file_header = fh;
+        let fw = Write { src: self.file_header.as_ptr(), len: self.file_header.len() as u64, off: 0 };
+        (slot_writes, fw)
+    }
+}
+
+/// Checks that `fd` is open for writing: -EBADF otherwise.
+pub(crate) fn check_fd(fd: i32) -> Result<(), i32> {
+    // SAFETY: F_GETFL has no memory effects; a bad fd gives -1/EBADF.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if fl < 0 || (fl & libc::O_ACCMODE) == libc::O_RDONLY {
+        return Err(-libc::EBADF);
+    }
+    Ok(())
+}
+
+fn pwrite_all(fd: i32, w: &Write) -> Result<u64, i32> {
+    let mut done = 0u64;
+    while done < w.len {
+        // SAFETY: src..src+len is readable (region or plan buffer).
+        let r = unsafe { libc::pwrite(fd, w.src.add(done as usize) as *const libc::c_void, (w.len - done) as usize, (w.off + done) as libc::off_t) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            if e == libc::EINTR {
+                continue;
+            }
+            return Err(-e);
+        }
+        if r == 0 {
+            return Err(-libc::EIO);
+        }
+        done += r as u64;
+    }
+    Ok(done)
+}
+
+/// Sets the file's length to the image's (drops a stale tail); ignored for
+/// descriptors that cannot be truncated (pipes are refused earlier by pwrite).
+fn set_len(fd: i32, total: u64) {
+    // SAFETY: fd is valid; failure is harmless here.
+    unsafe { libc::ftruncate(fd, total as libc::off_t) };
+}
+
+/// Writes the image with pwrite on the calling thread. Returns the bytes written.
+pub fn flush_sync(fd: i32, unit: latte_unit) -> Result<u64, i32> {
+    check_fd(fd)?;
+    let region = crate::recorder::REGISTRY.lock().region()?;
+    crate::calibrate::cycles_per_ns();
+    let mut plan = Plan::new(region, unit);
+    let mut bytes = 0;
+    for w in plan.data_writes() {
+        bytes += pwrite_all(fd, &w)?;
+    }
+    let (slot_writes, fw) = plan.headers();
+    for w in &slot_writes {
+        bytes += pwrite_all(fd, w)?;
+    }
+    bytes += pwrite_all(fd, &fw)?;
+    set_len(fd, plan.total);
+    Ok(bytes)
+}
+
+#[cfg(feature = "uring")]
+mod uring {
+    //! The io_uring flush state machine.
+    use super::*;
+    use io_uring::{opcode, types, IoUring};
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    enum Step {
+        Data,
+        SlotHeaders,
+        FileHeader,
+    }
+
+    struct Flight {
+        ring: IoUring,
+        fd: i32,
+        plan: Plan,
+        step: Step,
+        /// Writes not yet submitted.
+        queue: VecDeque<Write>,
+        /// Submitted writes by user_data.
+        inflight: Vec<Option<Write>>,
+        outstanding: usize,
+        written: u64,
+        /// Step 3's write, kept from `headers` until step 2 is done.
+        plan_file_header: Option<Write>,
+    }
+
+    // SAFETY: see Plan; the ring is only used under the mutex.
+    unsafe impl Send for Flight {}
+
+    enum State {
+        Idle,
+        Flying(Box<Flight>),
+        Done(u64, u64),
+        Failed(i32, u64, u64),
+    }
+
+    static FLUSH: Mutex<State> = Mutex::new(State::Idle);
+
+    const ENTRIES: u32 = 64;
+
+    fn submit(f: &mut Flight) -> Result<(), i32> {
+        while let Some(w) = f.queue.front().copied() {
+            let slot = match f.inflight.iter().position(|x| x.is_none()) {
+                Some(s) => s,
+                None => {
+                    f.inflight.push(None);
+                    f.inflight.len() - 1
+                }
+            };
+            let len = w.len.min(1 << 30) as u32;
+            let sqe = opcode::Write::new(types::Fd(f.fd), w.src, len).offset(w.off).build().user_data(slot as u64);
+            // SAFETY: the buffer stays valid until its completion is reaped:
+            // it is region memory (never unmapped) or owned by the plan,
+            // which lives in the Flight until the flush ends.
+            if unsafe { f.ring.submission().push(&sqe) }.is_err() {
+                break; // the submission queue is full; poll submits the rest
+            }
+            f.queue.pop_front();
+            f.inflight[slot] = Some(w);
+            f.outstanding += 1;
+        }
+        f.ring.submit().map_err(|e| -e.raw_os_error().unwrap_or(libc::EIO))?;
+        Ok(())
+    }
+
+    /// Reaps completions; a short write is requeued for its remainder.
+    fn reap(f: &mut Flight) -> Result<(), i32> {
+        let cqes: Vec<(u64, i32)> = f.ring.completion().map(|c| (c.user_data(), c.result())).collect();
+        for (ud, res) in cqes {
+            let w = f.inflight.get_mut(ud as usize).and_then(|x| x.take()).ok_or(-libc::EIO)?;
+            f.outstanding -= 1;
+            if res < 0 {
+                return Err(res);
+            }
+            if res == 0 {
+                return Err(-libc::EIO);
+            }
+            f.written += res as u64;
+            if (res as u64) < w.len {
+                // SAFETY: still inside the same buffer.
+                f.queue.push_back(Write { src: unsafe { w.src.add(res as usize) }, len: w.len - res as u64, off: w.off + res as u64 });
+            }
+        }
+        Ok(())
+    }
+
+    fn advance(f: &mut Flight) -> Result<bool, i32> {
+        reap(f)?;
+        if f.queue.is_empty() && f.outstanding == 0 {
+            match f.step {
+                Step::Data => {
+                    let (slot_writes, fw) = f.plan.headers();
+                    f.queue.extend(slot_writes);
+                    f.plan_file_header = Some(fw);
+                    f.step = Step::SlotHeaders;
+                }
+                Step::SlotHeaders => {
+                    let fw = f.plan_file_header.take().ok_or(-libc::EIO)?;
+                    f.queue.push_back(fw);
+                    f.step = Step::FileHeader;
+                }
+                Step::FileHeader => {
+                    set_len(f.fd, f.plan.total);
+                    return Ok(true);
+                }
+            }
+        }
+        submit(f)?;
+        Ok(false)
+    }
+
+    pub fn flush_async(fd: i32, unit: latte_unit) -> i32 {
+        let mut st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(*st, State::Flying(_)) {
+            return -libc::EBUSY;
+        }
+        if let Err(e) = check_fd(fd) {
+            return e;
+        }
+        let region = match crate::recorder::REGISTRY.lock().region() {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        let ring = match IoUring::new(ENTRIES) {
+            Ok(r) => r,
+            Err(e) => return -e.raw_os_error().unwrap_or(libc::ENOSYS),
+        };
+        // Cycles per ns goes into the image; measured once per process.
+        crate::calibrate::cycles_per_ns();
+        let plan = Plan::new(region, unit);
+        let queue: VecDeque<Write> = plan.data_writes().into();
+        let mut f = Box::new(Flight { ring, fd, plan, step: Step::Data, queue, inflight: Vec::new(), outstanding: 0, written: 0, plan_file_header: None });
+        if let Err(e) = submit(&mut f) {
+            *st = State::Failed(e, 0, f.plan.total);
+            return e;
+        }
+        *st = State::Flying(f);
+        0
+    }
+
+    pub fn poll() -> i32 {
+        let mut st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
+        let next = match &mut *st {
+            State::Idle | State::Done(..) => return LATTE_FLUSH_IDLE,
+            State::Failed(e, ..) => return *e,
+            State::Flying(f) => match advance(f) {
+                Ok(false) => return LATTE_FLUSH_PENDING,
+                Ok(true) => State::Done(f.written, f.plan.total),
+                Err(e) => {
+                    // Wait for what is still in flight: its buffers must
+                    // outlive the kernel's use of them.
+                    while f.outstanding > 0 {
+                        if f.ring.submit_and_wait(1).is_err() {
+                            break;
+                        }
+                        let n = f.ring.completion().count();
+                        f.outstanding = f.outstanding.saturating_sub(n);
+                    }
+                    State::Failed(e, f.written, f.plan.total)
+                }
+            },
+        };
+        let rc = match next {
+            State::Failed(e, ..) => e,
+            _ => LATTE_FLUSH_IDLE,
+        };
+        *st = next;
+        rc
+    }
+
+    pub fn status() -> latte_flush_status {
+        let st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
+        match &*st {
+            State::Idle => latte_flush_status::default(),
+            State::Flying(f) => latte_flush_status { state: LATTE_FLUSH_PENDING, _pad: 0, bytes_written: f.written, bytes_total: f.plan.total },
+            State::Done(w, t) => latte_flush_status { state: LATTE_FLUSH_IDLE, _pad: 0, bytes_written: *w, bytes_total: *t },
+            State::Failed(e, w, t) => latte_flush_status { state: *e, _pad: 0, bytes_written: *w, bytes_total: *t },
+        }
+    }
+}
+
+/// Starts an asynchronous flush to `fd` (io_uring). 0, or an error code.
+pub fn flush_async(fd: i32, unit: latte_unit) -> i32 {
+    #[cfg(feature = "uring")]
+    {
+        uring::flush_async(fd, unit)
+    }
+    #[cfg(not(feature = "uring"))]
+    {
+        let _ = (fd, unit);
+        crate::error::LATTE_ERR_NOT_SUPPORTED
+    }
+}
+
+/// Progress of the asynchronous flush (never blocks).
 pub fn poll() -> i32 {
-    LATTE_ERR_NOT_SUPPORTED
+    #[cfg(feature = "uring")]
+    {
+        uring::poll()
+    }
+    #[cfg(not(feature = "uring"))]
+    {
+        crate::error::LATTE_ERR_NOT_SUPPORTED
+    }
+}
+
+/// Details of the current or last asynchronous flush.
+pub fn status() -> Result<latte_flush_status, i32> {
+    #[cfg(feature = "uring")]
+    {
+        Ok(uring::status())
+    }
+    #[cfg(not(feature = "uring"))]
+    {
+        Err(crate::error::LATTE_ERR_NOT_SUPPORTED)
+    }
+}
+
+/// Whether this build has the asynchronous flush.
+pub const fn supported() -> bool {
+    cfg!(feature = "uring")
 }

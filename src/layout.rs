@@ -109,7 +109,11 @@ pub struct latte_slot_header {
     /// Number of samples ever written to this ring (the next index). Stored
     /// with release ordering after the sample it publishes.
     pub write_idx: AtomicU64,
-    pub _pad0: [u64; 7],
+    /// Only in a flushed image: `write_idx` read again after the samples
+    /// were written out (the live reader's second load). Never written in a
+    /// live region, so `write_idx` has its line to itself there.
+    pub flushed_end_idx: AtomicU64,
+    pub _pad0: [u64; 6],
     /// 0 while unassigned or being reassigned; otherwise changes every time
     /// the slot is given to a new (thread, ID) pair. Stored with release.
     pub generation: AtomicU32,
@@ -203,7 +207,7 @@ pub struct latte_region_header {
     pub reuse_discarded: AtomicU64,
     /// Spans recorded after the thread's recorder was torn down.
     pub late_drops: AtomicU64,
-    pub _reserved: [u64; 30],
+    pub _reserved: [u64; 31],
 }
 
 /// One open span on a thread's stack. Start resolves the ring (so Stop has

@@ -372,8 +372,17 @@ impl View {
         // Acquire fence: the copies above happen before the loads below, and
         // pair with the writer's release stores of the sample words.
         fence(Ordering::Acquire);
-        let w2 = widx.load(Ordering::Relaxed);
-        let g2 = gen_a.load(Ordering::Relaxed);
+        let (w2, g2) = if self.flags & LATTE_REGION_FLUSHED != 0 {
+            // A flushed image: its second load of write_idx was taken by the
+            // flush after the samples were written out.
+            let w2 = self.atomic_u64(o + f!(S, flushed_end_idx) as u64).load(Ordering::Relaxed);
+            if w2 < w1 || w2 >= LATTE_MAX_WRITE_IDX {
+                return Err(LATTE_ERR_CORRUPT);
+            }
+            (w2, g1)
+        } else {
+            (widx.load(Ordering::Relaxed), gen_a.load(Ordering::Relaxed))
+        };
         if g2 != g1 {
             return Ok(res);
         }
@@ -440,13 +449,12 @@ pub fn own_view() -> Option<View> {
 
 /// Every sample of every slot (of `token` only, when given), per slot,
 /// with the slot. In the own region, slots of the calling thread are read as
-/// final; so is every slot of a flushed image.
+/// final; a flushed image's slots follow the flush's captured indices.
 pub fn collect(v: &View, token: Option<u32>) -> Result<Vec<(latte_slot_info, Vec<latte_raw_sample>)>, i32> {
     let me = crate::recorder::current_if_any();
     // SAFETY: a non-null state is the calling thread's own.
     let my_idx = if me.is_null() { None } else { Some(unsafe { (*me).thread_idx }) };
     let own = v.flags & LATTE_REGION_FLUSHED == 0 && crate::recorder::region_if_any().map(|r| r.base() as *const u8) == Some(v.base());
-    let flushed = v.flags & LATTE_REGION_FLUSHED != 0;
     let mut out = Vec::new();
     for s in v.slots()? {
         if token.is_some_and(|t| t != s.id_token) {
@@ -454,7 +462,7 @@ pub fn collect(v: &View, token: Option<u32>) -> Result<Vec<(latte_slot_info, Vec
         }
         let mut cur = latte_cursor::default();
         let mut buf = Vec::new();
-        let fin = flushed || (own && Some(s.thread_idx) == my_idx && s.state == LATTE_SLOT_LIVE);
+        let fin = own && Some(s.thread_idx) == my_idx && s.state == LATTE_SLOT_LIVE;
         v.read_slot(s.index, &mut cur, &mut buf, fin)?;
         out.push((s, buf));
     }

@@ -199,6 +199,7 @@ fn bad_arguments_get_errors() {
     latte_reader_close(core::ptr::null_mut());
     // SAFETY: strerror returns a static C string.
     assert!(!unsafe { CStr::from_ptr(latte_strerror(-12345)) }.to_bytes().is_empty());
-    assert_eq!(latte_flush_async(1, LATTE_UNIT_CYCLE), latte::error::LATTE_ERR_NOT_SUPPORTED);
-    assert_eq!(latte_poll_flush(), latte::error::LATTE_ERR_NOT_SUPPORTED);
+    let mut st = latte::flush::latte_flush_status::default();
+    assert_eq!(latte_flush_status(core::ptr::null_mut()), -libc::EINVAL);
+    let _ = latte_flush_status(&mut st);
 }

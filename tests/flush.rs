@@ -1,0 +1,166 @@
+//! Flushing the region to a file: the image reads back through the reader
+//! exactly like Snapshot; the error paths give their codes.
+
+mod common;
+use common::*;
+use latte::ffi::*;
+use latte::flush::*;
+use latte::layout::*;
+use latte::reader::Mapping;
+use std::ffi::CString;
+use std::os::fd::AsRawFd;
+use std::sync::Mutex;
+
+/// The async flush state is process-wide: its tests take turns.
+static ASYNC: Mutex<()> = Mutex::new(());
+
+const IDS: [&str; 3] = ["flush.a", "flush.b", "flush.c"];
+
+fn record() {
+    std::thread::scope(|s| {
+        for (k, id) in IDS.iter().enumerate() {
+            s.spawn(move || {
+                let c = CString::new(*id).unwrap();
+                for _ in 0..(1000 * (k + 1)) {
+                    span(&c, LATTE_MODE_FAST, LATTE_MODE_FAST);
+                }
+            });
+        }
+    });
+}
+
+fn temp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("latte-flush-{}-{name}", std::process::id()))
+}
+
+/// Every ID of the image has exactly the durations Snapshot returns.
+fn same_as_snapshot(path: &std::path::Path) {
+    let m = Mapping::open_file(path).unwrap();
+    assert!(m.view.flags & LATTE_REGION_FLUSHED != 0);
+    let c = latte::report::collect(&m.view).unwrap();
+    for id in IDS {
+        let t = c.names.iter().position(|n| n == id).unwrap();
+        let mut from_file: Vec<u64> = c.per_token[t].iter().map(|s| s.duration).collect();
+        let mut snap = snapshot(&CString::new(id).unwrap());
+        from_file.sort();
+        snap.sort();
+        assert_eq!(from_file, snap, "{id}");
+        assert!(!snap.is_empty());
+    }
+}
+
+fn wait(timeout_s: u64) -> i32 {
+    let t0 = std::time::Instant::now();
+    loop {
+        let r = latte_poll_flush();
+        if r != LATTE_FLUSH_PENDING {
+            return r;
+        }
+        assert!(t0.elapsed().as_secs() < timeout_s, "flush never finished");
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
+#[test]
+fn sync_flush_round_trip_and_errors() {
+    record();
+    let p = temp("sync");
+    let f = std::fs::File::create(&p).unwrap();
+    assert_eq!(latte_flush_sync(f.as_raw_fd(), LATTE_UNIT_TIME), 0);
+    same_as_snapshot(&p);
+    assert_eq!(Mapping::open_file(&p).unwrap().view.display_unit(), LATTE_UNIT_TIME);
+    std::fs::remove_file(&p).unwrap();
+    assert_eq!(latte_flush_sync(-1, LATTE_UNIT_CYCLE), -libc::EBADF);
+    let ro = std::fs::File::open("/dev/null").unwrap();
+    assert_eq!(latte_flush_sync(ro.as_raw_fd(), LATTE_UNIT_CYCLE), -libc::EBADF);
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    assert_eq!(latte_flush_sync(full.as_raw_fd(), LATTE_UNIT_CYCLE), -libc::ENOSPC);
+}
+
+#[cfg(not(feature = "uring"))]
+#[test]
+fn async_flush_is_not_in_this_build() {
+    assert_eq!(latte_flush_supported(), 0);
+    assert_eq!(latte_flush_async(1, LATTE_UNIT_TIME), latte::error::LATTE_ERR_NOT_SUPPORTED);
+    assert_eq!(latte_poll_flush(), latte::error::LATTE_ERR_NOT_SUPPORTED);
+}
+
+#[cfg(feature = "uring")]
+#[test]
+fn async_flush_round_trip() {
+    let _g = ASYNC.lock().unwrap();
+    assert_eq!(latte_flush_supported(), 1);
+    record();
+    let p = temp("async");
+    let f = std::fs::File::create(&p).unwrap();
+    assert_eq!(latte_flush_async(f.as_raw_fd(), LATTE_UNIT_CYCLE), 0);
+    assert_eq!(wait(30), LATTE_FLUSH_IDLE);
+    let mut st = latte_flush_status::default();
+    assert_eq!(latte_flush_status(&mut st), 0);
+    assert_eq!(st.state, LATTE_FLUSH_IDLE);
+    assert_eq!(st.bytes_total, std::fs::metadata(&p).unwrap().len());
+    assert!(st.bytes_written >= st.bytes_total - 4096 && st.bytes_written > 0);
+    same_as_snapshot(&p);
+    std::fs::remove_file(&p).unwrap();
+}
+
+#[cfg(feature = "uring")]
+#[test]
+fn async_flush_errors() {
+    let _g = ASYNC.lock().unwrap();
+    assert_eq!(latte_flush_async(-1, LATTE_UNIT_CYCLE), -libc::EBADF);
+    assert_eq!(latte_flush_async(9999, LATTE_UNIT_CYCLE), -libc::EBADF);
+    let ro = std::fs::File::open("/dev/null").unwrap();
+    assert_eq!(latte_flush_async(ro.as_raw_fd(), LATTE_UNIT_CYCLE), -libc::EBADF);
+    // A full disk: the error surfaces through poll, and no image is described.
+    span(c"flush.full", LATTE_MODE_FAST, LATTE_MODE_FAST);
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    assert_eq!(latte_flush_async(full.as_raw_fd(), LATTE_UNIT_CYCLE), 0);
+    // A second flush while one is pending.
+    let p = temp("busy");
+    let f = std::fs::File::create(&p).unwrap();
+    assert_eq!(latte_flush_async(f.as_raw_fd(), LATTE_UNIT_CYCLE), -libc::EBUSY);
+    assert_eq!(wait(30), -libc::ENOSPC);
+    let mut st = latte_flush_status::default();
+    latte_flush_status(&mut st);
+    assert_eq!(st.state, -libc::ENOSPC);
+    // The failure is reported until the next flush starts; that one works.
+    assert_eq!(latte_poll_flush(), -libc::ENOSPC);
+    assert_eq!(latte_flush_async(f.as_raw_fd(), LATTE_UNIT_CYCLE), 0);
+    assert_eq!(wait(30), LATTE_FLUSH_IDLE);
+    assert!(Mapping::open_file(&p).is_ok());
+    std::fs::remove_file(&p).unwrap();
+}
+
+#[cfg(feature = "uring")]
+#[test]
+fn async_flush_while_producers_record() {
+    let _g = ASYNC.lock().unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let p = temp("live");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                span(c"flush.live", LATTE_MODE_FAST, LATTE_MODE_FAST);
+            }
+        });
+        while snapshot(c"flush.live").len() < 65535 {
+            std::thread::yield_now();
+        }
+        let f = std::fs::File::create(&p).unwrap();
+        assert_eq!(latte_flush_async(f.as_raw_fd(), LATTE_UNIT_CYCLE), 0);
+        assert_eq!(wait(30), LATTE_FLUSH_IDLE);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    // The image reads; the live ring's samples overwritten during the flush
+    // are dropped and counted as lost, never returned torn.
+    let m = Mapping::open_file(&p).unwrap();
+    let v = m.view;
+    let c = latte::report::collect(&v).unwrap();
+    let t = c.names.iter().position(|n| n == "flush.live").unwrap();
+    let n = c.per_token[t].len() as u64;
+    assert!(n > 0 && n <= 65536);
+    let slot = v.slots().unwrap().into_iter().find(|s| s.id_token == t as u32).unwrap();
+    assert_eq!(n + c.lost[t], slot.write_idx);
+    std::fs::remove_file(&p).unwrap();
+}
