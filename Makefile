@@ -130,9 +130,18 @@ $(B)/speedtest.static: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h 
 	@mkdir -p $(@D)
 	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
-speedtest: lib $(B)/speedtest.so $(B)/speedtest.static
+URING_A := target/uring/release/liblatte.a
+$(URING_A): $(SRCS)
+	$(CARGO) build --release --features uring --target-dir target/uring
+
+$(B)/speedtest.uring: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
+	@mkdir -p $(@D)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
+
+speedtest: lib $(B)/speedtest.so $(B)/speedtest.static $(B)/speedtest.uring
 	./$(B)/speedtest.so --label "cdylib: liblatte.so" --no-report
 	./$(B)/speedtest.static --label "staticlib: liblatte.a" --shared /latte-speedtest-$$$$
+	./$(B)/speedtest.uring --flush-only
 
 clean:
 	$(CARGO) clean

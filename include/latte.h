@@ -244,7 +244,7 @@ typedef struct latte_region_config {
   uint32_t replace_stale;
 } latte_region_config;
 
-// What `latte_flush_status` reports.
+// What `latte_flush_get_status` reports.
 typedef struct latte_flush_status {
   // LATTE_FLUSH_IDLE, LATTE_FLUSH_PENDING, or a negative code (the last flush failed).
   int32_t state;
@@ -560,7 +560,7 @@ int latte_flush_async(int fd, latte_unit unit);
 int latte_poll_flush(void);
 
 // Bytes written and total of the current or last asynchronous flush.
-int latte_flush_status(struct latte_flush_status *out);
+int latte_flush_get_status(struct latte_flush_status *out);
 
 // Writes the same image as `latte_flush_async`, synchronously, with pwrite
 // on the calling thread (the fallback without io_uring). 0 or a code.

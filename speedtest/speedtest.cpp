@@ -445,6 +445,107 @@ void Extraction(const char *name) {
                 st[k].p999 <= 1.2 * st[0].p999 ? "PASS (goal: within 1.2x)" : "FAIL (goal: within 1.2x)");
 }
 
+// ----------------------------------------------------------------- flush --
+
+// How long latte_flush_async takes to return and to complete on a full
+// region, and the producer's Start+Stop latency (a) while nothing happens,
+// (b) while an io_uring flush is in flight, (c) while the main thread write()s
+// the same bytes: interleaved rounds, one producer thread pinned to CPU 1.
+void FlushBench() {
+  std::printf("\n== flush to disk ==\n");
+  if (!latte_flush_supported()) {
+    std::printf("flush: this build has no io_uring flush (cargo build --features uring)\n");
+    return;
+  }
+  const int rings = 16;
+  std::thread filler([] {
+    static const char *ids[rings] = {"Flush0", "Flush1", "Flush2",  "Flush3",  "Flush4",  "Flush5",  "Flush6",  "Flush7",
+                                     "Flush8", "Flush9", "Flush10", "Flush11", "Flush12", "Flush13", "Flush14", "Flush15"};
+    for (auto id : ids)
+      for (size_t i = 0; i < Latte::MAX_SAMPLES; i++) {
+        Latte::Fast::Start(id);
+        Latte::Fast::Stop(nullptr);
+      }
+  });
+  filler.join();
+  (void)latte_cycles_per_ns();
+  char path[96];
+  std::snprintf(path, sizeof path, "/tmp/latte-speedtest-flush-%d.img", int(getpid()));
+  auto flush_once = [&](double *ret_us, double *done_ms) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    double t0 = Now();
+    int rc = latte_flush_async(fd, LATTE_UNIT_TIME);
+    double t1 = Now();
+    while (rc == 0 && latte_poll_flush() == LATTE_FLUSH_PENDING) usleep(50);
+    double t2 = Now();
+    close(fd);
+    *ret_us = (t1 - t0) * 1e6;
+    *done_ms = (t2 - t0) * 1e3;
+    return rc == 0 && latte_poll_flush() == LATTE_FLUSH_IDLE;
+  };
+  std::vector<double> ret, done;
+  bool ok = true;
+  for (int k = 0; k < 10; k++) {
+    double r, d;
+    ok &= flush_once(&r, &d);
+    ret.push_back(r);
+    done.push_back(d);
+  }
+  latte_flush_status st{};
+  latte_flush_get_status(&st);
+  std::sort(ret.begin(), ret.end());
+  std::sort(done.begin(), done.end());
+  std::printf("latte_flush_async returns in %.1f us (median of 10); the %.1f MiB image is on disk after %.2f ms (%.2f GB/s)%s\n", ret[5],
+              double(st.bytes_total) / (1 << 20), done[5], double(st.bytes_total) / (done[5] * 1e-3) / 1e9, ok ? "" : "  [A FLUSH FAILED]");
+
+  std::vector<char> copy(st.bytes_total, 1);
+  std::vector<uint64_t> lat[3];
+  std::atomic<int> phase{-1};
+  std::atomic<bool> stop{false};
+  std::thread producer([&] {
+    PinTo(1);
+    for (auto &l : lat) l.reserve(4000000);
+    while (!stop.load(std::memory_order_relaxed)) {
+      int p = phase.load(std::memory_order_relaxed);
+      for (int i = 0; i < 100; i++) {
+        uint64_t a = __rdtsc();
+        Latte::Fast::Start("FlushStall");
+        Latte::Fast::Stop(nullptr);
+        uint64_t d = __rdtsc() - a;
+        if (p >= 0) lat[p].push_back(d);
+      }
+    }
+  });
+  PinTo(0);
+  for (int round = 0; round < 10; round++) {
+    phase = 0;
+    usleep(5000);
+    phase = 1;
+    double r, d;
+    flush_once(&r, &d);
+    phase = 2;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    size_t off = 0;
+    while (off < copy.size()) {
+      ssize_t w = write(fd, copy.data() + off, copy.size() - off);
+      if (w <= 0) break;
+      off += size_t(w);
+    }
+    close(fd);
+    phase = -1;
+    usleep(1000);
+  }
+  stop = true;
+  producer.join();
+  unlink(path);
+  Stall s[3];
+  for (int k = 0; k < 3; k++) s[k] = Summarize(lat[k]);
+  std::printf("producer Start+Stop latency in cycles, 10 interleaved rounds (p50 / p99 / p99.9 / max):\n");
+  std::printf("  (a) nothing happens            %6.0f %7.0f %8.0f %9.0f\n", s[0].p50, s[0].p99, s[0].p999, s[0].max);
+  std::printf("  (b) io_uring flush in flight   %6.0f %7.0f %8.0f %9.0f\n", s[1].p50, s[1].p99, s[1].p999, s[1].max);
+  std::printf("  (c) plain write() of the bytes %6.0f %7.0f %8.0f %9.0f\n", s[2].p50, s[2].p99, s[2].p999, s[2].max);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -453,12 +554,14 @@ int main(int argc, char **argv) {
   bool report = true;
   const char *label = "liblatte";
   const char *shared = nullptr;
+  bool flush_only = false;
   for (int i = 1; i < argc; i++) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) ITER = std::max(1000, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--quick")) ITER = 20000;
     else if (!std::strcmp(argv[i], "--no-report")) report = false;
     else if (!std::strcmp(argv[i], "--label") && i + 1 < argc) label = argv[++i];
     else if (!std::strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
+    else if (!std::strcmp(argv[i], "--flush-only")) flush_only = true;
   }
   if (shared) {
     latte_region_config cfg{};
@@ -468,6 +571,10 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "speedtest: InitSharedRegion(%s): %s\n", shared, latte_strerror(rc));
       return 1;
     }
+  }
+  if (flush_only) {
+    FlushBench();
+    return 0;
   }
   Pin();
   std::printf("\n== latte speedtest (%s, %s region): %d iterations x %d operations, cycles per operation ==\n", label,

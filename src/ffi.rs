@@ -473,7 +473,7 @@ pub extern "C" fn latte_poll_flush() -> c_int {
 
 /// Bytes written and total of the current or last asynchronous flush.
 #[no_mangle]
-pub extern "C" fn latte_flush_status(out: *mut crate::flush::latte_flush_status) -> c_int {
+pub extern "C" fn latte_flush_get_status(out: *mut crate::flush::latte_flush_status) -> c_int {
     guard(-libc::EIO, || {
         if out.is_null() {
             return -libc::EINVAL;

@@ -34,7 +34,7 @@ pub const LATTE_FLUSH_IDLE: i32 = 0;
 /// `latte_poll_flush`: a flush is in flight.
 pub const LATTE_FLUSH_PENDING: i32 = 1;
 
-/// What `latte_flush_status` reports.
+/// What `latte_flush_get_status` reports.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 #[allow(non_camel_case_types)]
@@ -321,17 +321,25 @@ mod uring {
         Ok(())
     }
 
-    /// Reaps completions; a short write is requeued for its remainder.
+    /// Reaps every available completion (each one is accounted for, even
+    /// after an error: the error path waits for exactly the writes still in
+    /// flight); a short write is requeued for its remainder. Returns the
+    /// first error.
     fn reap(f: &mut Flight) -> Result<(), i32> {
         let cqes: Vec<(u64, i32)> = f.ring.completion().map(|c| (c.user_data(), c.result())).collect();
+        let mut first_err = None;
         for (ud, res) in cqes {
-            let w = f.inflight.get_mut(ud as usize).and_then(|x| x.take()).ok_or(-libc::EIO)?;
+            let w = match f.inflight.get_mut(ud as usize).and_then(|x| x.take()) {
+                Some(w) => w,
+                None => {
+                    first_err.get_or_insert(-libc::EIO);
+                    continue;
+                }
+            };
             f.outstanding -= 1;
-            if res < 0 {
-                return Err(res);
-            }
-            if res == 0 {
-                return Err(-libc::EIO);
+            if res <= 0 {
+                first_err.get_or_insert(if res < 0 { res } else { -libc::EIO });
+                continue;
             }
             f.written += res as u64;
             if (res as u64) < w.len {
@@ -339,7 +347,10 @@ mod uring {
                 f.queue.push_back(Write { src: unsafe { w.src.add(res as usize) }, len: w.len - res as u64, off: w.off + res as u64 });
             }
         }
-        Ok(())
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     fn advance(f: &mut Flight) -> Result<bool, i32> {
@@ -405,14 +416,15 @@ mod uring {
                 Ok(false) => return LATTE_FLUSH_PENDING,
                 Ok(true) => State::Done(f.written, f.plan.total),
                 Err(e) => {
-                    // Wait for what is still in flight: its buffers must
-                    // outlive the kernel's use of them.
+                    // Wait for the writes still in flight (each was counted
+                    // when submitted and is uncounted when reaped): their
+                    // buffers must outlive the kernel's use of them.
+                    f.queue.clear();
                     while f.outstanding > 0 {
                         if f.ring.submit_and_wait(1).is_err() {
                             break;
                         }
-                        let n = f.ring.completion().count();
-                        f.outstanding = f.outstanding.saturating_sub(n);
+                        let _ = reap(f);
                     }
                     State::Failed(e, f.written, f.plan.total)
                 }

@@ -200,6 +200,6 @@ fn bad_arguments_get_errors() {
     // SAFETY: strerror returns a static C string.
     assert!(!unsafe { CStr::from_ptr(latte_strerror(-12345)) }.to_bytes().is_empty());
     let mut st = latte::flush::latte_flush_status::default();
-    assert_eq!(latte_flush_status(core::ptr::null_mut()), -libc::EINVAL);
-    let _ = latte_flush_status(&mut st);
+    assert_eq!(latte_flush_get_status(core::ptr::null_mut()), -libc::EINVAL);
+    let _ = latte_flush_get_status(&mut st);
 }
