@@ -24,6 +24,22 @@ fn code(r: Result<(), i32>) -> c_int {
     }
 }
 
+/// Writes `v` to a caller's out-parameter and returns 0; -EINVAL when
+/// `out` is NULL; the error when `v` is one.
+fn put_out<T>(out: *mut T, v: impl FnOnce() -> Result<T, i32>) -> c_int {
+    if out.is_null() {
+        return -libc::EINVAL;
+    }
+    match v() {
+        Ok(v) => {
+            // SAFETY: checked non-null; the caller guarantees it is writable.
+            unsafe { out.write(v) };
+            0
+        }
+        Err(e) => e,
+    }
+}
+
 /// Copies `src` into a caller buffer of `cap` elements. Sets `*out_n` to
 /// the full count; -ERANGE when it does not fit (nothing is copied then).
 ///
@@ -157,35 +173,22 @@ pub extern "C" fn latte_thread_note_orphan(t: *mut latte_thread) {
 #[no_mangle]
 pub extern "C" fn latte_thread_get_counters(out: *mut latte_thread_counters) -> c_int {
     guard(-libc::EIO, || {
-        if out.is_null() {
-            return -libc::EINVAL;
-        }
-        let t = recorder::current_if_any();
-        let c = if t.is_null() {
-            latte_thread_counters::default()
-        } else {
+        put_out(out, || {
+            let t = recorder::current_if_any();
+            if t.is_null() {
+                return Ok(latte_thread_counters::default());
+            }
             // SAFETY: own state, read on its own thread.
             let t = unsafe { &*t };
-            latte_thread_counters { thread_idx: t.thread_idx, depth: t.depth, overflow_starts: t.overflow_starts, orphan_stops: t.orphan_stops, dropped: t.dropped }
-        };
-        // SAFETY: checked non-null; the caller guarantees it is writable.
-        unsafe { *out = c };
-        0
+            Ok(latte_thread_counters { thread_idx: t.thread_idx, depth: t.depth, overflow_starts: t.overflow_starts, orphan_stops: t.orphan_stops, dropped: t.dropped })
+        })
     })
 }
 
 /// Process-wide counters of this process's region. -EINVAL on NULL.
 #[no_mangle]
 pub extern "C" fn latte_get_counters(out: *mut latte_counters) -> c_int {
-    guard(-libc::EIO, || {
-        if out.is_null() {
-            return -libc::EINVAL;
-        }
-        let c = recorder::region_if_any().map(|r| recorder::counters_of(r.header())).unwrap_or_default();
-        // SAFETY: checked non-null.
-        unsafe { *out = c };
-        0
-    })
+    guard(-libc::EIO, || put_out(out, || Ok(recorder::region_if_any().map(|r| recorder::counters_of(r.header())).unwrap_or_default())))
 }
 
 /// Interns `id` by content and returns its stable token; LATTE_INVALID_ID
@@ -474,19 +477,7 @@ pub extern "C" fn latte_poll_flush() -> c_int {
 /// Bytes written and total of the current or last asynchronous flush.
 #[no_mangle]
 pub extern "C" fn latte_flush_get_status(out: *mut crate::flush::latte_flush_status) -> c_int {
-    guard(-libc::EIO, || {
-        if out.is_null() {
-            return -libc::EINVAL;
-        }
-        match crate::flush::status() {
-            Ok(s) => {
-                // SAFETY: checked non-null.
-                unsafe { *out = s };
-                0
-            }
-            Err(e) => e,
-        }
-    })
+    guard(-libc::EIO, || put_out(out, crate::flush::status))
 }
 
 /// Writes the same image as `latte_flush_async`, synchronously, with pwrite
@@ -642,16 +633,7 @@ pub extern "C" fn latte_reader_read(
 /// The producer's process-wide counters.
 #[no_mangle]
 pub extern "C" fn latte_reader_counters(r: *const latte_reader, out: *mut latte_counters) -> c_int {
-    guard(-libc::EIO, || {
-        if out.is_null() {
-            return -libc::EINVAL;
-        }
-        with_reader(r, -libc::EINVAL, |v| {
-            // SAFETY: checked non-null.
-            unsafe { *out = v.counters() };
-            0
-        })
-    })
+    guard(-libc::EIO, || with_reader(r, -libc::EINVAL, |v| put_out(out, || Ok(v.counters()))))
 }
 
 /// What a region's header describes (geometry, producer, anchors, calibration).
@@ -681,9 +663,6 @@ pub struct latte_region_info {
 #[no_mangle]
 pub extern "C" fn latte_reader_info(r: *const latte_reader, out: *mut latte_region_info) -> c_int {
     guard(-libc::EIO, || {
-        if out.is_null() {
-            return -libc::EINVAL;
-        }
         with_reader(r, -libc::EINVAL, |v| {
             let c = v.calibration();
             let i = latte_region_info {
@@ -701,9 +680,7 @@ pub extern "C" fn latte_reader_info(r: *const latte_reader, out: *mut latte_regi
                 _pad: 0,
                 overhead: c.overhead,
             };
-            // SAFETY: checked non-null.
-            unsafe { *out = i };
-            0
+            put_out(out, || Ok(i))
         })
     })
 }

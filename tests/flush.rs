@@ -4,15 +4,16 @@
 mod common;
 use common::*;
 use latte::ffi::*;
+#[cfg(feature = "uring")]
 use latte::flush::*;
 use latte::layout::*;
 use latte::reader::Mapping;
 use std::ffi::CString;
 use std::os::fd::AsRawFd;
-use std::sync::Mutex;
 
 /// The async flush state is process-wide: its tests take turns.
-static ASYNC: Mutex<()> = Mutex::new(());
+#[cfg(feature = "uring")]
+static ASYNC: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 const IDS: [&str; 3] = ["flush.a", "flush.b", "flush.c"];
 
@@ -49,6 +50,7 @@ fn same_as_snapshot(path: &std::path::Path) {
     }
 }
 
+#[cfg(feature = "uring")]
 fn wait(timeout_s: u64) -> i32 {
     let t0 = std::time::Instant::now();
     loop {
@@ -132,6 +134,7 @@ fn async_flush_errors() {
     std::fs::remove_file(&p).unwrap();
 }
 
+#[cfg(feature = "uring")]
 fn encode(i: u64) -> u64 {
     i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5A5A
 }
