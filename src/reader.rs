@@ -362,12 +362,25 @@ impl View {
         let end = w1.min(lo.saturating_add(out.len() as u64));
         // SAFETY: the samples of slot i lie inside the validated mapping.
         let ring = unsafe { self.base.add((o + LATTE_SLOT_HEADER_SIZE as u64) as usize) } as *const u64;
-        for (k, j) in (lo..end).enumerate() {
-            let w = ((j & mask) * 2) as usize;
-            // SAFETY: (j & mask) < cap, so both words are inside the ring.
-            // Relaxed loads: validity is decided after the fence below.
-            let (a, b) = unsafe { (AtomicU64::from_ptr(ring.add(w) as *mut u64).load(Ordering::Relaxed), AtomicU64::from_ptr(ring.add(w + 1) as *mut u64).load(Ordering::Relaxed)) };
-            out[k].write(latte_raw_sample { start_tsc: a, packed: b });
+        // Copy [lo, end) as at most two contiguous runs of the ring, word by
+        // word with relaxed atomic loads (validity is decided after the fence
+        // below). end - lo <= out.len() by construction of `end`.
+        let dst = out.as_mut_ptr() as *mut u64;
+        let (mut j, mut k) = (lo, 0usize);
+        while j < end {
+            let pos = j & mask;
+            let run = (cap - pos).min(end - j) as usize;
+            for x in 0..run * 2 {
+                // SAFETY: pos + run <= cap keeps the source inside the ring;
+                // k + run <= out.len() keeps the destination inside `out`
+                // (latte_raw_sample is two u64s, repr(C)).
+                unsafe {
+                    let w = AtomicU64::from_ptr(ring.add(pos as usize * 2 + x) as *mut u64).load(Ordering::Relaxed);
+                    dst.add(k * 2 + x).write(w);
+                }
+            }
+            j += run as u64;
+            k += run;
         }
         // Acquire fence: the copies above happen before the loads below, and
         // pair with the writer's release stores of the sample words.
