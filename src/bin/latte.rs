@@ -140,16 +140,17 @@ fn ls(json: bool) -> ExitCode {
         println!("{}", serde_json::Value::Array(rows));
     } else {
         println!("{:<32} {:>8} {:>6} {:>5} {:>8} {:>6} {:>12}", "NAME", "PID", "ALIVE", "IDS", "THREADS", "SLOTS", "BYTES");
+        let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
         for r in rows {
             println!(
                 "{:<32} {:>8} {:>6} {:>5} {:>8} {:>6} {:>12}",
                 r["name"].as_str().unwrap_or(""),
-                r["pid"],
+                n(&r, "pid"),
                 if r["alive"].as_bool() == Some(true) { "yes" } else { "no" },
-                r["ids"],
-                r["threads"],
-                r["slots"],
-                r["bytes"]
+                n(&r, "ids"),
+                n(&r, "threads"),
+                n(&r, "slots"),
+                n(&r, "bytes")
             );
         }
     }
