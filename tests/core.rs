@@ -203,3 +203,30 @@ fn bad_arguments_get_errors() {
     assert_eq!(latte_flush_get_status(core::ptr::null_mut()), -libc::EINVAL);
     let _ = latte_flush_get_status(&mut st);
 }
+
+/// A span recorded from a thread-local destructor that runs after latte's
+/// own (registered later, so destroyed earlier) is not recorded, is counted
+/// as a late drop, and crashes nothing.
+#[test]
+fn recording_after_thread_teardown_is_counted() {
+    struct RecordsOnDrop;
+    impl Drop for RecordsOnDrop {
+        fn drop(&mut self) {
+            latte_start(c"late".as_ptr(), LATTE_MODE_FAST);
+            latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+        }
+    }
+    thread_local! {
+        static LATE: RecordsOnDrop = const { RecordsOnDrop };
+    }
+    let before = counters().late_drops;
+    std::thread::spawn(|| {
+        LATE.with(|_| ()); // registered before latte's exit guard: destroyed after it
+        span(c"early", LATTE_MODE_FAST, LATTE_MODE_FAST);
+    })
+    .join()
+    .unwrap();
+    assert!(counters().late_drops >= before + 2, "start and stop after teardown are counted");
+    assert!(snapshot(c"late").is_empty());
+    assert_eq!(snapshot(c"early").len(), 1);
+}

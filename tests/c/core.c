@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "check.h"
 #include "latte_inline.h"
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,8 @@ static void fork_child_is_separate(void) {
       latte_start_inline("forky", LATTE_MODE_FAST);
       latte_stop_inline(NULL, LATTE_MODE_FAST);
     }
+    /* The child's recording has begun (inherited): no region of its own. */
+    if (latte_init_shared_region("/latte-test-fork-child") != (ON(1) ? -EBUSY : 0)) _exit(4);
     _exit(count_of("forky") == (size_t)ON(15) ? 0 : 3);
   }
   CHECK(pid > 0);

@@ -97,7 +97,16 @@ static int replace_main(char **argv) {
   if (latte_init_shared_region(argv[2]) != -EEXIST) return 2;
   if (latte_init_shared_region_with(argv[2], &cfg) != -EEXIST) return 3;
   cfg.replace_stale = 1;
+  cfg.mode = 0640;
   if (latte_init_shared_region_with(argv[2], &cfg) != 0) return 4;
+  {
+    /* The mode asked for, exactly (the umask does not apply). */
+    char path[128];
+    struct stat st;
+    umask(077);
+    snprintf(path, sizeof path, "/dev/shm%s", argv[2]);
+    if (stat(path, &st) != 0 || (st.st_mode & 0777) != 0640) return 8;
+  }
   return 0;
 }
 
