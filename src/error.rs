@@ -40,3 +40,13 @@ pub fn describe(code: i32) -> &'static core::ffi::CStr {
         _ => c"not an error code",
     }
 }
+
+/// An I/O error as a negative code (-EIO when it carries no errno).
+pub fn io_code(e: &std::io::Error) -> i32 {
+    -e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// The calling thread's errno as a negative code (-EIO when there is none).
+pub fn last_errno() -> i32 {
+    io_code(&std::io::Error::last_os_error())
+}

@@ -289,7 +289,7 @@ pub extern "C" fn latte_trace_write(path: *const c_char) -> c_int {
         let cpn = crate::calibrate::cycles_per_ns();
         match crate::reader::own_view() {
             Some(v) => code(crate::trace::write_file(p, &v, cpn)),
-            None => code(std::fs::write(p, "[\n]\n").map_err(|e| -e.raw_os_error().unwrap_or(libc::EIO))),
+            None => code(std::fs::write(p, "[\n]\n").map_err(|e| crate::error::io_code(&e))),
         }
     })
 }

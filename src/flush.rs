@@ -317,7 +317,7 @@ mod uring {
             f.inflight[slot] = Some(w);
             f.outstanding += 1;
         }
-        f.ring.submit().map_err(|e| -e.raw_os_error().unwrap_or(libc::EIO))?;
+        f.ring.submit().map_err(|e| crate::error::io_code(&e))?;
         Ok(())
     }
 
@@ -392,7 +392,7 @@ mod uring {
         };
         let ring = match IoUring::new(ENTRIES) {
             Ok(r) => r,
-            Err(e) => return -e.raw_os_error().unwrap_or(libc::ENOSYS),
+            Err(e) => return crate::error::io_code(&e),
         };
         // Cycles per ns goes into the image; measured once per process.
         crate::calibrate::cycles_per_ns();

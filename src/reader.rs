@@ -543,10 +543,6 @@ impl Drop for Mapping {
     }
 }
 
-fn neg_errno() -> i32 {
-    -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
-}
-
 impl Mapping {
     /// Maps `fd` read-only (PROT_READ: a reader can never disturb the producer) and validates it.
     fn from_fd(fd: i32) -> Result<Mapping, i32> {
@@ -554,7 +550,7 @@ impl Mapping {
         let mut st: libc::stat = unsafe { core::mem::zeroed() };
         // SAFETY: fd is open; st is writable.
         if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return Err(neg_errno());
+            return Err(crate::error::last_errno());
         }
         let len = st.st_size as usize;
         if len < 8 {
@@ -563,7 +559,7 @@ impl Mapping {
         // SAFETY: a new read-only shared mapping of the whole object.
         let p = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, fd, 0) };
         if p == libc::MAP_FAILED {
-            return Err(neg_errno());
+            return Err(crate::error::last_errno());
         }
         // SAFETY: p is readable for len bytes and page aligned; it lives in the Mapping.
         match unsafe { View::new(p as *const u8, len) } {
@@ -583,7 +579,7 @@ impl Mapping {
         // SAFETY: c is a valid C string.
         let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
         if fd < 0 {
-            return Err(neg_errno());
+            return Err(crate::error::last_errno());
         }
         let r = Self::from_fd(fd);
         // SAFETY: fd is ours; the mapping keeps the object alive.
@@ -598,7 +594,7 @@ impl Mapping {
         // SAFETY: c is a valid C string.
         let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
         if fd < 0 {
-            return Err(neg_errno());
+            return Err(crate::error::last_errno());
         }
         let r = Self::from_fd(fd);
         // SAFETY: fd is ours.
@@ -643,7 +639,7 @@ pub fn unlink_shm(name: &[u8]) -> Result<(), i32> {
     let c = std::ffi::CString::new(name).map_err(|_| -libc::EINVAL)?;
     // SAFETY: c is a valid C string.
     if unsafe { libc::shm_unlink(c.as_ptr()) } != 0 {
-        return Err(neg_errno());
+        return Err(crate::error::last_errno());
     }
     Ok(())
 }

@@ -63,10 +63,6 @@ unsafe impl Send for Region {}
 // SAFETY: see Send.
 unsafe impl Sync for Region {}
 
-fn neg_errno() -> i32 {
-    -std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
-}
-
 impl Region {
     /// A private region backed by anonymous memory. Nothing is committed
     /// until written: memory grows with the slots actually used.
@@ -84,7 +80,7 @@ impl Region {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(neg_errno());
+            return Err(crate::error::last_errno());
         }
         let r = Region { base: p as *mut u8, geo, fd: -1, name: None };
         r.init_header(0);
@@ -111,7 +107,7 @@ impl Region {
         };
         let mut fd = open();
         if fd < 0 {
-            let e = neg_errno();
+            let e = crate::error::last_errno();
             if e != -libc::EEXIST || cfg.replace_stale == 0 || !crate::reader::is_stale(name) {
                 return Err(e);
             }
@@ -119,7 +115,7 @@ impl Region {
             unsafe { libc::shm_unlink(cname.as_ptr()) };
             fd = open();
             if fd < 0 {
-                return Err(neg_errno());
+                return Err(crate::error::last_errno());
             }
         }
         // shm_open applies the umask; make the permissions exactly what was asked.
@@ -152,7 +148,7 @@ impl Region {
             )
         };
         if p == libc::MAP_FAILED {
-            return fail(neg_errno());
+            return fail(crate::error::last_errno());
         }
         let r = Region { base: p as *mut u8, geo, fd, name: Some(cname) };
         r.init_header(LATTE_REGION_SHARED);

@@ -43,7 +43,7 @@ pub fn write(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles
 /// cannot be opened.
 pub fn write_file(path: &std::path::Path, view: &crate::reader::View, cycles_per_ns: f64) -> Result<(), i32> {
     let c = crate::report::collect(view)?;
-    let f = std::fs::File::create(path).map_err(|e| -e.raw_os_error().unwrap_or(libc::EIO))?;
+    let f = std::fs::File::create(path).map_err(|e| crate::error::io_code(&e))?;
     let mut bw = std::io::BufWriter::with_capacity(1 << 20, f);
-    write(&mut bw, &c, view.producer_pid, view.anchor_tsc, cycles_per_ns).map_err(|e| -e.raw_os_error().unwrap_or(libc::EIO))
+    write(&mut bw, &c, view.producer_pid, view.anchor_tsc, cycles_per_ns).map_err(|e| crate::error::io_code(&e))
 }
