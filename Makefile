@@ -51,6 +51,9 @@ check-header: tools
 	@missing=0; for f in $$(grep -oE '^[a-z_0-9 *]*\blatte_[a-z_0-9]+\(' include/latte.h | grep -oE 'latte_[a-z_0-9]+\($$' | tr -d '('); do \
 	  grep -q "#define $$f(" include/latte_disable.h || { echo "latte_disable.h lacks $$f"; missing=1; }; done; \
 	  test $$missing = 0 && echo "header: latte.h is generated and latte_disable.h covers every entry point"
+	@other=$$(nm -D --defined-only $(LIB_SO) | awk '{print $$3}' | grep -v '^latte_' || true); \
+	  if [ -n "$$other" ]; then echo "liblatte.so exports symbols outside latte_*: $$other"; exit 1; fi; \
+	  echo "exports: liblatte.so exports latte_* symbols only ($$(nm -D --defined-only $(LIB_SO) | grep -c ' T latte_') functions)"
 
 test: check-header rust-test c-test cpp-test cli-test
 	@echo "make test: all suites passed"
