@@ -460,14 +460,34 @@ pub fn own_view() -> Option<View> {
     unsafe { View::new(r.base(), r.geometry().total_size as usize) }.ok()
 }
 
+/// Which slots a caller in this process may read as final: in the own live
+/// region, the calling thread's own live slots (no write to them can be in
+/// progress while it reads).
+struct Finality {
+    own_region: bool,
+    my_idx: Option<u32>,
+}
+
+impl Finality {
+    fn of(v: &View) -> Finality {
+        let me = crate::recorder::current_if_any();
+        Finality {
+            own_region: v.flags & LATTE_REGION_FLUSHED == 0 && crate::recorder::region_if_any().map(|r| r.base() as *const u8) == Some(v.base()),
+            // SAFETY: a non-null state is the calling thread's own.
+            my_idx: if me.is_null() { None } else { Some(unsafe { (*me).thread_idx }) },
+        }
+    }
+
+    fn is_final(&self, s: &latte_slot_info) -> bool {
+        self.own_region && Some(s.thread_idx) == self.my_idx && s.state == LATTE_SLOT_LIVE
+    }
+}
+
 /// Every sample of every slot (of `token` only, when given), per slot,
 /// with the slot. In the own region, slots of the calling thread are read as
 /// final; a flushed image's slots follow the flush's captured indices.
 pub fn collect(v: &View, token: Option<u32>) -> Result<Vec<(latte_slot_info, Vec<latte_raw_sample>)>, i32> {
-    let me = crate::recorder::current_if_any();
-    // SAFETY: a non-null state is the calling thread's own.
-    let my_idx = if me.is_null() { None } else { Some(unsafe { (*me).thread_idx }) };
-    let own = v.flags & LATTE_REGION_FLUSHED == 0 && crate::recorder::region_if_any().map(|r| r.base() as *const u8) == Some(v.base());
+    let fin = Finality::of(v);
     let mut out = Vec::new();
     for s in v.slots()? {
         if token.is_some_and(|t| t != s.id_token) {
@@ -475,8 +495,7 @@ pub fn collect(v: &View, token: Option<u32>) -> Result<Vec<(latte_slot_info, Vec
         }
         let mut cur = latte_cursor::default();
         let mut buf = Vec::new();
-        let fin = own && Some(s.thread_idx) == my_idx && s.state == LATTE_SLOT_LIVE;
-        v.read_slot(s.index, &mut cur, &mut buf, fin)?;
+        v.read_slot(s.index, &mut cur, &mut buf, fin.is_final(&s))?;
         out.push((s, buf));
     }
     Ok(out)
@@ -501,13 +520,11 @@ pub unsafe fn snapshot_into(id: *const core::ffi::c_char, out: &mut Vec<latte_ra
         Some(i) => i.token,
         None => return Ok(()),
     };
-    let me = crate::recorder::current_if_any();
-    // SAFETY: a non-null state is the calling thread's own.
-    let my_idx = if me.is_null() { None } else { Some(unsafe { (*me).thread_idx }) };
+    let fin = Finality::of(&v);
     for s in v.slots()? {
         if s.id_token == token {
             let mut cur = latte_cursor::default();
-            v.read_slot(s.index, &mut cur, out, Some(s.thread_idx) == my_idx && s.state == LATTE_SLOT_LIVE)?;
+            v.read_slot(s.index, &mut cur, out, fin.is_final(&s))?;
         }
     }
     Ok(())

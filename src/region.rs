@@ -7,7 +7,7 @@
 
 use crate::layout::*;
 use crate::tsc;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 use std::ffi::CString;
 
 /// Capacities and permissions of a shared region.
@@ -288,9 +288,4 @@ pub fn load_f64(a: &AtomicU64) -> f64 {
 /// Stores an f64 as bits in an atomic.
 pub fn store_f64(a: &AtomicU64, v: f64) {
     a.store(v.to_bits(), Ordering::Release);
-}
-
-/// Sets a u32 atomic field. Release: the value publishes what was written before it.
-pub fn store_u32(a: &AtomicU32, v: u32) {
-    a.store(v, Ordering::Release);
 }
