@@ -78,12 +78,6 @@
 // Slot state: its thread has exited; every sample in it is final.
 #define LATTE_SLOT_CLOSED 2
 
-// Bits of `latte_frame.tsc_mode` that hold the TSC.
-#define LATTE_FRAME_TSC_MASK ((1ull << 62) - 1)
-
-// Bit position of the start mode in `latte_frame.tsc_mode`.
-#define LATTE_FRAME_MODE_SHIFT 62
-
 
 
 // Bit position of the depth in `latte_sample.packed`.
@@ -156,42 +150,44 @@ typedef struct latte_cache_entry {
   struct latte_slot_header *slot;
 } latte_cache_entry;
 
-// One open span on a thread's stack. Start resolves the ring (so Stop has
-// no lookup on its path from the TSC read to the sample write).
-typedef struct latte_frame {
-  // The ring the span records into; NULL when its ID or slot did not fit
-  // (the span is then dropped, counted when Start resolved it).
-  struct latte_slot_header *slot;
-  // TSC read by Start in the low 62 bits, the start mode in the top 2.
-  uint64_t tsc_mode;
-} latte_frame;
-
-// The per-thread recorder state, owned and laid out by Rust. Only its own
-// thread touches it. The inline fast path of `latte_inline.h` reads and
-// writes the fields up to `frames`; the rest is Rust's.
+// The hot per-thread recorder state: the span stack and the ID cache,
+// laid out by Rust and read and written only by its own thread.
+//
+// C and C++ callers of `latte_inline.h` keep one in their own thread-local
+// storage (zero-initialised; reached at a fixed offset from the thread
+// pointer, with no indirection) and pass its address to the slow paths,
+// which attach it to the thread on first use. Threads that only call the
+// library get one from Rust. A thread has one *active* state; a Start
+// through another (a second copy of the header's thread-local, say in a
+// library built with hidden visibility) moves the open spans over to it,
+// and leaves the old one with an empty cache and depth 0 so that its next
+// use goes through a slow path again.
+//
+// The stack keeps the ring of the innermost open span in `top_slot`, at a
+// fixed place, so that Stop finds where to write without first loading the
+// depth (a dependent load the out-of-order core could not hide: measured,
+// it cost Start+Stop about 7 cycles); each frame saves the `top_slot` of
+// the span around it.
 typedef struct latte_thread {
   // Number of open spans.
   uint32_t depth;
-  // Process-wide thread index.
-  uint32_t thread_idx;
-  // `samples_per_slot - 1` of the region this thread records into.
+  // Rust-private: 1 while this is the active state of its thread.
+  uint32_t attached;
+  // `samples_per_slot - 1` of the region this thread records into
+  // (0 until attached).
   uint64_t sample_mask;
-  // Per-thread count of Starts ignored beyond 64 open spans.
-  uint64_t overflow_starts;
-  // Per-thread count of Stops with nothing open.
-  uint64_t orphan_stops;
-  // Per-thread count of spans not recorded (ID or slot did not fit, late).
-  uint64_t dropped;
-  // Pointer-keyed cache, direct-mapped by `latte_cache_index`.
+  // Ring of the innermost open span (stale when `depth` is 0).
+  struct latte_slot_header *top_slot;
+  uint64_t _reserved;
+  // Pointer-keyed cache, direct-mapped by `cache_index`.
   struct latte_cache_entry cache[128];
-  // The span stack.
-  struct latte_frame frames[64];
-  // Rust-private: ring of each token for this thread (NULL when none).
-  struct latte_slot_header *slots_by_token[256];
-  // Rust-private: OS thread id.
-  uint32_t os_tid;
-  // Rust-private: 1 while the thread lives.
-  uint32_t alive;
+  // `frame_outer[d]`: `top_slot` as it was when span `d` opened.
+  struct latte_slot_header *frame_outer[64];
+  // `frame_tsc[d]`: the TSC span `d` started at.
+  uint64_t frame_tsc[64];
+  // `frame_meta[d]`: span `d`'s depth and start mode, already placed as
+  // in `latte_sample.packed` (see `frame_meta`).
+  uint64_t frame_meta[64];
 } latte_thread;
 
 // Per-thread counters of the calling thread.
@@ -444,21 +440,27 @@ uint64_t latte_stop(const char *id, latte_mode mode);
 // pulse; the first call only primes it.
 void latte_pulse(struct latte_pulse_site *site, const char *id);
 
-// The calling thread's recorder state, for the inline fast path of
-// `latte_inline.h`; NULL while the thread is being torn down.
-struct latte_thread *latte_thread_current(void);
-
-// Slow path of the inline Start and pulse: a cache miss. Interns the ID,
-// finds or allocates this thread's ring for it, fills the cache, and
-// returns the ring; NULL (the span is dropped and counted) when the ID
-// table or the slots are full.
+// Slow path of the inline Start: a cache miss. Attaches `t` to the calling
+// thread if needed, interns the ID, finds or allocates this thread's ring
+// for it, fills `t`'s cache and returns the ring. When the span cannot be
+// recorded (ID table or slots full, thread being torn down; counted) it
+// returns a sink ring, never NULL for a non-NULL `t`.
 struct latte_slot_header *latte_thread_resolve(struct latte_thread *t, const char *id);
 
 // Slow path of the inline Start: 64 spans are open; counts the ignored Start.
 void latte_thread_note_overflow(struct latte_thread *t);
 
-// Slow path of the inline Stop: nothing is open; counts the ignored Stop.
-void latte_thread_note_orphan(struct latte_thread *t);
+// Slow path of the inline Stop: `t` has no open span. Counts an orphan
+// Stop (returns 0), or, when another state of this thread is the active
+// one, closes that state's innermost span and returns its duration.
+// `now` is the TSC the caller read in `mode`.
+uint64_t latte_thread_stop_slow(struct latte_thread *t, latte_mode mode, uint64_t now);
+
+// Slow path of the inline pulse: the site is not resolved for `id` (first
+// call, another ID, or NULL). Attaches `t`, resolves and primes the site,
+// and records the interval when the site was primed before. `now` is the
+// TSC the caller read.
+void latte_thread_pulse_slow(struct latte_thread *t, struct latte_pulse_site *site, const char *id, uint64_t now);
 
 // The calling thread's counters. -EINVAL on NULL.
 int latte_thread_get_counters(struct latte_thread_counters *out);

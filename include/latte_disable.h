@@ -23,7 +23,6 @@ static inline uint64_t latte__off_u64(size_t ignored) { (void)ignored; return 0;
 static inline double latte__off_f64(size_t ignored) { (void)ignored; return 0.0; }
 static inline char *latte__off_string(size_t ignored) { (void)ignored; return (char *)0; }
 static inline const char *latte__off_cstr(size_t ignored) { (void)ignored; return ""; }
-static inline struct latte_thread *latte__off_thread(void) { return (struct latte_thread *)0; }
 static inline void latte__off_void(size_t ignored) { (void)ignored; }
 static inline int latte__off_count(size_t ignored, size_t *out_n) {
   (void)ignored;
@@ -57,10 +56,10 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_start(id, mode) latte__off_void(sizeof(id) + sizeof(mode))
 #define latte_stop(id, mode) latte__off_u64(sizeof(id) + sizeof(mode))
 #define latte_pulse(site, id) latte__off_void(sizeof(site) + sizeof(id))
-#define latte_thread_current() latte__off_thread()
 #define latte_thread_resolve(t, id) ((struct latte_slot_header *)latte__off_string(sizeof(t) + sizeof(id)))
 #define latte_thread_note_overflow(t) latte__off_void(sizeof(t))
-#define latte_thread_note_orphan(t) latte__off_void(sizeof(t))
+#define latte_thread_stop_slow(t, mode, now) latte__off_u64(sizeof(t) + sizeof(mode) + sizeof(now))
+#define latte_thread_pulse_slow(t, site, id, now) latte__off_void(sizeof(t) + sizeof(site) + sizeof(id) + sizeof(now))
 #define latte_thread_get_counters(out) latte__off_zero(0, (out), sizeof(struct latte_thread_counters))
 #define latte_get_counters(out) latte__off_zero(0, (out), sizeof(struct latte_counters))
 #define latte_intern_id(id) latte__off_u32(sizeof(id), LATTE_INVALID_ID)

@@ -5,17 +5,27 @@
  * It reads and writes the per-thread state that Rust owns and lays out
  * (latte_thread in latte.h) exactly as Rust's own path does (src/recorder.rs:
  * start, stop_at, pulse, write_sample); every slow path (first use of a
- * thread, an ID or a slot; more than 64 open spans; a Stop with nothing
- * open) is a call into the library. tests/c/shared.c checks that both
- * paths write identical samples.
+ * thread or an ID, more than 64 open spans, a Stop with nothing open, a
+ * span that cannot be recorded) is a call into the library.
+ * tests/c/shared.c checks that both paths write identical samples.
+ *
+ * The state is a thread-local object of the caller's (latte__state below),
+ * zero-initialised, so the fast path reaches it at a fixed offset from the
+ * thread pointer with no indirection; the first slow path attaches it to the
+ * thread. In C++ there is one per program (an inline variable); in C it is
+ * a weak definition, merged across translation units by the linker. Should
+ * a program end up with two (say a shared library built with hidden
+ * visibility), each Start through the other one moves the open spans over
+ * (src/layout.rs, latte_thread): correct, only slower.
  *
  * Ring writer protocol (see src/recorder.rs): load write_idx (relaxed, sole
  * writer), store the sample's two words (release), store write_idx + 1
  * (release). On x86-64 these are plain moves.
  *
- * Threads: the state pointer is cached in a thread-local of the caller's
- * (per translation unit in C, one per program in C++). Do not record from a
- * thread-local destructor that runs after latte's own has retired the thread.
+ * Do not record from a thread-local destructor that runs after latte's own
+ * has retired the thread: such spans go to a sink and are counted as late
+ * drops, but a pulse site resolved earlier would write into a ring that may
+ * have been handed to another thread.
  */
 #ifndef LATTE_INLINE_H
 #define LATTE_INLINE_H
@@ -33,24 +43,11 @@
 
 #ifndef LATTE_DISABLE
 
-/* Key of an unused cache entry (src/layout.rs: LATTE_CACHE_EMPTY). */
-#define LATTE__CACHE_EMPTY ((const char *)~(uintptr_t)0)
-
 #ifdef __cplusplus
-inline thread_local latte_thread *latte__tls_state = nullptr;
+inline thread_local latte_thread latte__state{};
 #else
-static __thread latte_thread *latte__tls_state;
+__attribute__((weak)) __thread latte_thread latte__state;
 #endif
-
-/* The calling thread's state (NULL only while the thread is torn down). */
-LATTE__FN latte_thread *latte_self(void) {
-  latte_thread *t = latte__tls_state;
-  if (__builtin_expect(t == NULL, 0)) {
-    t = latte_thread_current();
-    latte__tls_state = t;
-  }
-  return t;
-}
 
 LATTE__FN latte_mode latte__norm(latte_mode m) {
   return (m == LATTE_MODE_MID || m == LATTE_MODE_HARD) ? m : LATTE_MODE_FAST;
@@ -81,11 +78,12 @@ LATTE__FN size_t latte__cache_index(const char *id) {
   return (size_t)(((uint64_t)(uintptr_t)id * 0x9E3779B97F4A7C15ull) >> 57);
 }
 
-LATTE__FN uint64_t latte__pack(uint64_t dur, uint32_t depth, uint32_t start_mode, uint32_t stop_mode) {
-  if (dur > LATTE_MAX_DURATION) dur = LATTE_MAX_DURATION;
-  return dur | ((uint64_t)(depth & 63u) << LATTE_DEPTH_SHIFT) |
-         ((uint64_t)(start_mode & 3u) << LATTE_START_MODE_SHIFT) |
-         ((uint64_t)(stop_mode & 3u) << LATTE_STOP_MODE_SHIFT);
+/* Duration stop - start; one that does not fit 48 bits is made defined as
+ * in Rust (src/layout.rs: fix_duration): negative -> 0, else saturated. */
+LATTE__FN uint64_t latte__duration(uint64_t start, uint64_t stop) {
+  uint64_t dur = stop - start;
+  if (__builtin_expect(dur > LATTE_MAX_DURATION, 0)) dur = (int64_t)dur < 0 ? 0 : LATTE_MAX_DURATION;
+  return dur;
 }
 
 LATTE__FN void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, uint64_t packed) {
@@ -96,73 +94,83 @@ LATTE__FN void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, u
   __atomic_store_n(&s->write_idx, idx + 1, __ATOMIC_RELEASE);
 }
 
-/* Same effect as latte_start(id, mode): resolves the ring now (a cache
- * hit is one compare), pushes it, reads the TSC last. */
-LATTE__FN void latte_start_inline(const char *id, latte_mode mode) {
-  latte_thread *t = latte_self();
+/* Start on a given state (the calling thread's own): what
+ * latte_start_inline does on latte__state. */
+LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode) {
   latte_cache_entry *e;
   latte_slot_header *slot;
-  uint32_t d;
-  if (__builtin_expect(t == NULL, 0)) return;
-  d = t->depth;
+  uint32_t d = t->depth;
   if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
     latte_thread_note_overflow(t);
     return;
   }
   mode = latte__norm(mode);
   e = &t->cache[latte__cache_index(id)];
-  slot = __builtin_expect(e->key == id, 1) ? e->slot : latte_thread_resolve(t, id);
-  t->frames[d].slot = slot;
+  if (__builtin_expect(e->key == id && id != NULL, 1)) {
+    slot = e->slot;
+  } else {
+    /* The slow path may have moved open spans onto t: read the depth again. */
+    slot = latte_thread_resolve(t, id);
+    d = t->depth;
+    if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
+      latte_thread_note_overflow(t);
+      return;
+    }
+  }
+  t->frame_outer[d] = t->top_slot;
+  t->top_slot = slot;
+  t->frame_meta[d] = ((uint64_t)d << LATTE_DEPTH_SHIFT) | ((uint64_t)mode << LATTE_START_MODE_SHIFT);
   t->depth = d + 1;
-  t->frames[d].tsc_mode = (latte__tsc_start(mode) & LATTE_FRAME_TSC_MASK) | ((uint64_t)mode << LATTE_FRAME_MODE_SHIFT);
+  t->frame_tsc[d] = latte__tsc_start(mode);
 }
+
+/* Stop on a given state with the TSC read: what latte_stop_inline does
+ * on latte__state. */
+LATTE__FN uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now) {
+  latte_slot_header *slot;
+  uint64_t st, dur;
+  uint32_t d = t->depth;
+  if (__builtin_expect(d == 0, 0)) return latte_thread_stop_slow(t, latte__norm(mode), now);
+  slot = t->top_slot;
+  d -= 1;
+  t->depth = d;
+  t->top_slot = t->frame_outer[d];
+  st = t->frame_tsc[d];
+  dur = latte__duration(st, now);
+  latte__write(slot, t->sample_mask, st, dur | t->frame_meta[d] | ((uint64_t)latte__norm(mode) << LATTE_STOP_MODE_SHIFT));
+  return dur;
+}
+
+/* Same effect as latte_start(id, mode): resolves the ring now (a cache
+ * hit is one compare), pushes it, reads the TSC last. */
+LATTE__FN void latte_start_inline(const char *id, latte_mode mode) { latte__start_on(&latte__state, id, mode); }
 
 /* Same effect as latte_stop(id, mode): reads the TSC first, closes the
  * innermost span, writes its sample. */
 LATTE__FN uint64_t latte_stop_inline(const char *id, latte_mode mode) {
-  uint64_t now = latte__tsc_stop(mode) & LATTE_FRAME_TSC_MASK;
-  latte_thread *t = latte_self();
-  latte_frame *f;
-  uint64_t st, dur;
-  uint32_t d;
+  uint64_t now = latte__tsc_stop(mode);
   (void)id;
-  if (__builtin_expect(t == NULL, 0)) return 0;
-  d = t->depth;
-  if (__builtin_expect(d == 0, 0)) {
-    latte_thread_note_orphan(t);
-    return 0;
-  }
-  d -= 1;
-  t->depth = d;
-  f = &t->frames[d];
-  st = f->tsc_mode & LATTE_FRAME_TSC_MASK;
-  dur = now > st ? now - st : 0;
-  if (__builtin_expect(f->slot != NULL, 1))
-    latte__write(f->slot, t->sample_mask, st,
-                 latte__pack(dur, d, (uint32_t)(f->tsc_mode >> LATTE_FRAME_MODE_SHIFT), latte__norm(mode)));
-  return dur;
+  return latte__stop_on(&latte__state, mode, now);
 }
 
 /* Same effect as latte_pulse(site, id): the site keeps its ring. */
 LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   uint64_t now = __rdtsc();
-  uint64_t last = site->last_tsc;
-  latte_thread *t = latte_self();
-  site->last_tsc = now;
-  if (__builtin_expect(t == NULL, 0)) return;
-  if (__builtin_expect(site->id != id || site->slot == NULL, 0)) {
-    site->slot = latte_thread_resolve(t, id);
-    site->id = id;
-    if (site->slot == NULL) return;
+  latte_thread *t = &latte__state;
+  uint64_t last;
+  if (__builtin_expect(site->id != id || id == NULL, 0)) {
+    latte_thread_pulse_slow(t, site, id, now);
+    return;
   }
-  if (__builtin_expect(last == 0, 0)) return;
+  last = site->last_tsc;
+  site->last_tsc = now;
   latte__write(site->slot, t->sample_mask, last,
-               latte__pack(now > last ? now - last : 0, t->depth, LATTE_MODE_PULSE, LATTE_MODE_PULSE));
+               latte__duration(last, now) | ((uint64_t)(t->depth & 63u) << LATTE_DEPTH_SHIFT) |
+                   ((uint64_t)LATTE_MODE_PULSE << LATTE_START_MODE_SHIFT) | ((uint64_t)LATTE_MODE_PULSE << LATTE_STOP_MODE_SHIFT));
 }
 
 #else /* LATTE_DISABLE */
 
-#define latte_self() latte__off_thread()
 #define latte_start_inline(id, mode) latte__off_void(sizeof(id) + sizeof(mode))
 #define latte_stop_inline(id, mode) latte__off_u64(sizeof(id) + sizeof(mode))
 #define latte_pulse_inline(site, id) latte__off_void(sizeof(site) + sizeof(id))

@@ -97,12 +97,8 @@ fn compute() -> Result<[f64; 10], i32> {
     if tok == LATTE_INVALID_ID {
         return Err(-libc::ENOSPC);
     }
-    // SAFETY: own state, read on its own thread.
-    let slot = unsafe { (*t).slots_by_token[tok as usize] };
+    let slot = recorder::own_slot_for(tok).ok_or(-libc::ENOSPC)?;
     let view = crate::reader::own_view().ok_or(-libc::EINVAL)?;
-    if slot.is_null() {
-        return Err(-libc::ENOSPC);
-    }
     let idx = ((slot as usize - view.base() as usize) as u64 - view.geo.slots_offset) / view.geo.slot_stride;
     let mut cur = latte_cursor::default();
     let mut raw = Vec::new();

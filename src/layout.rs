@@ -210,23 +210,6 @@ pub struct latte_region_header {
     pub _reserved: [u64; 31],
 }
 
-/// One open span on a thread's stack. Start resolves the ring (so Stop has
-/// no lookup on its path from the TSC read to the sample write).
-#[repr(C)]
-#[allow(non_camel_case_types)]
-pub struct latte_frame {
-    /// The ring the span records into; NULL when its ID or slot did not fit
-    /// (the span is then dropped, counted when Start resolved it).
-    pub slot: *mut latte_slot_header,
-    /// TSC read by Start in the low 62 bits, the start mode in the top 2.
-    pub tsc_mode: u64,
-}
-
-/// Bits of `latte_frame.tsc_mode` that hold the TSC.
-pub const LATTE_FRAME_TSC_MASK: u64 = (1u64 << 62) - 1;
-/// Bit position of the start mode in `latte_frame.tsc_mode`.
-pub const LATTE_FRAME_MODE_SHIFT: u32 = 62;
-
 /// One entry of a thread's pointer-keyed cache: ID pointer -> its ring.
 #[repr(C)]
 #[allow(non_camel_case_types)]
@@ -240,34 +223,61 @@ pub struct latte_cache_entry {
 /// Key of an unused cache entry (no string can live at this address).
 pub const LATTE_CACHE_EMPTY: usize = usize::MAX;
 
-/// The per-thread recorder state, owned and laid out by Rust. Only its own
-/// thread touches it. The inline fast path of `latte_inline.h` reads and
-/// writes the fields up to `frames`; the rest is Rust's.
+/// The hot per-thread recorder state: the span stack and the ID cache,
+/// laid out by Rust and read and written only by its own thread.
+///
+/// C and C++ callers of `latte_inline.h` keep one in their own thread-local
+/// storage (zero-initialised; reached at a fixed offset from the thread
+/// pointer, with no indirection) and pass its address to the slow paths,
+/// which attach it to the thread on first use. Threads that only call the
+/// library get one from Rust. A thread has one *active* state; a Start
+/// through another (a second copy of the header's thread-local, say in a
+/// library built with hidden visibility) moves the open spans over to it,
+/// and leaves the old one with an empty cache and depth 0 so that its next
+/// use goes through a slow path again.
+///
+/// The stack keeps the ring of the innermost open span in `top_slot`, at a
+/// fixed place, so that Stop finds where to write without first loading the
+/// depth (a dependent load the out-of-order core could not hide: measured,
+/// it cost Start+Stop about 7 cycles); each frame saves the `top_slot` of
+/// the span around it.
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct latte_thread {
     /// Number of open spans.
     pub depth: u32,
-    /// Process-wide thread index.
-    pub thread_idx: u32,
-    /// `samples_per_slot - 1` of the region this thread records into.
+    /// Rust-private: 1 while this is the active state of its thread.
+    pub attached: u32,
+    /// `samples_per_slot - 1` of the region this thread records into
+    /// (0 until attached).
     pub sample_mask: u64,
-    /// Per-thread count of Starts ignored beyond 64 open spans.
-    pub overflow_starts: u64,
-    /// Per-thread count of Stops with nothing open.
-    pub orphan_stops: u64,
-    /// Per-thread count of spans not recorded (ID or slot did not fit, late).
-    pub dropped: u64,
-    /// Pointer-keyed cache, direct-mapped by `latte_cache_index`.
+    /// Ring of the innermost open span (stale when `depth` is 0).
+    pub top_slot: *mut latte_slot_header,
+    pub _reserved: u64,
+    /// Pointer-keyed cache, direct-mapped by `cache_index`.
     pub cache: [latte_cache_entry; 128],
-    /// The span stack.
-    pub frames: [latte_frame; 64],
-    /// Rust-private: ring of each token for this thread (NULL when none).
-    pub slots_by_token: [*mut latte_slot_header; 256],
-    /// Rust-private: OS thread id.
-    pub os_tid: u32,
-    /// Rust-private: 1 while the thread lives.
-    pub alive: u32,
+    /// `frame_outer[d]`: `top_slot` as it was when span `d` opened.
+    pub frame_outer: [*mut latte_slot_header; 64],
+    /// `frame_tsc[d]`: the TSC span `d` started at.
+    pub frame_tsc: [u64; 64],
+    /// `frame_meta[d]`: span `d`'s depth and start mode, already placed as
+    /// in `latte_sample.packed` (see `frame_meta`).
+    pub frame_meta: [u64; 64],
+}
+
+/// The `packed` bits a span contributes at Start: its depth and start mode.
+#[inline(always)]
+pub fn frame_meta(depth: u32, start_mode: u32) -> u64 {
+    ((depth as u64 & 63) << LATTE_DEPTH_SHIFT) | ((start_mode as u64 & 3) << LATTE_START_MODE_SHIFT)
+}
+
+/// A duration `stop - start` that does not fit 48 bits, made defined: a
+/// negative one (the TSC went backwards, e.g. across unsynchronised
+/// sockets) is 0, a longer one saturates. Kept out of line of the hot path.
+#[cold]
+#[inline(never)]
+pub fn fix_duration(raw: u64) -> u64 {
+    if (raw as i64) < 0 { 0 } else { LATTE_MAX_DURATION }
 }
 
 /// Per-call-site state of a pulse, kept by the caller: one per call site

@@ -470,11 +470,9 @@ struct Finality {
 
 impl Finality {
     fn of(v: &View) -> Finality {
-        let me = crate::recorder::current_if_any();
         Finality {
             own_region: v.flags & LATTE_REGION_FLUSHED == 0 && crate::recorder::region_if_any().map(|r| r.base() as *const u8) == Some(v.base()),
-            // SAFETY: a non-null state is the calling thread's own.
-            my_idx: if me.is_null() { None } else { Some(unsafe { (*me).thread_idx }) },
+            my_idx: crate::recorder::current_thread_idx(),
         }
     }
 

@@ -23,7 +23,7 @@ use crate::region::{bump, Region};
 use crate::{intern::Interner, tsc};
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::c_char;
-use core::sync::atomic::{fence, AtomicBool, AtomicPtr, Ordering};
+use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::collections::VecDeque;
 
 // ---------------------------------------------------------------- lock ----
@@ -94,17 +94,29 @@ impl<T> Drop for Guard<'_, T> {
 
 // ------------------------------------------------------------ registry ----
 
+/// Rust-private per-thread state: identity, counters and the thread's
+/// rings by token. Pooled when the thread exits.
+pub struct Cold {
+    thread_idx: u32,
+    os_tid: u32,
+    alive: bool,
+    overflow_starts: u64,
+    orphan_stops: u64,
+    dropped: u64,
+    slots_by_token: [*mut latte_slot_header; 256],
+}
+
 /// Process-wide recorder state, behind `REGISTRY`.
 pub struct Registry {
     pub region: Option<&'static Region>,
     pub interner: Interner,
-    /// Every thread state ever allocated (live, or pooled for reuse).
-    threads: Vec<*mut latte_thread>,
-    /// States of exited threads, ready for new threads.
-    free_threads: Vec<*mut latte_thread>,
+    /// Every cold state ever allocated (live, or pooled for reuse).
+    colds: Vec<*mut Cold>,
+    /// Cold states of exited threads, ready for new threads.
+    free_colds: Vec<*mut Cold>,
+    /// Hot states Rust allocated for threads that no longer use them.
+    free_hots: Vec<*mut latte_thread>,
     next_thread_idx: u32,
-    /// Owner state of each handed-out slot.
-    slot_owner: Vec<*mut latte_thread>,
     /// Slots of exited threads, oldest first: reused only when no fresh slot is left.
     reusable: VecDeque<u32>,
     /// Set once a thread recorded: the region can no longer be replaced.
@@ -119,10 +131,10 @@ unsafe impl Send for Registry {}
 pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
     region: None,
     interner: Interner::new(),
-    threads: Vec::new(),
-    free_threads: Vec::new(),
+    colds: Vec::new(),
+    free_colds: Vec::new(),
+    free_hots: Vec::new(),
     next_thread_idx: 0,
-    slot_owner: Vec::new(),
     reusable: VecDeque::new(),
     recording_began: false,
     atfork_installed: false,
@@ -132,6 +144,39 @@ pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
 /// under the registry lock (release), read with acquire; never unmapped.
 pub static REGION: AtomicPtr<Region> = AtomicPtr::new(core::ptr::null_mut());
 
+/// Where a span goes that cannot be recorded (its ID or slot did not fit,
+/// or its thread is being torn down): a private ring as large as the
+/// region's, never read. Frames always hold a writable ring, so Stop needs
+/// no NULL test. Set with the region (release), read with acquire.
+static SINK: AtomicPtr<latte_slot_header> = AtomicPtr::new(core::ptr::null_mut());
+
+/// A one-sample sink for states that were never attached (mask 0).
+#[repr(C, align(64))]
+struct Sink0 {
+    header: latte_slot_header,
+    sample: latte_sample,
+}
+
+// SAFETY: all-zero atomics and integers are valid values of both types.
+static SINK0: Sink0 = unsafe { core::mem::zeroed() };
+
+/// The ring for a span that cannot be recorded: a sink that fits `t`'s mask.
+pub fn unrecordable(t: &latte_thread) -> *mut latte_slot_header {
+    sink_for(t)
+}
+
+/// The sink that fits a state's mask.
+fn sink_for(t: &latte_thread) -> *mut latte_slot_header {
+    let big = SINK.load(Ordering::Acquire);
+    if t.sample_mask == 0 || big.is_null() {
+        // Every write through it is an atomic store, so sharing it between
+        // threads is sound (its contents are meaningless by design).
+        &SINK0.header as *const latte_slot_header as *mut latte_slot_header
+    } else {
+        big
+    }
+}
+
 impl Registry {
     /// The region, creating the default private one on first need.
     pub fn region(&mut self) -> Result<&'static Region, i32> {
@@ -139,15 +184,39 @@ impl Registry {
             return Ok(r);
         }
         let r = Region::create_private(LATTE_MAX_IDS, LATTE_DEFAULT_PRIVATE_SLOTS, LATTE_DEFAULT_SAMPLES)?;
-        self.install(r);
+        self.install(r)?;
         Ok(self.region.unwrap())
     }
 
     /// Makes `r` the region everything records into and readers read.
-    pub fn install(&mut self, r: Region) {
+    pub fn install(&mut self, r: Region) -> Result<(), i32> {
+        let stride = r.geometry().slot_stride as usize;
+        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+        let sink = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                stride,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if sink == libc::MAP_FAILED {
+            return Err(crate::error::last_errno());
+        }
+        let old_sink = SINK.swap(sink as *mut latte_slot_header, Ordering::AcqRel);
+        if !old_sink.is_null() {
+            // Only replaced before any thread recorded, so no state holds it.
+            let old_stride = self.region.map(|o| o.geometry().slot_stride as usize).unwrap_or(0);
+            // SAFETY: the previous sink mapping, of the previous region's stride.
+            unsafe { libc::munmap(old_sink as *mut libc::c_void, old_stride) };
+        }
         let leaked: &'static Region = Box::leak(Box::new(r));
         self.region = Some(leaked);
-        self.slot_owner.clear();
+        // Relaxed: read by attaching states only after they took the
+        // registry lock (new_cold), which orders it.
+        REGION_MASK.store(leaked.geometry().samples_per_slot as u64 - 1, Ordering::Relaxed);
         self.reusable.clear();
         self.interner.reload(leaked);
         // Release: the region's initialised header is visible to any reader
@@ -158,45 +227,57 @@ impl Registry {
             unsafe { libc::pthread_atfork(Some(atfork_prepare), Some(atfork_parent), Some(atfork_child)) };
             self.atfork_installed = true;
         }
+        Ok(())
     }
 
-    fn new_thread(&mut self) -> Result<*mut latte_thread, i32> {
+    fn new_cold(&mut self) -> Result<*mut Cold, i32> {
         let region = self.region()?;
         self.recording_began = true;
-        let t = match self.free_threads.pop() {
-            Some(t) => t,
+        let c = match self.free_colds.pop() {
+            Some(c) => c,
             None => {
-                // SAFETY: an all-zero latte_thread is valid (integers, null
-                // pointers, arrays of them); the Box is leaked into `threads`.
-                let b: Box<latte_thread> = unsafe { Box::new(core::mem::zeroed()) };
-                let p = Box::into_raw(b);
-                self.threads.push(p);
+                let p = Box::into_raw(Box::new(Cold {
+                    thread_idx: 0,
+                    os_tid: 0,
+                    alive: false,
+                    overflow_starts: 0,
+                    orphan_stops: 0,
+                    dropped: 0,
+                    slots_by_token: [core::ptr::null_mut(); 256],
+                }));
+                self.colds.push(p);
                 p
             }
         };
-        // SAFETY: `t` is a pooled or fresh state no thread owns now.
-        let s = unsafe { &mut *t };
-        s.depth = 0;
+        // SAFETY: `c` is a pooled or fresh state no thread owns now.
+        let s = unsafe { &mut *c };
         s.thread_idx = self.next_thread_idx;
         self.next_thread_idx = self.next_thread_idx.wrapping_add(1);
-        s.sample_mask = region.geometry().samples_per_slot as u64 - 1;
         s.overflow_starts = 0;
         s.orphan_stops = 0;
         s.dropped = 0;
-        for e in s.cache.iter_mut() {
-            e.key = LATTE_CACHE_EMPTY as *const c_char;
-            e.slot = core::ptr::null_mut();
-        }
         s.slots_by_token = [core::ptr::null_mut(); 256];
         s.os_tid = tsc::gettid();
-        s.alive = 1;
+        s.alive = true;
         bump(&region.header().threads_seen, 1);
-        Ok(t)
+        Ok(c)
     }
 
-    /// Hands a slot to (thread `t`, `token`): a fresh one while any is left,
+    fn new_hot(&mut self) -> *mut latte_thread {
+        match self.free_hots.pop() {
+            Some(h) => h,
+            None => {
+                // SAFETY: an all-zero latte_thread is valid (integers and
+                // null pointers); the Box is leaked into the pool's care.
+                let b: Box<latte_thread> = unsafe { Box::new(core::mem::zeroed()) };
+                Box::into_raw(b)
+            }
+        }
+    }
+
+    /// Hands a slot to (thread `c`, `token`): a fresh one while any is left,
     /// else the oldest slot of an exited thread. None when neither exists.
-    fn allocate_slot(&mut self, t: &latte_thread, token: u32) -> Option<*mut latte_slot_header> {
+    fn allocate_slot(&mut self, c: &Cold, token: u32) -> Option<*mut latte_slot_header> {
         let region = self.region?;
         let h = region.header();
         let used = h.slots_used.load(Ordering::Relaxed);
@@ -224,34 +305,30 @@ impl Registry {
         fence(Ordering::Release);
         sh.write_idx.store(0, Ordering::Relaxed);
         sh.id_token.store(token, Ordering::Relaxed);
-        sh.thread_idx.store(t.thread_idx, Ordering::Relaxed);
-        sh.os_tid.store(t.os_tid, Ordering::Relaxed);
+        sh.thread_idx.store(c.thread_idx, Ordering::Relaxed);
+        sh.os_tid.store(c.os_tid, Ordering::Relaxed);
         sh.state.store(LATTE_SLOT_LIVE, Ordering::Relaxed);
         let mut g = old_gen.wrapping_add(1);
         if g == 0 {
             g = 1;
         }
         sh.generation.store(g, Ordering::Release);
-        let owner = t as *const latte_thread as *mut latte_thread;
         if fresh {
-            self.slot_owner.push(owner);
             // Release: the slot's metadata is published before readers count it.
             h.slots_used.store(used + 1, Ordering::Release);
-        } else {
-            self.slot_owner[i as usize] = owner;
         }
         Some(slot)
     }
 
-    /// Marks a thread's slots closed and reusable, and pools its state.
-    fn retire_thread(&mut self, t: *mut latte_thread) {
-        // SAFETY: `t` is the exiting thread's own state (or, in a fork child,
-        // a state whose thread does not exist there).
-        let s = unsafe { &mut *t };
-        if s.alive == 0 {
+    /// Marks a thread's slots closed and reusable, and pools its cold state.
+    fn retire_cold(&mut self, c: *mut Cold) {
+        // SAFETY: `c` is the exiting thread's own cold state (or, in a fork
+        // child, one whose thread does not exist there).
+        let s = unsafe { &mut *c };
+        if !s.alive {
             return;
         }
-        s.alive = 0;
+        s.alive = false;
         if let Some(region) = self.region {
             let base = region.slot(0) as usize;
             let stride = region.geometry().slot_stride as usize;
@@ -268,16 +345,21 @@ impl Registry {
                 *p = core::ptr::null_mut();
             }
         }
-        self.free_threads.push(t);
+        self.free_colds.push(c);
     }
 }
 
 // ------------------------------------------------------- thread states ----
 
 thread_local! {
-    /// The calling thread's state (no destructor: fast access).
+    /// The calling thread's active hot state (no destructor: fast access).
     static STATE: Cell<*mut latte_thread> = const { Cell::new(core::ptr::null_mut()) };
-    /// Retires the state at thread exit.
+    /// The calling thread's cold state.
+    static COLD: Cell<*mut Cold> = const { Cell::new(core::ptr::null_mut()) };
+    /// The hot state Rust allocated for this thread, if any (pooled at exit
+    /// or when a caller's own state takes over).
+    static OWN_HOT: Cell<*mut latte_thread> = const { Cell::new(core::ptr::null_mut()) };
+    /// Retires the thread at exit.
     static EXIT_GUARD: ExitGuard = const { ExitGuard };
 }
 
@@ -285,15 +367,103 @@ struct ExitGuard;
 
 impl Drop for ExitGuard {
     fn drop(&mut self) {
-        let t = STATE.with(|c| c.replace(core::ptr::null_mut()));
-        if !t.is_null() {
-            REGISTRY.lock().retire_thread(t);
+        let hot = STATE.with(|c| c.replace(core::ptr::null_mut()));
+        let cold = COLD.with(|c| c.replace(core::ptr::null_mut()));
+        let own = OWN_HOT.with(|c| c.replace(core::ptr::null_mut()));
+        if !hot.is_null() {
+            // SAFETY: this thread's active state: Rust's or the caller's
+            // thread-local, which stays valid while thread-local destructors run.
+            detach(unsafe { &mut *hot });
+        }
+        let mut reg = REGISTRY.lock();
+        if !cold.is_null() {
+            reg.retire_cold(cold);
+        }
+        if !own.is_null() {
+            reg.free_hots.push(own);
         }
     }
 }
 
-/// The calling thread's state, created on first use. NULL when it cannot be
-/// created (during thread teardown, or the region could not be made).
+/// Empties a hot state's cache and stack, so that its next use (a late
+/// Start or Stop, or a Start through it after it lost the thread to
+/// another state) goes through a slow path. Keeps its mask.
+fn detach(t: &mut latte_thread) {
+    t.depth = 0;
+    t.attached = 0;
+    for e in t.cache.iter_mut() {
+        e.key = LATTE_CACHE_EMPTY as *const c_char;
+        e.slot = core::ptr::null_mut();
+    }
+}
+
+/// The calling thread's cold state, created on first use; None while the
+/// thread is being torn down or the region cannot be made.
+fn cold_or_create() -> Option<*mut Cold> {
+    let c = COLD.with(|c| c.get());
+    if !c.is_null() {
+        return Some(c);
+    }
+    // Register the exit guard first; if this thread's TLS is being torn
+    // down, refuse rather than leak a state nobody retires.
+    if EXIT_GUARD.try_with(|_| ()).is_err() {
+        return None;
+    }
+    let c = REGISTRY.lock().new_cold().ok()?;
+    COLD.with(|cell| cell.set(c));
+    Some(c)
+}
+
+/// Makes `t` the calling thread's active state (attaching it on first use,
+/// taking the open spans over from the previous active state). None while
+/// the thread is being torn down or the region cannot be made.
+///
+/// # Safety
+/// `t` is a state of the calling thread: its own thread-local, or Rust's.
+pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread> {
+    let cur = STATE.with(|c| c.get());
+    if cur == t {
+        // SAFETY: the caller's guarantee; the active state is valid.
+        return if t.is_null() { None } else { Some(unsafe { &mut *t }) };
+    }
+    if t.is_null() {
+        return None;
+    }
+    cold_or_create()?;
+    let mask = REGION_MASK.load(Ordering::Relaxed);
+    // SAFETY: the caller's guarantee: `t` is this thread's, not aliased now.
+    let nt = unsafe { &mut *t };
+    detach(nt);
+    if cur.is_null() {
+        nt.sample_mask = mask;
+        nt.top_slot = core::ptr::null_mut();
+    } else {
+        // SAFETY: the previous active state of this thread, distinct from `t`.
+        let old = unsafe { &mut *cur };
+        let d = old.depth as usize;
+        nt.sample_mask = old.sample_mask;
+        nt.top_slot = old.top_slot;
+        nt.frame_outer[..d].copy_from_slice(&old.frame_outer[..d]);
+        nt.frame_tsc[..d].copy_from_slice(&old.frame_tsc[..d]);
+        nt.frame_meta[..d].copy_from_slice(&old.frame_meta[..d]);
+        nt.depth = old.depth;
+        detach(old);
+        if OWN_HOT.with(|c| c.get()) == cur {
+            OWN_HOT.with(|c| c.set(core::ptr::null_mut()));
+            REGISTRY.lock().free_hots.push(cur);
+        }
+    }
+    nt.attached = 1;
+    STATE.with(|c| c.set(t));
+    Some(nt)
+}
+
+/// `samples_per_slot - 1` of the installed region, for attaching states.
+static REGION_MASK: AtomicU64 = AtomicU64::new(0);
+
+/// The calling thread's active state, creating one (Rust's own) on first
+/// use. NULL when it cannot be created (during thread teardown, or the
+/// region could not be made).
 #[inline(always)]
 pub fn current() -> *mut latte_thread {
     let t = STATE.with(|c| c.get());
@@ -306,29 +476,35 @@ pub fn current() -> *mut latte_thread {
 #[cold]
 #[inline(never)]
 fn current_slow() -> *mut latte_thread {
-    // Register the exit guard first; if this thread's TLS is being torn
-    // down, refuse rather than leak a state nobody retires.
-    if EXIT_GUARD.try_with(|_| ()).is_err() {
+    if cold_or_create().is_none() {
         note_late_drop();
         return core::ptr::null_mut();
     }
-    let t = match REGISTRY.lock().new_thread() {
-        Ok(t) => t,
-        Err(_) => return core::ptr::null_mut(),
-    };
-    STATE.with(|c| c.set(t));
-    t
+    let h = REGISTRY.lock().new_hot();
+    OWN_HOT.with(|c| c.set(h));
+    // SAFETY: a state Rust just took for this thread.
+    match unsafe { activate(h) } {
+        Some(t) => t,
+        None => core::ptr::null_mut(),
+    }
 }
 
 fn note_late_drop() {
-    if let Some(r) = REGISTRY.lock().region {
+    if let Some(r) = region_if_any() {
         bump(&r.header().late_drops, 1);
     }
 }
 
-/// The calling thread's state if it has one (never creates it).
+/// The calling thread's active state if it has one (never creates it).
 pub fn current_if_any() -> *mut latte_thread {
     STATE.try_with(|c| c.get()).unwrap_or(core::ptr::null_mut())
+}
+
+fn with_cold<R>(f: impl FnOnce(&mut Cold) -> R) -> Option<R> {
+    let c = COLD.try_with(|c| c.get()).unwrap_or(core::ptr::null_mut());
+    // SAFETY: the calling thread's own cold state, touched only by this thread
+    // (and by the registry once the thread has exited).
+    if c.is_null() { None } else { Some(f(unsafe { &mut *c })) }
 }
 
 // ----------------------------------------------------------- hot path ----
@@ -336,7 +512,8 @@ pub fn current_if_any() -> *mut latte_thread {
 /// Appends one sample to a ring (the writer protocol in the module doc).
 ///
 /// # Safety
-/// `slot` is a slot owned by the calling thread, `mask` its region's mask.
+/// `slot` is a slot owned by the calling thread (or a sink), `mask` its
+/// region's mask.
 #[inline(always)]
 pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u64, packed: u64) {
     // SAFETY: the caller guarantees `slot` is a live slot header of ours.
@@ -358,17 +535,22 @@ pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u
 /// measured interval.
 #[inline(always)]
 pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
-    let d = t.depth as usize;
-    if d >= LATTE_MAX_DEPTH as usize {
+    let d = t.depth;
+    if d >= LATTE_MAX_DEPTH {
         note_overflow(t);
         return;
     }
     let mode = tsc::normalize_mode(mode);
     let e = &t.cache[cache_index(id)];
-    let slot = if e.key == id { e.slot } else { resolve(t, id) };
-    t.frames[d].slot = slot;
+    let slot = if e.key == id && !id.is_null() { e.slot } else { resolve(t, id) };
+    // (Unlike the C path, `t` here is already the active state, so the
+    // slow path cannot have moved spans onto it: the depth still holds.)
+    let d = d as usize;
+    t.frame_outer[d] = t.top_slot;
+    t.top_slot = slot;
+    t.frame_meta[d] = frame_meta(d as u32, mode);
     t.depth = d as u32 + 1;
-    t.frames[d].tsc_mode = (tsc::read_start(mode) & LATTE_FRAME_TSC_MASK) | ((mode as u64) << LATTE_FRAME_MODE_SHIFT);
+    t.frame_tsc[d] = tsc::read_start(mode);
 }
 
 /// Closes the innermost open span and records it; returns its duration in
@@ -382,21 +564,23 @@ pub fn stop(t: &mut latte_thread, mode: latte_mode) -> u64 {
 /// their thread state, so that lookup stays outside the measured span).
 #[inline(always)]
 pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
-    let d = t.depth as usize;
+    let d = t.depth;
     if d == 0 {
         note_orphan(t);
         return 0;
     }
-    let d = d - 1;
+    let slot = t.top_slot;
+    let d = d as usize - 1;
     t.depth = d as u32;
-    let f = &t.frames[d];
-    let start_tsc = f.tsc_mode & LATTE_FRAME_TSC_MASK;
-    let dur = (now & LATTE_FRAME_TSC_MASK).saturating_sub(start_tsc);
-    if !f.slot.is_null() {
-        let packed = pack(dur, d as u32, (f.tsc_mode >> LATTE_FRAME_MODE_SHIFT) as u32, tsc::normalize_mode(mode));
-        // SAFETY: frames only ever hold NULL or slots this thread owns.
-        unsafe { write_sample(f.slot, t.sample_mask, start_tsc, packed) };
+    t.top_slot = t.frame_outer[d];
+    let start_tsc = t.frame_tsc[d];
+    let mut dur = now.wrapping_sub(start_tsc);
+    if dur > LATTE_MAX_DURATION {
+        dur = fix_duration(dur);
     }
+    let packed = dur | t.frame_meta[d] | ((tsc::normalize_mode(mode) as u64) << LATTE_STOP_MODE_SHIFT);
+    // SAFETY: top_slot is a ring this thread owns or a sink (both fit its mask).
+    unsafe { write_sample(slot, t.sample_mask, start_tsc, packed) };
     dur
 }
 
@@ -405,21 +589,45 @@ pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
 #[inline(always)]
 pub fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char) {
     let now = tsc::rdtsc();
+    if site.id != id || id.is_null() {
+        return pulse_slow(t, site, id, now);
+    }
     let last = site.last_tsc;
     site.last_tsc = now;
-    if site.id != id || site.slot.is_null() {
-        site.slot = resolve(t, id);
-        site.id = id;
-        if site.slot.is_null() {
-            return;
-        }
+    let mut dur = now.wrapping_sub(last);
+    if dur > LATTE_MAX_DURATION {
+        dur = fix_duration(dur);
     }
+    let packed = dur | frame_meta(t.depth, LATTE_MODE_PULSE) | ((LATTE_MODE_PULSE as u64) << LATTE_STOP_MODE_SHIFT);
+    // SAFETY: the site's slot was resolved by this thread for `id`.
+    unsafe { write_sample(site.slot, t.sample_mask, last, packed) };
+}
+
+/// A pulse whose site is not resolved for `id` yet (first call, or a
+/// different ID from the same site, or a NULL ID): resolves, primes, and
+/// records the interval when the site was primed before.
+#[cold]
+#[inline(never)]
+pub fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char, now: u64) {
+    let last = site.last_tsc;
+    site.last_tsc = now;
+    let Some(slot) = resolve_slot(t, id) else {
+        // Not cached: every pulse that cannot be recorded is counted.
+        site.id = core::ptr::null();
+        return;
+    };
+    site.id = id;
+    site.slot = slot;
     if last == 0 {
         return;
     }
-    let packed = pack(now.saturating_sub(last), t.depth, LATTE_MODE_PULSE, LATTE_MODE_PULSE);
-    // SAFETY: the site's slot was resolved by this thread for `id`.
-    unsafe { write_sample(site.slot, t.sample_mask, last, packed) };
+    let mut dur = now.wrapping_sub(last);
+    if dur > LATTE_MAX_DURATION {
+        dur = fix_duration(dur);
+    }
+    let packed = dur | frame_meta(t.depth, LATTE_MODE_PULSE) | ((LATTE_MODE_PULSE as u64) << LATTE_STOP_MODE_SHIFT);
+    // SAFETY: just resolved for this thread.
+    unsafe { write_sample(slot, t.sample_mask, last, packed) };
 }
 
 // ---------------------------------------------------------- slow paths ----
@@ -427,8 +635,8 @@ pub fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_cha
 /// A Start beyond 64 open spans: ignored, counted.
 #[cold]
 #[inline(never)]
-pub fn note_overflow(t: &mut latte_thread) {
-    t.overflow_starts += 1;
+pub fn note_overflow(_t: &mut latte_thread) {
+    with_cold(|c| c.overflow_starts += 1);
     if let Some(r) = region_if_any() {
         bump(&r.header().overflow_starts, 1);
     }
@@ -437,8 +645,8 @@ pub fn note_overflow(t: &mut latte_thread) {
 /// A Stop with nothing open: ignored, counted.
 #[cold]
 #[inline(never)]
-pub fn note_orphan(t: &mut latte_thread) {
-    t.orphan_stops += 1;
+pub fn note_orphan(_t: &mut latte_thread) {
+    with_cold(|c| c.orphan_stops += 1);
     if let Some(r) = region_if_any() {
         bump(&r.header().orphan_stops, 1);
     }
@@ -452,47 +660,78 @@ pub fn region_if_any() -> Option<&'static Region> {
     if p.is_null() { None } else { Some(unsafe { &*p }) }
 }
 
-/// Cache miss: intern the ID, find or allocate this thread's slot for it,
-/// fill the cache, and return the slot. NULL (counted as a dropped span)
-/// when the ID or the slot does not fit.
+/// Cache miss: the ring for `id` on this thread, from `resolve_slot`; the
+/// cache is filled on success. On failure (counted there) the span goes
+/// to a sink, so the frame still holds a writable ring.
 #[cold]
 #[inline(never)]
 pub fn resolve(t: &mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
-    let slot = {
-        let mut reg = REGISTRY.lock();
-        let region = match reg.region {
-            Some(r) => r,
-            None => return core::ptr::null_mut(),
-        };
-        // SAFETY: IDs are NULL or NUL-terminated strings (the API contract).
-        let token = match unsafe { reg.interner.intern_ptr(region, id) } {
-            Some(tok) => tok,
-            None => {
-                t.dropped += 1;
-                bump(&region.header().unfit_id_drops, 1);
-                return core::ptr::null_mut();
+    match resolve_slot(t, id) {
+        Some(slot) => {
+            if !id.is_null() {
+                let e = &mut t.cache[cache_index(id)];
+                e.key = id;
+                e.slot = slot;
             }
-        };
-        let mut slot = t.slots_by_token[token as usize];
-        if slot.is_null() {
-            match reg.allocate_slot(t, token) {
-                Some(s) => {
-                    slot = s;
-                    t.slots_by_token[token as usize] = s;
-                }
-                None => {
-                    t.dropped += 1;
-                    bump(&region.header().no_slot_drops, 1);
-                    return core::ptr::null_mut();
-                }
+            slot
+        }
+        None => sink_for(t),
+    }
+}
+
+/// Interns the ID and finds or allocates this thread's slot for it. None
+/// (counted as a dropped span) when the ID or the slot does not fit, or
+/// the thread is being torn down.
+pub fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut latte_slot_header> {
+    let Some(c) = COLD.try_with(|c| c.get()).ok().filter(|c| !c.is_null()) else {
+        note_late_drop();
+        return None;
+    };
+    // SAFETY: this thread's own cold state.
+    let c = unsafe { &mut *c };
+    let mut reg = REGISTRY.lock();
+    let region = reg.region?;
+    // SAFETY: IDs are NULL or NUL-terminated strings (the API contract).
+    let token = match unsafe { reg.interner.intern_ptr(region, id) } {
+        Some(tok) => tok,
+        None => {
+            c.dropped += 1;
+            bump(&region.header().unfit_id_drops, 1);
+            return None;
+        }
+    };
+    let mut slot = c.slots_by_token[token as usize];
+    if slot.is_null() {
+        match reg.allocate_slot(c, token) {
+            Some(s) => {
+                slot = s;
+                c.slots_by_token[token as usize] = s;
+            }
+            None => {
+                c.dropped += 1;
+                bump(&region.header().no_slot_drops, 1);
+                return None;
             }
         }
-        slot
-    };
-    let e = &mut t.cache[cache_index(id)];
-    e.key = id;
-    e.slot = slot;
-    slot
+    }
+    Some(slot)
+}
+
+/// Slow path of a Stop that found no open span on `t`: when `t` is the
+/// thread's active state, an orphan Stop (counted, 0); otherwise `t` lost
+/// the thread to another state, and the Stop closes that state's innermost
+/// span.
+pub fn stop_slow(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
+    let cur = current_if_any();
+    if cur.is_null() || cur == t {
+        if let Some(r) = region_if_any() {
+            bump(&r.header().orphan_stops, 1);
+        }
+        with_cold(|c| c.orphan_stops += 1);
+        return 0;
+    }
+    // SAFETY: the calling thread's active state.
+    stop_at(unsafe { &mut *cur }, mode, now)
 }
 
 /// Token of an ID by content (interning it), without recording anything.
@@ -531,8 +770,7 @@ pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> 
             return Err(-libc::ENOSPC);
         }
     }
-    reg.install(new);
-    Ok(())
+    reg.install(new)
 }
 
 fn new_unlink(r: Region) {
@@ -561,16 +799,18 @@ extern "C" fn atfork_parent() {
 extern "C" fn atfork_child() {
     // SAFETY: the lock is held by this (the only) thread since prepare.
     let reg = unsafe { &mut *REGISTRY.data.get() };
-    let me = STATE.try_with(|c| c.get()).unwrap_or(core::ptr::null_mut());
+    let me = COLD.try_with(|c| c.get()).unwrap_or(core::ptr::null_mut());
     if let Some(r) = reg.region {
         let r = r as *const Region as *mut Region;
         // SAFETY: single-threaded child; the Region is leaked and only read
         // elsewhere through shared references that no other thread holds now.
         unsafe { (*r).privatize_after_fork() };
     }
-    let others: Vec<*mut latte_thread> = reg.threads.iter().copied().filter(|&t| t != me).collect();
-    for t in others {
-        reg.retire_thread(t);
+    // Only the cold states: the other threads' hot states may be their own
+    // thread-locals, which nothing here should touch.
+    let others: Vec<*mut Cold> = reg.colds.iter().copied().filter(|&c| c != me).collect();
+    for c in others {
+        reg.retire_cold(c);
     }
     REGISTRY.release();
 }
@@ -592,6 +832,31 @@ pub struct latte_thread_counters {
     pub orphan_stops: u64,
     /// Spans not recorded (ID table or slots full).
     pub dropped: u64,
+}
+
+/// The calling thread's index, once it recorded.
+pub fn current_thread_idx() -> Option<u32> {
+    with_cold(|c| c.thread_idx)
+}
+
+/// The calling thread's ring for a token, if it has one.
+pub fn own_slot_for(token: u32) -> Option<*mut latte_slot_header> {
+    with_cold(|c| c.slots_by_token.get(token as usize).copied().unwrap_or(core::ptr::null_mut())).filter(|p| !p.is_null())
+}
+
+/// The calling thread's counters (zeros before it recorded anything).
+pub fn thread_counters() -> latte_thread_counters {
+    let t = current_if_any();
+    // SAFETY: the calling thread's active state.
+    let depth = if t.is_null() { 0 } else { unsafe { (*t).depth } };
+    with_cold(|c| latte_thread_counters {
+        thread_idx: c.thread_idx,
+        depth,
+        overflow_starts: c.overflow_starts,
+        orphan_stops: c.orphan_stops,
+        dropped: c.dropped,
+    })
+    .unwrap_or_default()
 }
 
 /// Process-wide counters (from the region header).

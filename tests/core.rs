@@ -230,3 +230,82 @@ fn recording_after_thread_teardown_is_counted() {
     assert!(snapshot(c"late").is_empty());
     assert_eq!(snapshot(c"early").len(), 1);
 }
+
+/// A duration that does not fit 48 bits is defined: a negative one (the
+/// TSC went backwards) records 0, a longer one saturates.
+#[test]
+fn durations_out_of_range_are_defined() {
+    let t = latte::recorder::current();
+    // SAFETY: the calling thread's own active state.
+    let t = unsafe { &mut *t };
+    let now = latte::tsc::rdtsc();
+    latte::recorder::start(t, c"dur.neg".as_ptr(), LATTE_MODE_FAST);
+    let d = t.depth as usize - 1;
+    t.frame_tsc[d] = now + 1_000_000_000;
+    assert_eq!(latte::recorder::stop_at(t, LATTE_MODE_FAST, now), 0);
+    latte::recorder::start(t, c"dur.long".as_ptr(), LATTE_MODE_FAST);
+    t.frame_tsc[d] = now - (1u64 << 50);
+    assert_eq!(latte::recorder::stop_at(t, LATTE_MODE_FAST, now), LATTE_MAX_DURATION);
+    assert_eq!(snapshot(c"dur.neg"), vec![0]);
+    assert_eq!(snapshot(c"dur.long"), vec![LATTE_MAX_DURATION]);
+}
+
+fn caller_state() -> *mut latte_thread {
+    // SAFETY: an all-zero latte_thread is what a caller's zero-initialised
+    // thread-local holds; leaked, as a thread-local outlives the thread's use.
+    Box::leak(Box::new(unsafe { core::mem::zeroed::<latte_thread>() }))
+}
+
+/// A caller's own state (what latte_inline.h keeps in a thread-local) takes
+/// the thread's open spans over at its first slow path; the library's calls
+/// then work on it, and a Stop through a state that lost the thread closes
+/// the active state's innermost span.
+#[test]
+fn a_callers_state_takes_over_open_spans() {
+    std::thread::spawn(|| {
+        let before = thread_counters();
+        latte_start(c"take.a".as_ptr(), LATTE_MODE_HARD); // Rust's own state
+        let a = caller_state();
+        // The inline Start's cache miss: attaches `a`, moves take.a over.
+        assert!(!latte_thread_resolve(a, c"take.b".as_ptr()).is_null());
+        // SAFETY: `a` is this thread's active state now.
+        let sa = unsafe { &mut *a };
+        assert_eq!((sa.depth, sa.attached), (1, 1));
+        latte::recorder::start(sa, c"take.b".as_ptr(), LATTE_MODE_FAST); // a cache hit
+        assert_eq!(thread_counters().depth, 2);
+        assert!(latte_stop(core::ptr::null(), LATTE_MODE_MID) > 0); // closes take.b
+        // A second caller state takes over take.a; a Stop through `a` (now
+        // empty) closes it there.
+        let b = caller_state();
+        assert!(!latte_thread_resolve(b, c"take.c".as_ptr()).is_null());
+        // SAFETY: `a` is this thread's (inactive) state.
+        assert_eq!(unsafe { ((*a).depth, (*a).attached) }, (0, 0));
+        // SAFETY: `b` is this thread's active state.
+        assert_eq!(unsafe { (*b).depth }, 1);
+        assert!(latte_thread_stop_slow(a, LATTE_MODE_HARD, latte::tsc::rdtsc()) > 0);
+        // SAFETY: as above.
+        assert_eq!(unsafe { (*b).depth }, 0);
+        let after = thread_counters();
+        assert_eq!(after.orphan_stops, before.orphan_stops, "no Stop was an orphan");
+        // Now nothing is open anywhere: an orphan.
+        assert_eq!(latte_thread_stop_slow(a, LATTE_MODE_FAST, latte::tsc::rdtsc()), 0);
+        assert_eq!(thread_counters().orphan_stops, before.orphan_stops + 1);
+    })
+    .join()
+    .unwrap();
+    let own = own_view().unwrap();
+    let read = |id: &CStr| {
+        let tok = latte_intern_id(id.as_ptr());
+        let mut out = Vec::new();
+        for (_, raw) in latte::reader::collect(&own, Some(tok)).unwrap() {
+            out.extend(raw.iter().map(|r| r.decode()));
+        }
+        out
+    };
+    let a = read(c"take.a");
+    let b = read(c"take.b");
+    assert_eq!(a.len(), 1);
+    assert_eq!((a[0].depth, a[0].start_mode, a[0].stop_mode), (0, LATTE_MODE_HARD, LATTE_MODE_HARD));
+    assert_eq!(b.len(), 1);
+    assert_eq!((b[0].depth, b[0].start_mode, b[0].stop_mode), (1, LATTE_MODE_FAST, LATTE_MODE_MID));
+}

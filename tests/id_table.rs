@@ -21,6 +21,22 @@ fn the_257th_id_does_not_fit() {
     assert!(snapshot(&names[256]).is_empty());
     assert_eq!(counters().unfit_id_drops, 2);
     assert_eq!(thread_counters().dropped, 2);
+    // The inline path's slow path: a sink ring (never NULL), never cached,
+    // so that each span under the unfit ID is counted; a Stop writes into
+    // the sink, and nothing reads it.
+    let me = latte::recorder::current();
+    let sink = latte::ffi::latte_thread_resolve(me, names[256].as_ptr());
+    assert!(!sink.is_null());
+    assert_eq!(latte::ffi::latte_thread_resolve(me, names[256].as_ptr()), sink);
+    assert_eq!(counters().unfit_id_drops, 4);
+    // SAFETY: `me` is this thread's active state.
+    let t = unsafe { &mut *me };
+    for _ in 0..70_000 {
+        latte::recorder::start(t, names[256].as_ptr(), LATTE_MODE_FAST);
+        latte::recorder::stop(t, LATTE_MODE_FAST);
+    }
+    assert_eq!(counters().unfit_id_drops, 70_004);
+    assert!(snapshot(&names[256]).is_empty());
     // Calibration cannot intern its ID either: an error, not a crash.
     assert_eq!(latte::ffi::latte_calibrate(), -libc::ENOSPC);
     let r = latte::report::own_report(LATTE_UNIT_CYCLE, LATTE_DATA_RAW).unwrap();

@@ -10,6 +10,7 @@
 #include "check.h"
 #include "latte_inline.h"
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -232,18 +233,82 @@ static void inline_equals_abi(void) {
   CHECK_EQ_U((x[0].packed >> LATTE_START_MODE_SHIFT) & 3, LATTE_MODE_PULSE);
 }
 
+/* A second copy of the inline path's thread-local state, as a library
+ * built with hidden visibility would have. */
+static __thread latte_thread other_state;
+
+static uint64_t packed_of(const char *id, size_t *n) {
+  latte_raw_sample x[4];
+  *n = read_all(id, x, 4);
+  return *n ? x[0].packed : 0;
+}
+
+static void *mixed_paths_thread(void *arg) {
+  latte_thread_counters before, after;
+  (void)arg;
+  CHECK(latte_thread_get_counters(&before) == 0);
+  latte_start("mix.a", LATTE_MODE_HARD);             /* the library's own state */
+  latte_start_inline("mix.b", LATTE_MODE_MID);       /* takes mix.a over */
+  CHECK_EQ_U(latte__state.depth, 2);
+  CHECK(latte_stop(NULL, LATTE_MODE_FAST) > 0);      /* the library works on it: closes mix.b */
+  latte__start_on(&other_state, "mix.c", LATTE_MODE_FAST); /* another state takes mix.a over */
+  CHECK_EQ_U(latte__state.depth, 0);
+  CHECK_EQ_U(other_state.depth, 2);
+  CHECK(latte_stop_inline(NULL, LATTE_MODE_HARD) > 0); /* through the emptied state: closes mix.c */
+  CHECK(latte__stop_on(&other_state, LATTE_MODE_MID, __rdtsc()) > 0); /* closes mix.a */
+  CHECK(latte_thread_get_counters(&after) == 0);
+  CHECK_EQ_U(after.orphan_stops, before.orphan_stops);
+  CHECK_EQ_U(after.depth, 0);
+  return NULL;
+}
+
+/* The ABI, the inline path and a second inline state on one thread share
+ * one span stack: each Start through another state moves it over. */
+static void mixed_paths_share_one_stack(void) {
+  pthread_t th;
+  uint64_t p;
+  size_t n;
+  CHECK(pthread_create(&th, NULL, mixed_paths_thread, NULL) == 0);
+  CHECK(pthread_join(th, NULL) == 0);
+  p = packed_of("mix.a", &n);
+  CHECK_EQ_U(n, 1);
+  CHECK_EQ_U(p >> LATTE_DEPTH_SHIFT, (0u) | (LATTE_MODE_HARD << 6) | (LATTE_MODE_MID << 8));
+  p = packed_of("mix.b", &n);
+  CHECK_EQ_U(n, 1);
+  CHECK_EQ_U(p >> LATTE_DEPTH_SHIFT, (1u) | (LATTE_MODE_MID << 6) | (LATTE_MODE_FAST << 8));
+  p = packed_of("mix.c", &n);
+  CHECK_EQ_U(n, 1);
+  CHECK_EQ_U(p >> LATTE_DEPTH_SHIFT, (1u) | (LATTE_MODE_FAST << 6) | (LATTE_MODE_HARD << 8));
+}
+
+/* The inline path makes out-of-range durations defined as Rust does:
+ * negative -> 0, beyond 48 bits -> saturated. */
+static void inline_durations_out_of_range(void) {
+  uint64_t st, p;
+  size_t n;
+  latte_start_inline("dur.neg", LATTE_MODE_FAST);
+  CHECK_EQ_U(latte__stop_on(&latte__state, LATTE_MODE_FAST, 0), 0);
+  latte_start_inline("dur.long", LATTE_MODE_FAST);
+  st = latte__state.frame_tsc[latte__state.depth - 1];
+  CHECK_EQ_U(latte__stop_on(&latte__state, LATTE_MODE_FAST, st + (1ull << 50)), LATTE_MAX_DURATION);
+  p = packed_of("dur.neg", &n);
+  CHECK(n == 1 && (p & LATTE_MAX_DURATION) == 0);
+  p = packed_of("dur.long", &n);
+  CHECK(n == 1 && (p & LATTE_MAX_DURATION) == LATTE_MAX_DURATION);
+}
+
 static void capacity_is_counted(void) {
-  /* The region was made with 24 slots: use them up from this thread. */
+  /* The region was made with 32 slots: use them up from this thread. */
   char id[32];
   int k;
   latte_counters c;
-  for (k = 0; k < 40; k++) {
+  for (k = 0; k < 48; k++) {
     snprintf(id, sizeof id, "cap-%d", k);
     latte_start(strdup(id), LATTE_MODE_FAST);
     latte_stop(NULL, LATTE_MODE_FAST);
   }
   CHECK(latte_get_counters(&c) == 0);
-  CHECK_EQ_U(c.slots_used, 24);
+  CHECK_EQ_U(c.slots_used, 32);
   CHECK(c.no_slot_drops > 0);
 }
 
@@ -369,7 +434,7 @@ int main(int argc, char **argv) {
   snprintf(region_name, sizeof region_name, "/latte-test-shared-%d", (int)getpid());
   too_big_for_dev_shm();
   memset(&cfg, 0, sizeof cfg);
-  cfg.slot_capacity = 24;
+  cfg.slot_capacity = 32;
   CHECK(latte_intern_id("interned-before-init") == 0);
   CHECK(latte_init_shared_region_with(region_name, &cfg) == 0);
   for (i = 0; i < 1000; i++) {
@@ -384,6 +449,8 @@ int main(int argc, char **argv) {
   latte_stop(NULL, LATTE_MODE_FAST);
   CHECK(run_reader(argv[0], region_name, expect, 3) == 0);
   inline_equals_abi();
+  mixed_paths_share_one_stack();
+  inline_durations_out_of_range();
   names_and_collisions();
   survives_sigkill_and_stale_names(argv[0]);
   fork_child_never_writes_parent(argv[0]);
