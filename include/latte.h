@@ -179,7 +179,8 @@ typedef struct latte_thread {
   // Ring of the innermost open span (stale when `depth` is 0).
   struct latte_slot_header *top_slot;
   uint64_t _reserved;
-  // Pointer-keyed cache, direct-mapped by `cache_index`.
+  // Pointer-keyed cache: 64 sets of two ways; an ID is looked up at
+  // `cache_index(id)`, then at `cache_index(id) ^ 1`.
   struct latte_cache_entry cache[128];
   // `frame_outer[d]`: `top_slot` as it was when span `d` opened.
   struct latte_slot_header *frame_outer[64];

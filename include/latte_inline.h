@@ -108,6 +108,8 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
   e = &t->cache[latte__cache_index(id)];
   if (__builtin_expect(e->key == id && id != NULL, 1)) {
     slot = e->slot;
+  } else if (e = &t->cache[latte__cache_index(id) ^ 1], e->key == id && id != NULL) {
+    slot = e->slot; /* the other way of the set */
   } else {
     /* The slow path may have moved open spans onto t: read the depth again. */
     slot = latte_thread_resolve(t, id);

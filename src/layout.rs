@@ -254,7 +254,8 @@ pub struct latte_thread {
     /// Ring of the innermost open span (stale when `depth` is 0).
     pub top_slot: *mut latte_slot_header,
     pub _reserved: u64,
-    /// Pointer-keyed cache, direct-mapped by `cache_index`.
+    /// Pointer-keyed cache: 64 sets of two ways; an ID is looked up at
+    /// `cache_index(id)`, then at `cache_index(id) ^ 1`.
     pub cache: [latte_cache_entry; 128],
     /// `frame_outer[d]`: `top_slot` as it was when span `d` opened.
     pub frame_outer: [*mut latte_slot_header; 64],

@@ -104,6 +104,66 @@ pub struct Cold {
     orphan_stops: u64,
     dropped: u64,
     slots_by_token: [*mut latte_slot_header; 256],
+    /// Second level behind the hot cache: ID pointer -> this thread's ring,
+    /// so that IDs whose pointers collide in the direct-mapped cache cost a
+    /// probe here, not the registry lock. Cleared when it fills up.
+    by_ptr: PtrMap,
+}
+
+/// An open-addressing map from ID pointers to rings, thread-private.
+struct PtrMap {
+    keys: Box<[usize; PTR_MAP_SIZE]>,
+    slots: Box<[*mut latte_slot_header; PTR_MAP_SIZE]>,
+    len: usize,
+}
+
+const PTR_MAP_SIZE: usize = 512;
+/// Key of an empty entry (no string lives at address 0: NULL IDs are not cached).
+const PTR_MAP_EMPTY: usize = 0;
+
+impl PtrMap {
+    fn new() -> PtrMap {
+        PtrMap { keys: Box::new([PTR_MAP_EMPTY; PTR_MAP_SIZE]), slots: Box::new([core::ptr::null_mut(); PTR_MAP_SIZE]), len: 0 }
+    }
+
+    fn clear(&mut self) {
+        self.keys.fill(PTR_MAP_EMPTY);
+        self.len = 0;
+    }
+
+    fn home(key: usize) -> usize {
+        ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize & (PTR_MAP_SIZE - 1)
+    }
+
+    fn get(&self, key: usize) -> Option<*mut latte_slot_header> {
+        let mut i = Self::home(key);
+        loop {
+            match self.keys[i] {
+                PTR_MAP_EMPTY => return None,
+                k if k == key => return Some(self.slots[i]),
+                _ => i = (i + 1) & (PTR_MAP_SIZE - 1),
+            }
+        }
+    }
+
+    fn insert(&mut self, key: usize, slot: *mut latte_slot_header) {
+        if key == PTR_MAP_EMPTY {
+            return;
+        }
+        // At most half full, so probes stay short and `get` always ends.
+        if self.len >= PTR_MAP_SIZE / 2 {
+            self.clear();
+        }
+        let mut i = Self::home(key);
+        while self.keys[i] != PTR_MAP_EMPTY && self.keys[i] != key {
+            i = (i + 1) & (PTR_MAP_SIZE - 1);
+        }
+        if self.keys[i] == PTR_MAP_EMPTY {
+            self.len += 1;
+        }
+        self.keys[i] = key;
+        self.slots[i] = slot;
+    }
 }
 
 /// Process-wide recorder state, behind `REGISTRY`.
@@ -244,6 +304,7 @@ impl Registry {
                     orphan_stops: 0,
                     dropped: 0,
                     slots_by_token: [core::ptr::null_mut(); 256],
+                    by_ptr: PtrMap::new(),
                 }));
                 self.colds.push(p);
                 p
@@ -257,6 +318,7 @@ impl Registry {
         s.orphan_stops = 0;
         s.dropped = 0;
         s.slots_by_token = [core::ptr::null_mut(); 256];
+        s.by_ptr.clear();
         s.os_tid = tsc::gettid();
         s.alive = true;
         bump(&region.header().threads_seen, 1);
@@ -345,6 +407,7 @@ impl Registry {
                 *p = core::ptr::null_mut();
             }
         }
+        s.by_ptr.clear();
         self.free_colds.push(c);
     }
 }
@@ -541,8 +604,14 @@ pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
         return;
     }
     let mode = tsc::normalize_mode(mode);
-    let e = &t.cache[cache_index(id)];
-    let slot = if e.key == id && !id.is_null() { e.slot } else { resolve(t, id) };
+    let h = cache_index(id);
+    let slot = if t.cache[h].key == id && !id.is_null() {
+        t.cache[h].slot
+    } else if t.cache[h ^ 1].key == id && !id.is_null() {
+        t.cache[h ^ 1].slot // the other way of the set
+    } else {
+        resolve(t, id)
+    };
     // (Unlike the C path, `t` here is already the active state, so the
     // slow path cannot have moved spans onto it: the depth still holds.)
     let d = d as usize;
@@ -669,9 +738,15 @@ pub fn resolve(t: &mut latte_thread, id: *const c_char) -> *mut latte_slot_heade
     match resolve_slot(t, id) {
         Some(slot) => {
             if !id.is_null() {
-                let e = &mut t.cache[cache_index(id)];
-                e.key = id;
-                e.slot = slot;
+                // Two-way sets: the new entry goes first, the one it
+                // displaces moves to the other way (dropping what was there).
+                let h = cache_index(id);
+                if t.cache[h].key != LATTE_CACHE_EMPTY as *const c_char {
+                    t.cache[h ^ 1].key = t.cache[h].key;
+                    t.cache[h ^ 1].slot = t.cache[h].slot;
+                }
+                t.cache[h].key = id;
+                t.cache[h].slot = slot;
             }
             slot
         }
@@ -689,6 +764,9 @@ pub fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut lat
     };
     // SAFETY: this thread's own cold state.
     let c = unsafe { &mut *c };
+    if let Some(slot) = c.by_ptr.get(id as usize) {
+        return Some(slot);
+    }
     let mut reg = REGISTRY.lock();
     let region = reg.region?;
     // SAFETY: IDs are NULL or NUL-terminated strings (the API contract).
@@ -714,6 +792,7 @@ pub fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut lat
             }
         }
     }
+    c.by_ptr.insert(id as usize, slot);
     Some(slot)
 }
 

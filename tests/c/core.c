@@ -201,8 +201,39 @@ static void report_and_trace(void) {
   latte_string_free(r);
 }
 
+#ifndef LATTE_DISABLE
+/* IDs whose pointers fall into one set of the per-thread cache (two ways):
+ * two alternate from the cache, a third one pushes through the slow path;
+ * every span lands under its own ID. */
+static char id_pool[1 << 16];
+static void cache_set_collisions(void) {
+  char *p[3];
+  int n = 0, k, i;
+  size_t set = latte__cache_index(id_pool) & ~(size_t)1;
+  for (k = 0; k < (1 << 16) - 64 && n < 3; k += 64)
+    if ((latte__cache_index(id_pool + k) & ~(size_t)1) == set) p[n++] = id_pool + k;
+  CHECK_EQ_U(n, 3);
+  if (n < 3) return;
+  strcpy(p[0], "set.a");
+  strcpy(p[1], "set.b");
+  strcpy(p[2], "set.c");
+  for (i = 0; i < 1000; i++)
+    for (k = 0; k < 3; k++) {
+      if (k == 2 && i % 10) continue;
+      latte_start_inline(p[k], LATTE_MODE_FAST);
+      latte_stop_inline(NULL, LATTE_MODE_FAST);
+    }
+  CHECK_EQ_U(count_of("set.a"), 1000);
+  CHECK_EQ_U(count_of("set.b"), 1000);
+  CHECK_EQ_U(count_of("set.c"), 100);
+}
+#else
+static void cache_set_collisions(void) {}
+#endif
+
 int main(void) {
   exact_counts();
+  cache_set_collisions();
   ring_wrap();
   depth_limit_and_orphans();
   odd_ids();
