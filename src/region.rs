@@ -45,6 +45,11 @@ impl latte_region_config {
     }
 }
 
+/// Test hook: makes the fork child's private remap fail, so that tests can
+/// exercise its fallback. Never set outside tests.
+#[doc(hidden)]
+pub static FAIL_PRIVATE_REMAP: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
 /// A mapped region owned by this process.
 pub struct Region {
     base: *mut u8,
@@ -231,28 +236,77 @@ impl Region {
         if self.fd < 0 {
             return; // anonymous private memory is already copy-on-write.
         }
-        // SAFETY: remaps exactly our own mapping (same base and length) with
-        // MAP_FIXED; the object is still sized as before.
-        let p = unsafe {
-            libc::mmap(
-                self.base as *mut libc::c_void,
-                self.geo.total_size as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_FIXED,
-                self.fd,
-                0,
-            )
+        let len = self.geo.total_size as usize;
+        let p = if FAIL_PRIVATE_REMAP.load(Ordering::Relaxed) {
+            libc::MAP_FAILED
+        } else {
+            // SAFETY: remaps exactly our own mapping (same base and length)
+            // with MAP_FIXED; the object is still sized as before.
+            unsafe {
+                libc::mmap(
+                    self.base as *mut libc::c_void,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_FIXED,
+                    self.fd,
+                    0,
+                )
+            }
         };
-        if p == libc::MAP_FAILED {
-            // Could not remap: make the child's view read-only rather than let it
-            // write into the parent's rings. Its recordings will be dropped.
+        if p == libc::MAP_FAILED && !self.replace_with_anonymous_copy() {
+            // Neither worked (no memory at all): make the child's view
+            // read-only rather than let it write into the parent's rings.
             // SAFETY: our own mapping.
-            unsafe { libc::mprotect(self.base as *mut libc::c_void, self.geo.total_size as usize, libc::PROT_READ) };
+            unsafe { libc::mprotect(self.base as *mut libc::c_void, len, libc::PROT_READ) };
         }
         // SAFETY: fd is ours; the child no longer needs it.
         unsafe { libc::close(self.fd) };
         self.fd = -2; // "was shared": still reported as shared, never unlinked by the child.
         self.name = None;
+    }
+
+    /// The fallback of `privatize_after_fork`: copies the region into fresh
+    /// anonymous memory and moves that over the shared mapping, at the same
+    /// address. The parent may be writing meanwhile, so words are read with
+    /// atomic loads; the copy is a moment's picture (a ring the parent wraps
+    /// during the copy may show a newer sample in an older place). Zero
+    /// words are not written, so untouched pages stay uncommitted.
+    fn replace_with_anonymous_copy(&self) -> bool {
+        let len = self.geo.total_size as usize;
+        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+        let tmp = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if tmp == libc::MAP_FAILED {
+            return false;
+        }
+        let src = self.base as *const AtomicU64;
+        let dst = tmp as *mut u64;
+        for i in 0..len / 8 {
+            // SAFETY: both mappings are `len` bytes long and 8-aligned (page
+            // aligned); the source is shared memory, read atomically.
+            unsafe {
+                let w = (*src.add(i)).load(Ordering::Relaxed);
+                if w != 0 {
+                    dst.add(i).write(w);
+                }
+            }
+        }
+        // SAFETY: moves our fresh mapping over exactly our own region mapping.
+        let r = unsafe { libc::mremap(tmp, len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, self.base as *mut libc::c_void) };
+        if r == libc::MAP_FAILED {
+            // SAFETY: the fresh mapping, still ours.
+            unsafe { libc::munmap(tmp, len) };
+            return false;
+        }
+        true
     }
 
     /// Copies the ID table of another region (used when a shared region
