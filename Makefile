@@ -47,7 +47,7 @@ header:
 # latte_disable.h misses an entry point of latte.h.
 check-header: tools
 	LATTE_HEADER=check $(CARGO) build --release
-	LATTE_HEADER=check $(CARGO) build --release --features uring --target-dir target/uring
+	LATTE_HEADER=check $(CARGO) build --profile ci-test --features uring
 	@missing=0; for f in $$(grep -oE '^[a-z_0-9 *]*\blatte_[a-z_0-9]+\(' include/latte.h | grep -oE 'latte_[a-z_0-9]+\($$' | tr -d '('); do \
 	  grep -q "#define $$f(" include/latte_disable.h || { echo "latte_disable.h lacks $$f"; missing=1; }; done; \
 	  test $$missing = 0 && echo "header: latte.h is generated and latte_disable.h covers every entry point"
@@ -66,10 +66,12 @@ $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A
 cli-test: lib $(B)/cli/service
 	$(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service
 
-# Both builds: without and with the io_uring flush.
+# Both builds: without and with the io_uring flush (the suites the feature
+# changes: the unit tests and the flush tests). Profile ci-test: release
+# optimisation without LTO (Cargo.toml).
 rust-test: tools
-	$(CARGO) test --release
-	$(CARGO) test --release --features uring --target-dir target/uring
+	$(CARGO) test --profile ci-test
+	$(CARGO) test --profile ci-test --features uring --lib --test flush --test flush_seccomp
 
 # Every C test program, built four ways: against liblatte.so, against
 # liblatte.a, with -DLATTE_DISABLE and no liblatte, and with ASan+UBSan.
