@@ -217,6 +217,10 @@ typedef struct latte_counters {
   uint64_t threads_seen;
   uint32_t ids_used;
   uint32_t slots_used;
+  // Pages of latte's shared mappings replaced after the object shrank
+  // under this process (`fault`): what went to them is lost. Counted in
+  // this process, not in the region.
+  uint64_t mapping_faults;
 } latte_counters;
 
 // Display unit of a report or a flush.

@@ -4,9 +4,10 @@
 //! The data flow, one module per step:
 //!
 //! ```text
-//!  latte_start ──► recorder::start   push (id, tsc, mode) on the thread's span stack
-//!  latte_stop  ──► recorder::stop    pop, duration, cache lookup of the ID's ring
-//!                    │ miss: intern (ID table) + slot allocation, under the registry lock
+//!  latte_start ──► recorder::start   ID -> ring through the thread's cache (miss:
+//!                    │                intern + slot allocation, under the registry
+//!                    │                lock); push (ring, tsc, mode) on the span stack
+//!  latte_stop  ──► recorder::stop    pop, duration, append the sample to the ring
 //!                    ▼
 //!               region / layout      slot ring: 16-byte samples, write_idx (release)
 //!                    ▼
@@ -17,11 +18,15 @@
 //!               report / trace       the table of DumpToStream, the Chrome trace
 //! ```
 //!
-//! `tsc` reads the counter, `calibrate` measures frequency and overheads,
-//! `flush` writes the region to disk, `ffi` is the C ABI over all of it.
+//! `tsc` reads the counter, `intern` keeps the ID table, `calibrate`
+//! measures frequency and overheads, `flush` writes the region to disk,
+//! `fault` keeps a shrunk shared object from killing anyone, `ffi` is the C
+//! ABI over all of it (and `include/latte_inline.h` the same hot path,
+//! inlined into C and C++ callers).
 
 pub mod calibrate;
 pub mod error;
+pub mod fault;
 pub mod ffi;
 pub mod flush;
 pub mod intern;

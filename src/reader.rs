@@ -324,7 +324,17 @@ impl View {
 
     /// The read protocol into caller memory: the samples newer than the
     /// cursor, at most `out.len()`, land in `out[..read]`, oldest first.
+    /// When the object shrank under the reader during the call (a page read
+    /// as zeros), the result is `LATTE_ERR_TRUNCATED`, whatever was read.
     pub fn read_into(&self, i: u32, cur: &mut latte_cursor, out: &mut [core::mem::MaybeUninit<latte_raw_sample>], assume_final: bool) -> Result<ReadOutcome, i32> {
+        let mut c = *cur;
+        let r = self.read_protocol(i, &mut c, out, assume_final);
+        check_whole(self.base)?;
+        *cur = c;
+        r
+    }
+
+    fn read_protocol(&self, i: u32, cur: &mut latte_cursor, out: &mut [core::mem::MaybeUninit<latte_raw_sample>], assume_final: bool) -> Result<ReadOutcome, i32> {
         if i >= self.geo.slot_capacity {
             return Err(-libc::EINVAL);
         }
@@ -541,6 +551,12 @@ pub unsafe fn snapshot(id: *const core::ffi::c_char) -> Result<Vec<u64>, i32> {
 
 // ------------------------------------------------------- opening by name ----
 
+/// `LATTE_ERR_TRUNCATED` once the mapping at `base` lost pages (the object
+/// shrank under it, see `fault`): what it reads may be zeros, not data.
+pub fn check_whole(base: *const u8) -> Result<(), i32> {
+    if crate::fault::faults_at(base) != 0 { Err(LATTE_ERR_TRUNCATED) } else { Ok(()) }
+}
+
 /// A read-only mapping of a shm object or a file, with its validated view.
 pub struct Mapping {
     base: *mut u8,
@@ -553,6 +569,7 @@ unsafe impl Send for Mapping {}
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        crate::fault::unregister(self.base);
         // SAFETY: our own mapping; views of it die with self.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
@@ -576,10 +593,14 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(crate::error::last_errno());
         }
+        // The object may shrink under us (see `fault`): from here on a
+        // SIGBUS in this mapping reads zeros instead of killing the reader.
+        crate::fault::register(p as *mut u8, len, false);
         // SAFETY: p is readable for len bytes and page aligned; it lives in the Mapping.
-        match unsafe { View::new(p as *const u8, len) } {
+        match unsafe { View::new(p as *const u8, len) }.and_then(|v| check_whole(p as *const u8).map(|_| v)) {
             Ok(view) => Ok(Mapping { base: p as *mut u8, len, view }),
             Err(e) => {
+                crate::fault::unregister(p as *mut u8);
                 // SAFETY: unmapping what we just mapped.
                 unsafe { libc::munmap(p, len) };
                 Err(e)

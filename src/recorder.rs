@@ -953,6 +953,10 @@ pub struct latte_counters {
     pub threads_seen: u64,
     pub ids_used: u32,
     pub slots_used: u32,
+    /// Pages of latte's shared mappings replaced after the object shrank
+    /// under this process (`fault`): what went to them is lost. Counted in
+    /// this process, not in the region.
+    pub mapping_faults: u64,
 }
 
 /// Reads the process-wide counters of a region header.
@@ -970,5 +974,6 @@ pub fn counters_of(h: &latte_region_header) -> latte_counters {
         threads_seen: l(&h.threads_seen),
         ids_used: h.ids_used.load(Ordering::Relaxed),
         slots_used: h.slots_used.load(Ordering::Relaxed),
+        mapping_faults: crate::fault::faults(),
     }
 }

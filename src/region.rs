@@ -155,6 +155,9 @@ impl Region {
         if p == libc::MAP_FAILED {
             return fail(crate::error::last_errno());
         }
+        // A later truncation of the object by someone else must not SIGBUS
+        // the measured threads: see `fault`.
+        crate::fault::register(p as *mut u8, geo.total_size as usize, true);
         let r = Region { base: p as *mut u8, geo, fd, name: Some(cname) };
         r.init_header(LATTE_REGION_SHARED);
         Ok(r)

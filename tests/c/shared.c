@@ -120,6 +120,35 @@ static int live_main(char **argv) {
   return latte_init_shared_region_with(argv[2], &cfg) == -EEXIST ? 0 : 5;
 }
 
+/* Truncate mode (a fresh process): another process shrinks our object to
+ * nothing while we record; recording goes on without a SIGBUS, the lost
+ * pages are counted, and a reader of the shrunk object gets errors, not a
+ * crash. Exit 0 when all of that holds. */
+static int truncate_main(char **argv) {
+  latte_counters c;
+  latte_reader *r = NULL;
+  int i, fd;
+  if (latte_init_shared_region(argv[2]) != 0) return 2;
+  for (i = 0; i < 100; i++) {
+    latte_start_inline("trunc.span", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  fd = shm_open(argv[2], O_RDWR, 0);
+  if (fd < 0 || ftruncate(fd, 0) != 0) return 3;
+  close(fd);
+  for (i = 0; i < 100000; i++) {
+    latte_start_inline("trunc.span", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+    latte_start("trunc.other", LATTE_MODE_MID);
+    latte_stop(NULL, LATTE_MODE_MID);
+  }
+  if (latte_get_counters(&c) != 0 || c.mapping_faults == 0) return 4;
+  /* A new reader sees an empty object: an error at open. */
+  if (latte_reader_open(argv[2], &r) == 0) return 5;
+  latte_shm_unlink(argv[2]);
+  return 0;
+}
+
 static pid_t spawn(const char *mode, const char *name, const char *arg) {
   char *args[5];
   pid_t pid;
@@ -431,6 +460,7 @@ int main(int argc, char **argv) {
   if (argc > 3 && strcmp(argv[1], "producer") == 0) return producer_main(argv);
   if (argc > 2 && strcmp(argv[1], "replace") == 0) return replace_main(argv);
   if (argc > 2 && strcmp(argv[1], "live") == 0) return live_main(argv);
+  if (argc > 2 && strcmp(argv[1], "truncate") == 0) return truncate_main(argv);
   snprintf(region_name, sizeof region_name, "/latte-test-shared-%d", (int)getpid());
   too_big_for_dev_shm();
   memset(&cfg, 0, sizeof cfg);
@@ -454,6 +484,11 @@ int main(int argc, char **argv) {
   names_and_collisions();
   survives_sigkill_and_stale_names(argv[0]);
   fork_child_never_writes_parent(argv[0]);
+  {
+    char tname[80];
+    snprintf(tname, sizeof tname, "%s-trunc", region_name);
+    CHECK_EQ_U(spawn_wait("truncate", tname), 0);
+  }
   capacity_is_counted();
   {
     char name[64];

@@ -1,0 +1,175 @@
+//! Shrunk shared objects: a SIGBUS on one of latte's mappings becomes a lost
+//! page, not a dead process.
+//!
+//! A POSIX shared-memory object can be truncated by any process allowed to
+//! write it (a name collision with another program, a mistaken `truncate`).
+//! Touching a mapped page past the new end raises SIGBUS, which would kill
+//! the measured service on its next Stop, or a sidecar on its next read.
+//! latte registers each shared mapping it makes (the producer's region, a
+//! reader's view) here, and installs one SIGBUS handler, the first time a
+//! mapping is registered. On a fault inside a registered mapping the handler
+//! maps an anonymous zero page over the faulting page (same protection) and
+//! returns, so the instruction runs again on that page: a producer's writes
+//! then go nowhere (counted in `faults`), a reader reads zeros, which its
+//! validation rejects. Any other SIGBUS goes to the handler installed before
+//! ours, or, if that was the default, kills the process as it would have.
+//!
+//! Everything the handler touches is an atomic in a fixed table, and it
+//! calls only `mmap` and `sigaction`, both plain system calls.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Once;
+
+const ENTRIES: usize = 64;
+const PAGE: usize = 4096;
+
+struct Entry {
+    /// Start of the mapping; 0 = free entry.
+    base: AtomicUsize,
+    len: AtomicUsize,
+    writable: AtomicBool,
+    /// Pages of this mapping replaced so far.
+    faults: AtomicU64,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE: Entry = Entry { base: AtomicUsize::new(0), len: AtomicUsize::new(0), writable: AtomicBool::new(false), faults: AtomicU64::new(0) };
+static TABLE: [Entry; ENTRIES] = [FREE; ENTRIES];
+
+/// Pages replaced after a fault, since the process started.
+static FAULTS: AtomicU64 = AtomicU64::new(0);
+
+static INSTALL: Once = Once::new();
+/// The SIGBUS action before ours (written once, before ours is installed).
+static mut PREVIOUS: core::mem::MaybeUninit<libc::sigaction> = core::mem::MaybeUninit::uninit();
+static HAVE_PREVIOUS: AtomicBool = AtomicBool::new(false);
+
+/// Pages replaced after a SIGBUS in a latte mapping, process-wide.
+pub fn faults() -> u64 {
+    // Relaxed: a statistic.
+    FAULTS.load(Ordering::Relaxed)
+}
+
+/// Protects `[base, base + len)` (a shared mapping of ours) until
+/// `unregister`. Returns false when the table is full (the mapping then
+/// stays unprotected, as it would be without this module).
+pub fn register(base: *mut u8, len: usize, writable: bool) -> bool {
+    install();
+    for e in TABLE.iter() {
+        // The CAS claims the entry; the length, stored last with release,
+        // is what makes it live: the handler ignores entries whose length
+        // it sees as 0, and once it sees the length (acquire) it also sees
+        // the protection stored before it.
+        if e.base.compare_exchange(0, base as usize, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            e.writable.store(writable, Ordering::Release);
+            e.faults.store(0, Ordering::Release);
+            e.len.store(len, Ordering::Release);
+            return true;
+        }
+    }
+    false
+}
+
+/// Pages of the registered mapping at `base` replaced after faults: nonzero
+/// means the object shrank under it and some of it now reads as zeros.
+pub fn faults_at(base: *const u8) -> u64 {
+    for e in TABLE.iter() {
+        if e.base.load(Ordering::Acquire) == base as usize {
+            // Acquire: pairs with the handler's release increment.
+            return e.faults.load(Ordering::Acquire);
+        }
+    }
+    0
+}
+
+/// Stops protecting the mapping at `base` (before it is unmapped).
+pub fn unregister(base: *mut u8) {
+    for e in TABLE.iter() {
+        if e.base.load(Ordering::Acquire) == base as usize {
+            // Release: the length is cleared before the entry is freed.
+            e.len.store(0, Ordering::Release);
+            e.base.store(0, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// Installs the handler (once); `register` does it too.
+pub fn install() {
+    INSTALL.call_once(|| {
+        // SAFETY: plain sigaction calls with valid, zero-initialised structs;
+        // PREVIOUS is written here only, before the handler that reads it
+        // exists (HAVE_PREVIOUS is stored with release after it).
+        unsafe {
+            let mut act: libc::sigaction = core::mem::zeroed();
+            act.sa_sigaction = on_sigbus as *const () as usize;
+            act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut act.sa_mask);
+            let mut old: libc::sigaction = core::mem::zeroed();
+            if libc::sigaction(libc::SIGBUS, core::ptr::null(), &mut old) != 0 {
+                return;
+            }
+            (*core::ptr::addr_of_mut!(PREVIOUS)).write(old);
+            HAVE_PREVIOUS.store(true, Ordering::Release);
+            libc::sigaction(libc::SIGBUS, &act, core::ptr::null_mut());
+        }
+    });
+}
+
+/// Finds the registered mapping holding `addr`.
+fn lookup(addr: usize) -> Option<&'static Entry> {
+    for e in TABLE.iter() {
+        // Acquire: pairs with the release stores in `register`.
+        let base = e.base.load(Ordering::Acquire);
+        let len = e.len.load(Ordering::Acquire);
+        if base != 0 && len != 0 && addr >= base && addr - base < len {
+            return Some(e);
+        }
+    }
+    None
+}
+
+extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+    // si_code > 0: raised by a fault (not sent by kill), so si_addr is the address.
+    if let Some(e) = if code > 0 { lookup(addr) } else { None } {
+        let page = addr & !(PAGE - 1);
+        let prot = if e.writable.load(Ordering::Acquire) { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+        // SAFETY: replaces one page inside a mapping latte made and still
+        // owns (it is registered) with anonymous memory; nothing else lives there.
+        let p = unsafe { libc::mmap(page as *mut libc::c_void, PAGE, prot, libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        if p != libc::MAP_FAILED {
+            // Release: a reader that sees the count (acquire) knows its data may be zeros.
+            e.faults.fetch_add(1, Ordering::Release);
+            FAULTS.fetch_add(1, Ordering::Relaxed);
+            return; // the faulting instruction runs again, on the new page
+        }
+    }
+    // Not ours (or no memory for a page): the previous disposition decides.
+    if HAVE_PREVIOUS.load(Ordering::Acquire) {
+        // SAFETY: PREVIOUS was fully written before HAVE_PREVIOUS (release/acquire).
+        let prev = unsafe { (*core::ptr::addr_of!(PREVIOUS)).assume_init_ref() };
+        let h = prev.sa_sigaction;
+        if h != libc::SIG_DFL && h != libc::SIG_IGN {
+            if prev.sa_flags & libc::SA_SIGINFO != 0 {
+                // SAFETY: the previous handler was installed with SA_SIGINFO, so it takes three arguments.
+                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = unsafe { core::mem::transmute(h) };
+                f(sig, info, ctx);
+            } else {
+                // SAFETY: a plain handler takes the signal number.
+                let f: extern "C" fn(libc::c_int) = unsafe { core::mem::transmute(h) };
+                f(sig);
+            }
+            return;
+        }
+    }
+    // Default: put the default action back; returning re-runs the faulting
+    // instruction, which now kills the process as if we were not here.
+    // SAFETY: a valid zeroed sigaction with SIG_DFL.
+    unsafe {
+        let mut dfl: libc::sigaction = core::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(libc::SIGBUS, &dfl, core::ptr::null_mut());
+    }
+}
