@@ -457,6 +457,10 @@ impl View {
     }
 }
 
+/// `e`, or LATTE_ERR_NOT_LATTE when the first 8 bytes are not latte's magic.
+///
+/// # Safety
+/// `base` is readable for 8 bytes and 8-aligned.
 unsafe fn magic_or(base: *const u8, e: i32) -> i32 {
     // SAFETY: the caller checked that 8 bytes are readable.
     let m = unsafe { AtomicU64::from_ptr(base as *mut u64) }.load(Ordering::Relaxed).to_le_bytes();
