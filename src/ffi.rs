@@ -144,7 +144,10 @@ pub extern "C" fn latte_thread_resolve(t: *mut latte_thread, id: *const c_char) 
         // SAFETY: `t` is the calling thread's own state (the contract above).
         match unsafe { recorder::activate(t) } {
             Some(t) => recorder::resolve(t, id),
-            None => core::ptr::null_mut(),
+            None => {
+                recorder::note_late_drop();
+                core::ptr::null_mut()
+            }
         }
     });
     if slot.is_null() {
@@ -186,9 +189,10 @@ pub extern "C" fn latte_thread_pulse_slow(t: *mut latte_thread, site: *mut latte
             return;
         }
         // SAFETY: `t` is the calling thread's own state (the contract above).
-        if let Some(t) = unsafe { recorder::activate(t) } {
+        match unsafe { recorder::activate(t) } {
             // SAFETY: site checked non-null; the caller's per-thread call-site state.
-            recorder::pulse_slow(t, unsafe { &mut *site }, id, now)
+            Some(t) => recorder::pulse_slow(t, unsafe { &mut *site }, id, now),
+            None => recorder::note_late_drop(),
         }
     })
 }

@@ -552,7 +552,8 @@ fn current_slow() -> *mut latte_thread {
     }
 }
 
-fn note_late_drop() {
+/// A span or pulse after the thread's recorder was torn down: counted.
+pub fn note_late_drop() {
     if let Some(r) = region_if_any() {
         bump(&r.header().late_drops, 1);
     }

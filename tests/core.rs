@@ -204,6 +204,9 @@ fn bad_arguments_get_errors() {
     let _ = latte_flush_get_status(&mut st);
 }
 
+/// The tests that count late drops, one at a time (the counter is process-wide).
+static LATE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A span recorded from a thread-local destructor that runs after latte's
 /// own (registered later, so destroyed earlier) is not recorded, is counted
 /// as a late drop, and crashes nothing.
@@ -219,6 +222,7 @@ fn recording_after_thread_teardown_is_counted() {
     thread_local! {
         static LATE: RecordsOnDrop = const { RecordsOnDrop };
     }
+    let _serial = LATE_TESTS.lock().unwrap();
     let before = counters().late_drops;
     std::thread::spawn(|| {
         LATE.with(|_| ()); // registered before latte's exit guard: destroyed after it
@@ -308,4 +312,33 @@ fn a_callers_state_takes_over_open_spans() {
     assert_eq!((a[0].depth, a[0].start_mode, a[0].stop_mode), (0, LATTE_MODE_HARD, LATTE_MODE_HARD));
     assert_eq!(b.len(), 1);
     assert_eq!((b[0].depth, b[0].start_mode, b[0].stop_mode), (1, LATTE_MODE_FAST, LATTE_MODE_MID));
+}
+
+/// The inline path's slow path from a thread-local destructor that runs
+/// after latte's: a sink ring (never NULL), a counted late drop, nothing
+/// recorded.
+#[test]
+fn inline_slow_path_after_teardown_is_counted() {
+    struct ResolvesOnDrop;
+    impl Drop for ResolvesOnDrop {
+        fn drop(&mut self) {
+            let a = caller_state();
+            assert!(!latte_thread_resolve(a, c"late.inline".as_ptr()).is_null());
+            let mut site = latte_pulse_site::new();
+            latte_thread_pulse_slow(a, &mut site, c"late.inline".as_ptr(), 1);
+        }
+    }
+    thread_local! {
+        static LATE: ResolvesOnDrop = const { ResolvesOnDrop };
+    }
+    let _serial = LATE_TESTS.lock().unwrap();
+    let before = counters().late_drops;
+    std::thread::spawn(|| {
+        LATE.with(|_| ()); // registered before latte's exit guard: destroyed after it
+        span(c"early.inline", LATTE_MODE_FAST, LATTE_MODE_FAST);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(counters().late_drops, before + 2, "the resolve and the pulse are counted");
+    assert!(snapshot(c"late.inline").is_empty());
 }
