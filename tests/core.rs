@@ -323,7 +323,12 @@ fn inline_slow_path_after_teardown_is_counted() {
     impl Drop for ResolvesOnDrop {
         fn drop(&mut self) {
             let a = caller_state();
-            assert!(!latte_thread_resolve(a, c"late.inline".as_ptr()).is_null());
+            let sink = latte_thread_resolve(a, c"late.inline".as_ptr());
+            assert!(!sink.is_null());
+            // A never-attached state (mask 0) gets a one-sample sink; the
+            // Stop that follows writes into it.
+            // SAFETY: the sink returned for `a`, whose mask is 0.
+            unsafe { latte::recorder::write_sample(sink, 0, 1, 2) };
             let mut site = latte_pulse_site::new();
             latte_thread_pulse_slow(a, &mut site, c"late.inline".as_ptr(), 1);
         }
