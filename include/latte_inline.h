@@ -88,7 +88,8 @@ LATTE__FN uint64_t latte__duration(uint64_t start, uint64_t stop) {
 
 LATTE__FN void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, uint64_t packed) {
   uint64_t idx = __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED);
-  latte_sample *smp = (latte_sample *)((char *)s + LATTE_SLOT_HEADER_SIZE) + (idx & mask);
+  /* The ring starts right after the header: its offset folds into the stores. */
+  latte_sample *smp = (latte_sample *)((char *)s + ((idx & mask) << 4) + LATTE_SLOT_HEADER_SIZE);
   __atomic_store_n(&smp->start_tsc, tsc, __ATOMIC_RELEASE);
   __atomic_store_n(&smp->packed, packed, __ATOMIC_RELEASE);
   __atomic_store_n(&s->write_idx, idx + 1, __ATOMIC_RELEASE);
@@ -166,8 +167,10 @@ LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   }
   last = site->last_tsc;
   site->last_tsc = now;
+  /* depth <= 64; at 64 its bit lands on bit 54, which the pulse's start mode
+   * (3) sets anyway: the same word as Rust's `depth & 63`, one AND fewer. */
   latte__write(site->slot, t->sample_mask, last,
-               latte__duration(last, now) | ((uint64_t)(t->depth & 63u) << LATTE_DEPTH_SHIFT) |
+               latte__duration(last, now) | ((uint64_t)t->depth << LATTE_DEPTH_SHIFT) |
                    ((uint64_t)LATTE_MODE_PULSE << LATTE_START_MODE_SHIFT) | ((uint64_t)LATTE_MODE_PULSE << LATTE_STOP_MODE_SHIFT));
 }
 

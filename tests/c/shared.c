@@ -260,6 +260,18 @@ static void inline_equals_abi(void) {
   ny = read_all("abi.pulse", y, 64);
   CHECK(nx == 4 && ny == 4 && (x[0].packed >> LATTE_DEPTH_SHIFT) == (y[0].packed >> LATTE_DEPTH_SHIFT));
   CHECK_EQ_U((x[0].packed >> LATTE_START_MODE_SHIFT) & 3, LATTE_MODE_PULSE);
+  /* With 64 spans open (a depth the 6-bit field cannot hold): the same bits. */
+  memset(&s1, 0, sizeof s1);
+  memset(&s2, 0, sizeof s2);
+  for (i = 0; i < 64; i++) latte_start_inline("inl.deep", LATTE_MODE_FAST);
+  for (i = 0; i < 2; i++) {
+    latte_pulse_inline(&s1, "inl.pulse64");
+    latte_pulse(&s2, "abi.pulse64");
+  }
+  for (i = 0; i < 64; i++) latte_stop_inline(NULL, LATTE_MODE_FAST);
+  nx = read_all("inl.pulse64", x, 64);
+  ny = read_all("abi.pulse64", y, 64);
+  CHECK(nx == 1 && ny == 1 && (x[0].packed >> LATTE_DEPTH_SHIFT) == (y[0].packed >> LATTE_DEPTH_SHIFT));
 }
 
 /* A second copy of the inline path's thread-local state, as a library
