@@ -167,11 +167,14 @@ LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   }
   last = site->last_tsc;
   site->last_tsc = now;
-  /* depth <= 64; at 64 its bit lands on bit 54, which the pulse's start mode
-   * (3) sets anyway: the same word as Rust's `depth & 63`, one AND fewer. */
+  /* The depth and both modes in one shift. depth <= 64; at 64 its bit lands
+   * on the start mode's low bit, which PULSE (3) sets anyway: the same word
+   * as Rust's `depth & 63`, with no mask. */
   latte__write(site->slot, t->sample_mask, last,
-               latte__duration(last, now) | ((uint64_t)t->depth << LATTE_DEPTH_SHIFT) |
-                   ((uint64_t)LATTE_MODE_PULSE << LATTE_START_MODE_SHIFT) | ((uint64_t)LATTE_MODE_PULSE << LATTE_STOP_MODE_SHIFT));
+               latte__duration(last, now) |
+                   ((uint64_t)(t->depth | (LATTE_MODE_PULSE << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) |
+                               (LATTE_MODE_PULSE << (LATTE_STOP_MODE_SHIFT - LATTE_DEPTH_SHIFT)))
+                    << LATTE_DEPTH_SHIFT));
 }
 
 #else /* LATTE_DISABLE */
