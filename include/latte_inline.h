@@ -53,21 +53,27 @@ LATTE__FN latte_mode latte__norm(latte_mode m) {
   return (m == LATTE_MODE_MID || m == LATTE_MODE_HARD) ? m : LATTE_MODE_FAST;
 }
 
+/* rdtscp without storing the processor id it also returns (the intrinsic
+ * takes an address for it, which can cost a store on the timed path). */
+LATTE__FN uint64_t latte__rdtscp(void) {
+  uint32_t lo, hi;
+  __asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi) : : "rcx");
+  return ((uint64_t)hi << 32) | lo;
+}
+
 LATTE__FN uint64_t latte__tsc_start(latte_mode m) {
-  unsigned int aux;
-  if (m == LATTE_MODE_MID) return __rdtscp(&aux);
+  if (m == LATTE_MODE_MID) return latte__rdtscp();
   if (m == LATTE_MODE_HARD) {
     _mm_lfence();
-    return __rdtscp(&aux);
+    return latte__rdtscp();
   }
   return __rdtsc();
 }
 
 LATTE__FN uint64_t latte__tsc_stop(latte_mode m) {
-  unsigned int aux;
-  if (m == LATTE_MODE_MID) return __rdtscp(&aux);
+  if (m == LATTE_MODE_MID) return latte__rdtscp();
   if (m == LATTE_MODE_HARD) {
-    uint64_t t = __rdtscp(&aux);
+    uint64_t t = latte__rdtscp();
     _mm_lfence();
     return t;
   }
