@@ -251,20 +251,7 @@ impl Registry {
     /// Makes `r` the region everything records into and readers read.
     pub fn install(&mut self, r: Region) -> Result<(), i32> {
         let stride = r.geometry().slot_stride as usize;
-        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
-        let sink = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                stride,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if sink == libc::MAP_FAILED {
-            return Err(crate::error::last_errno());
-        }
+        let sink = crate::region::map_anonymous(stride)?;
         let old_sink = SINK.swap(sink as *mut latte_slot_header, Ordering::AcqRel);
         if !old_sink.is_null() {
             // Only replaced before any thread recorded, so no state holds it.

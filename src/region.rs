@@ -73,20 +73,7 @@ impl Region {
     /// until written: memory grows with the slots actually used.
     pub fn create_private(id_capacity: u32, slot_capacity: u32, samples_per_slot: u32) -> Result<Region, i32> {
         let geo = Geometry::new(id_capacity, slot_capacity, samples_per_slot).ok_or(-libc::EINVAL)?;
-        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                geo.total_size as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(crate::error::last_errno());
-        }
+        let p = map_anonymous(geo.total_size as usize)?;
         let r = Region { base: p as *mut u8, geo, fd: -1, name: None };
         r.init_header(0);
         Ok(r)
@@ -276,20 +263,9 @@ impl Region {
     /// words are not written, so untouched pages stay uncommitted.
     fn replace_with_anonymous_copy(&self) -> bool {
         let len = self.geo.total_size as usize;
-        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
-        let tmp = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if tmp == libc::MAP_FAILED {
+        let Ok(tmp) = map_anonymous(len) else {
             return false;
-        }
+        };
         let src = self.base as *const AtomicU64;
         let dst = tmp as *mut u64;
         for i in 0..len / 8 {
@@ -303,10 +279,10 @@ impl Region {
             }
         }
         // SAFETY: moves our fresh mapping over exactly our own region mapping.
-        let r = unsafe { libc::mremap(tmp, len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, self.base as *mut libc::c_void) };
+        let r = unsafe { libc::mremap(tmp as *mut libc::c_void, len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, self.base as *mut libc::c_void) };
         if r == libc::MAP_FAILED {
             // SAFETY: the fresh mapping, still ours.
-            unsafe { libc::munmap(tmp, len) };
+            unsafe { libc::munmap(tmp as *mut libc::c_void, len) };
             return false;
         }
         true
@@ -332,6 +308,23 @@ impl Region {
 /// Adds `n` to a counter of the region header. Relaxed: counters are
 /// statistics with no ordering relation to other data.
 #[inline]
+/// A fresh private anonymous mapping of `len` bytes, read-write, whose pages
+/// are committed only when first written (MAP_NORESERVE).
+pub fn map_anonymous(len: usize) -> Result<*mut u8, i32> {
+    // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED { Err(crate::error::last_errno()) } else { Ok(p as *mut u8) }
+}
+
 pub fn bump(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
