@@ -17,8 +17,7 @@
 //! Everything the handler touches is an atomic in a fixed table, and it
 //! calls only `mmap` and `sigaction`, both plain system calls.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Once;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 const ENTRIES: usize = 64;
 const PAGE: usize = 4096;
@@ -39,7 +38,11 @@ static TABLE: [Entry; ENTRIES] = [FREE; ENTRIES];
 /// Pages replaced after a fault, since the process started.
 static FAULTS: AtomicU64 = AtomicU64::new(0);
 
-static INSTALL: Once = Once::new();
+/// 0: no handler yet; 1: a thread is installing it; 2: installed. Not a
+/// `Once`: a fork child of a process that was installing would wait forever
+/// on it; here a caller that finds it busy goes on without waiting (its
+/// mapping is registered all the same, and protected once it is done).
+static INSTALL: AtomicU32 = AtomicU32::new(0);
 /// The SIGBUS action before ours (written once, before ours is installed).
 static mut PREVIOUS: core::mem::MaybeUninit<libc::sigaction> = core::mem::MaybeUninit::uninit();
 static HAVE_PREVIOUS: AtomicBool = AtomicBool::new(false);
@@ -96,24 +99,26 @@ pub fn unregister(base: *mut u8) {
 
 /// Installs the handler (once); `register` does it too.
 pub fn install() {
-    INSTALL.call_once(|| {
-        // SAFETY: plain sigaction calls with valid, zero-initialised structs;
-        // PREVIOUS is written here only, before the handler that reads it
-        // exists (HAVE_PREVIOUS is stored with release after it).
-        unsafe {
-            let mut act: libc::sigaction = core::mem::zeroed();
-            act.sa_sigaction = on_sigbus as *const () as usize;
-            act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut act.sa_mask);
-            let mut old: libc::sigaction = core::mem::zeroed();
-            if libc::sigaction(libc::SIGBUS, core::ptr::null(), &mut old) != 0 {
-                return;
-            }
+    // Acquire/Release: whoever sees 2 also sees PREVIOUS written.
+    if INSTALL.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire).is_err() {
+        return; // installed, or being installed by someone else
+    }
+    // SAFETY: plain sigaction calls with valid, zero-initialised structs;
+    // PREVIOUS is written here only (we won the 0 -> 1 race), before the
+    // handler that reads it exists (HAVE_PREVIOUS is stored with release after it).
+    unsafe {
+        let mut act: libc::sigaction = core::mem::zeroed();
+        act.sa_sigaction = on_sigbus as *const () as usize;
+        act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut act.sa_mask);
+        let mut old: libc::sigaction = core::mem::zeroed();
+        if libc::sigaction(libc::SIGBUS, core::ptr::null(), &mut old) == 0 {
             (*core::ptr::addr_of_mut!(PREVIOUS)).write(old);
             HAVE_PREVIOUS.store(true, Ordering::Release);
             libc::sigaction(libc::SIGBUS, &act, core::ptr::null_mut());
         }
-    });
+    }
+    INSTALL.store(2, Ordering::Release);
 }
 
 /// Finds the registered mapping holding `addr`.

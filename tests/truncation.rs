@@ -9,6 +9,10 @@ use latte::layout::*;
 use latte::reader::{latte_cursor, Mapping};
 use std::ffi::CString;
 
+/// The two tests one at a time: one of them forks, which must not happen
+/// while the other is inside latte (a child inherits no other thread).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn truncate(name: &str, len: i64) {
     let c = CString::new(name).unwrap();
     // SAFETY: a valid C string; the descriptor is closed below.
@@ -22,6 +26,7 @@ fn truncate(name: &str, len: i64) {
 
 #[test]
 fn the_producer_survives_and_a_reader_gets_an_error() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let name = format!("/latte-test-trunc-{}", std::process::id());
     let cfg = latte::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 1 };
     latte::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
@@ -60,14 +65,16 @@ fn the_producer_survives_and_a_reader_gets_an_error() {
 /// default action kills a child process.
 #[test]
 fn other_sigbus_keeps_its_default() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // latte's handler is installed here, before the fork (the child only
+    // makes system calls).
+    latte::fault::install();
     let name = format!("/latte-test-trunc-other-{}", std::process::id());
     let c = CString::new(name.clone()).unwrap();
     // SAFETY: the child maps a one-page object of its own, shrinks it and
     // touches the page (SIGBUS, not registered with latte), then _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        // Make sure latte's handler is installed in this process.
-        latte::fault::install();
         // SAFETY: plain system calls on our own object and mapping.
         unsafe {
             let fd = libc::shm_open(c.as_ptr(), libc::O_RDWR | libc::O_CREAT, 0o600);
