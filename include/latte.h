@@ -140,6 +140,11 @@ typedef struct latte_pulse_site {
   const char *id;
   // This thread's ring for that ID (NULL until resolved).
   struct latte_slot_header *slot;
+  // The ring's `write_idx` as this site left it. A pulse writes at this
+  // index when the ring's own index still equals it (nothing else wrote
+  // the ring since), which the core can check in the shadow of the
+  // writes instead of waiting for the load; otherwise at the ring's own.
+  uint64_t next_idx;
 } latte_pulse_site;
 
 // One entry of a thread's pointer-keyed cache: ID pointer -> its ring.

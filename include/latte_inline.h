@@ -92,13 +92,18 @@ LATTE__FN uint64_t latte__duration(uint64_t start, uint64_t stop) {
   return dur;
 }
 
-LATTE__FN void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, uint64_t packed) {
-  uint64_t idx = __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED);
+/* Writes a sample at idx, which must be the ring's write_idx; returns the new one. */
+LATTE__FN uint64_t latte__write_at(latte_slot_header *s, uint64_t mask, uint64_t idx, uint64_t tsc, uint64_t packed) {
   /* The ring starts right after the header: its offset folds into the stores. */
   latte_sample *smp = (latte_sample *)((char *)s + ((idx & mask) << 4) + LATTE_SLOT_HEADER_SIZE);
   __atomic_store_n(&smp->start_tsc, tsc, __ATOMIC_RELEASE);
   __atomic_store_n(&smp->packed, packed, __ATOMIC_RELEASE);
   __atomic_store_n(&s->write_idx, idx + 1, __ATOMIC_RELEASE);
+  return idx + 1;
+}
+
+LATTE__FN void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, uint64_t packed) {
+  (void)latte__write_at(s, mask, __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED), tsc, packed);
 }
 
 /* Start on a given state (the calling thread's own): what
@@ -162,11 +167,16 @@ LATTE__FN uint64_t latte_stop_inline(const char *id, latte_mode mode) {
   return latte__stop_on(&latte__state, mode, now);
 }
 
-/* Same effect as latte_pulse(site, id): the site keeps its ring. */
+/* Same effect as latte_pulse(site, id): the site keeps its ring, and the
+ * ring's index as it left it (next_idx), so the write need not wait for the
+ * ring's own index: it is compared in the shadow of the write, and when
+ * something else wrote the ring meanwhile (a span, another site of the ID)
+ * the sample goes to the ring's own index instead. */
 LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   uint64_t now = __rdtsc();
   latte_thread *t = &latte__state;
-  uint64_t last;
+  latte_slot_header *s;
+  uint64_t last, packed, idx;
   if (__builtin_expect(site->id != id || id == NULL, 0)) {
     latte_thread_pulse_slow(t, site, id, now);
     return;
@@ -176,11 +186,20 @@ LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   /* The depth and both modes in one shift. depth <= 64; at 64 its bit lands
    * on the start mode's low bit, which PULSE (3) sets anyway: the same word
    * as Rust's `depth & 63`, with no mask. */
-  latte__write(site->slot, t->sample_mask, last,
-               latte__duration(last, now) |
-                   ((uint64_t)(t->depth | (LATTE_MODE_PULSE << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) |
-                               (LATTE_MODE_PULSE << (LATTE_STOP_MODE_SHIFT - LATTE_DEPTH_SHIFT)))
-                    << LATTE_DEPTH_SHIFT));
+  packed = latte__duration(last, now) |
+           ((uint64_t)(t->depth | (LATTE_MODE_PULSE << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) |
+                       (LATTE_MODE_PULSE << (LATTE_STOP_MODE_SHIFT - LATTE_DEPTH_SHIFT)))
+            << LATTE_DEPTH_SHIFT);
+  s = site->slot;
+  if (__builtin_expect(__atomic_load_n(&s->write_idx, __ATOMIC_RELAXED) != site->next_idx, 0)) {
+    latte__write(s, t->sample_mask, last, packed);
+    site->next_idx = __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED);
+    return;
+  }
+  /* Equal, but the compiler would write at the loaded index (it knows they
+   * are equal), which arrives later: take the site's copy through an asm. */
+  __asm__("movq %1, %0" : "=r"(idx) : "m"(site->next_idx));
+  site->next_idx = latte__write_at(s, t->sample_mask, idx, last, packed);
 }
 
 #else /* LATTE_DISABLE */

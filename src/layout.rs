@@ -293,12 +293,17 @@ pub struct latte_pulse_site {
     pub id: *const c_char,
     /// This thread's ring for that ID (NULL until resolved).
     pub slot: *mut latte_slot_header,
+    /// The ring's `write_idx` as this site left it. A pulse writes at this
+    /// index when the ring's own index still equals it (nothing else wrote
+    /// the ring since), which the core can check in the shadow of the
+    /// writes instead of waiting for the load; otherwise at the ring's own.
+    pub next_idx: u64,
 }
 
 impl latte_pulse_site {
     /// An unprimed site.
     pub const fn new() -> Self {
-        latte_pulse_site { last_tsc: 0, id: core::ptr::null(), slot: core::ptr::null_mut() }
+        latte_pulse_site { last_tsc: 0, id: core::ptr::null(), slot: core::ptr::null_mut(), next_idx: 0 }
     }
 }
 

@@ -568,9 +568,21 @@ fn with_cold<R>(f: impl FnOnce(&mut Cold) -> R) -> Option<R> {
 #[inline(always)]
 pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u64, packed: u64) {
     // SAFETY: the caller guarantees `slot` is a live slot header of ours.
-    let h = unsafe { &*slot };
     // Relaxed: this thread is the only writer of write_idx.
-    let idx = h.write_idx.load(Ordering::Relaxed);
+    let idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
+    // SAFETY: forwarded; idx is the ring's own index.
+    unsafe { write_sample_at(slot, mask, idx, start_tsc, packed) };
+}
+
+/// `write_sample` at index `idx`, which must be the ring's current
+/// `write_idx`. Returns the new index.
+///
+/// # Safety
+/// As `write_sample`, and `idx == write_idx` of the slot.
+#[inline(always)]
+pub unsafe fn write_sample_at(slot: *mut latte_slot_header, mask: u64, idx: u64, start_tsc: u64, packed: u64) -> u64 {
+    // SAFETY: the caller guarantees `slot` is a live slot header of ours.
+    let h = unsafe { &*slot };
     // SAFETY: (idx & mask) < samples_per_slot, so the sample is inside the slot.
     let s = unsafe { &*((slot as *mut u8).add(LATTE_SLOT_HEADER_SIZE as usize) as *const latte_sample).add((idx & mask) as usize) };
     // Release: every earlier publish happens-before these stores for a
@@ -579,6 +591,7 @@ pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u
     s.packed.store(packed, Ordering::Release);
     // Release: publishes the sample's two stores.
     h.write_idx.store(idx + 1, Ordering::Release);
+    idx + 1
 }
 
 /// Opens a span on the thread's stack, resolving its ring now (cache hit:
@@ -657,7 +670,17 @@ pub fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_cha
     }
     let packed = dur | frame_meta(t.depth, LATTE_MODE_PULSE) | ((LATTE_MODE_PULSE as u64) << LATTE_STOP_MODE_SHIFT);
     // SAFETY: the site's slot was resolved by this thread for `id`.
-    unsafe { write_sample(site.slot, t.sample_mask, last, packed) };
+    let h = unsafe { &*site.slot };
+    // Relaxed: this thread is the only writer of write_idx.
+    site.next_idx = if h.write_idx.load(Ordering::Relaxed) == site.next_idx {
+        // SAFETY: as above; next_idx is the ring's index (just compared).
+        unsafe { write_sample_at(site.slot, t.sample_mask, site.next_idx, last, packed) }
+    } else {
+        // Something else wrote the ring (a span, or another site of this ID).
+        // SAFETY: as above.
+        unsafe { write_sample(site.slot, t.sample_mask, last, packed) };
+        h.write_idx.load(Ordering::Relaxed)
+    };
 }
 
 /// A pulse whose site is not resolved for `id` yet (first call, or a
@@ -675,6 +698,8 @@ pub fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const 
     };
     site.id = id;
     site.slot = slot;
+    // SAFETY: a slot (or sink) of this thread; relaxed: its only writer.
+    site.next_idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
     if last == 0 {
         return;
     }
@@ -683,8 +708,8 @@ pub fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const 
         dur = fix_duration(dur);
     }
     let packed = dur | frame_meta(t.depth, LATTE_MODE_PULSE) | ((LATTE_MODE_PULSE as u64) << LATTE_STOP_MODE_SHIFT);
-    // SAFETY: just resolved for this thread.
-    unsafe { write_sample(slot, t.sample_mask, last, packed) };
+    // SAFETY: just resolved for this thread; next_idx was read just now.
+    site.next_idx = unsafe { write_sample_at(slot, t.sample_mask, site.next_idx, last, packed) };
 }
 
 // ---------------------------------------------------------- slow paths ----

@@ -338,6 +338,37 @@ static void inline_durations_out_of_range(void) {
   CHECK(n == 1 && (p & LATTE_MAX_DURATION) == LATTE_MAX_DURATION);
 }
 
+/* Two pulse sites and spans of one ID share the thread's ring: each site's
+ * copy of the ring index goes stale whenever the others write, and every
+ * sample must still land in its own place (inline and ABI paths alike). */
+static void pulse_sites_share_a_ring(void) {
+  static latte_raw_sample x[1024];
+  latte_pulse_site a, b, c;
+  size_t n, i, pulses = 0, spans = 0;
+  int k;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  memset(&c, 0, sizeof c);
+  for (k = 0; k < 100; k++) {
+    latte_pulse_inline(&a, "shared.ring");
+    latte_pulse_inline(&b, "shared.ring");
+    latte_pulse(&c, "shared.ring");
+    if (k % 3 == 0) {
+      latte_start_inline("shared.ring", LATTE_MODE_MID);
+      latte_stop_inline(NULL, LATTE_MODE_MID);
+    }
+  }
+  n = read_all("shared.ring", x, 1024);
+  CHECK_EQ_U(n, 3 * 99 + 34);
+  for (i = 0; i < n; i++) {
+    unsigned modes = (unsigned)(x[i].packed >> LATTE_START_MODE_SHIFT) & 15u;
+    if (modes == (LATTE_MODE_PULSE | (LATTE_MODE_PULSE << 2))) pulses++;
+    if (modes == (LATTE_MODE_MID | (LATTE_MODE_MID << 2))) spans++;
+  }
+  CHECK_EQ_U(pulses, 3 * 99);
+  CHECK_EQ_U(spans, 34);
+}
+
 static void capacity_is_counted(void) {
   /* The region was made with 32 slots: use them up from this thread. */
   char id[32];
@@ -492,6 +523,7 @@ int main(int argc, char **argv) {
   CHECK(run_reader(argv[0], region_name, expect, 3) == 0);
   inline_equals_abi();
   mixed_paths_share_one_stack();
+  pulse_sites_share_a_ring();
   inline_durations_out_of_range();
   names_and_collisions();
   survives_sigkill_and_stale_names(argv[0]);
