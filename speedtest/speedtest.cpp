@@ -684,10 +684,13 @@ int main(int argc, char **argv) {
   for (auto &b : budgets) {
     Book k = bookkeeping(b.row, b.n_tsc, b.n_tscp, b.n_lf);
     bool ok = k.median <= b.budget;
-    bool is_abi = std::strncmp(b.row, "C ABI", 5) == 0 || b.row[0] == '(';
-    if (!ok && !is_abi) fails++;
+    bool is_abi = std::strncmp(b.row, "C ABI", 5) == 0, is_reference = b.row[0] == '(';
+    if (!ok && !is_abi && !is_reference) fails++;
     std::printf("  %-26s %6.2f cycles [%6.2f %6.2f]  (budget %4.0f)  %s\n", b.row, k.median, k.q1, k.q3, b.budget,
-                ok ? "PASS" : (is_abi ? "over (informational: plain calls, see README)" : "FAIL"));
+                ok ? "PASS"
+                   : is_abi     ? "over (informational: plain calls, see README)"
+                   : is_reference ? "over (informational: not latte; the machine is busy)"
+                                  : "FAIL");
   }
   {
     Book k = bookkeeping("Fast x2, IDs in one set", 4, 0, 0);
