@@ -272,13 +272,27 @@ pub fn frame_meta(depth: u32, start_mode: u32) -> u64 {
     ((depth as u64 & 63) << LATTE_DEPTH_SHIFT) | ((start_mode as u64 & 3) << LATTE_START_MODE_SHIFT)
 }
 
-/// A duration `stop - start` that does not fit 48 bits, made defined: a
-/// negative one (the TSC went backwards, e.g. across unsynchronised
-/// sockets) is 0, a longer one saturates. Kept out of line of the hot path.
+/// The duration `stop - start` as a sample holds it: one that does not fit
+/// 48 bits is made defined out of line (see `fix_duration`).
+#[inline(always)]
+pub fn duration(start: u64, stop: u64) -> u64 {
+    let d = stop.wrapping_sub(start);
+    if d > LATTE_MAX_DURATION { fix_duration(d) } else { d }
+}
+
+/// A duration that does not fit 48 bits: a negative one (the TSC went
+/// backwards, e.g. across unsynchronised sockets) is 0, a longer one
+/// saturates. Kept out of line of the hot path.
 #[cold]
 #[inline(never)]
 pub fn fix_duration(raw: u64) -> u64 {
     if (raw as i64) < 0 { 0 } else { LATTE_MAX_DURATION }
+}
+
+/// The `packed` bits of a pulse taken with `depth` spans open.
+#[inline(always)]
+pub fn pulse_bits(depth: u32) -> u64 {
+    frame_meta(depth, LATTE_MODE_PULSE) | ((LATTE_MODE_PULSE as u64) << LATTE_STOP_MODE_SHIFT)
 }
 
 /// Per-call-site state of a pulse, kept by the caller: one per call site

@@ -23,7 +23,7 @@ use crate::region::{bump, Region};
 use crate::{intern::Interner, tsc};
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::c_char;
-use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{fence, AtomicBool, AtomicPtr, Ordering};
 use std::collections::VecDeque;
 
 // ---------------------------------------------------------------- lock ----
@@ -222,11 +222,6 @@ static SINK0: Sink0 = unsafe { core::mem::zeroed() };
 
 /// The ring for a span that cannot be recorded: a sink that fits `t`'s mask.
 pub fn unrecordable(t: &latte_thread) -> *mut latte_slot_header {
-    sink_for(t)
-}
-
-/// The sink that fits a state's mask.
-fn sink_for(t: &latte_thread) -> *mut latte_slot_header {
     let big = SINK.load(Ordering::Acquire);
     if t.sample_mask == 0 || big.is_null() {
         // Every write through it is an atomic store, so sharing it between
@@ -261,9 +256,6 @@ impl Registry {
         }
         let leaked: &'static Region = Box::leak(Box::new(r));
         self.region = Some(leaked);
-        // Relaxed: read by attaching states only after they took the
-        // registry lock (new_cold), which orders it.
-        REGION_MASK.store(leaked.geometry().samples_per_slot as u64 - 1, Ordering::Relaxed);
         self.reusable.clear();
         self.interner.reload(leaked);
         // Release: the region's initialised header is visible to any reader
@@ -480,7 +472,8 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
         return None;
     }
     cold_or_create()?;
-    let mask = REGION_MASK.load(Ordering::Relaxed);
+    // cold_or_create made the region if there was none.
+    let mask = region_if_any().map(|r| r.geometry().samples_per_slot as u64 - 1).unwrap_or(0);
     // SAFETY: the caller's guarantee: `t` is this thread's, not aliased now.
     let nt = unsafe { &mut *t };
     detach(nt);
@@ -507,9 +500,6 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
     STATE.with(|c| c.set(t));
     Some(nt)
 }
-
-/// `samples_per_slot - 1` of the installed region, for attaching states.
-static REGION_MASK: AtomicU64 = AtomicU64::new(0);
 
 /// The calling thread's active state, creating one (Rust's own) on first
 /// use. NULL when it cannot be created (during thread teardown, or the
@@ -644,10 +634,7 @@ pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
     t.depth = d as u32;
     t.top_slot = t.frame_outer[d];
     let start_tsc = t.frame_tsc[d];
-    let mut dur = now.wrapping_sub(start_tsc);
-    if dur > LATTE_MAX_DURATION {
-        dur = fix_duration(dur);
-    }
+    let dur = duration(start_tsc, now);
     let packed = dur | t.frame_meta[d] | ((tsc::normalize_mode(mode) as u64) << LATTE_STOP_MODE_SHIFT);
     // SAFETY: top_slot is a ring this thread owns or a sink (both fit its mask).
     unsafe { write_sample(slot, t.sample_mask, start_tsc, packed) };
@@ -664,11 +651,7 @@ pub fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_cha
     }
     let last = site.last_tsc;
     site.last_tsc = now;
-    let mut dur = now.wrapping_sub(last);
-    if dur > LATTE_MAX_DURATION {
-        dur = fix_duration(dur);
-    }
-    let packed = dur | frame_meta(t.depth, LATTE_MODE_PULSE) | ((LATTE_MODE_PULSE as u64) << LATTE_STOP_MODE_SHIFT);
+    let packed = duration(last, now) | pulse_bits(t.depth);
     // SAFETY: the site's slot was resolved by this thread for `id`.
     let h = unsafe { &*site.slot };
     // Relaxed: this thread is the only writer of write_idx.
@@ -703,11 +686,7 @@ pub fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const 
     if last == 0 {
         return;
     }
-    let mut dur = now.wrapping_sub(last);
-    if dur > LATTE_MAX_DURATION {
-        dur = fix_duration(dur);
-    }
-    let packed = dur | frame_meta(t.depth, LATTE_MODE_PULSE) | ((LATTE_MODE_PULSE as u64) << LATTE_STOP_MODE_SHIFT);
+    let packed = duration(last, now) | pulse_bits(t.depth);
     // SAFETY: just resolved for this thread; next_idx was read just now.
     site.next_idx = unsafe { write_sample_at(slot, t.sample_mask, site.next_idx, last, packed) };
 }
@@ -728,6 +707,10 @@ pub fn note_overflow(_t: &mut latte_thread) {
 #[cold]
 #[inline(never)]
 pub fn note_orphan(_t: &mut latte_thread) {
+    count_orphan();
+}
+
+fn count_orphan() {
     with_cold(|c| c.orphan_stops += 1);
     if let Some(r) = region_if_any() {
         bump(&r.header().orphan_stops, 1);
@@ -763,7 +746,7 @@ pub fn resolve(t: &mut latte_thread, id: *const c_char) -> *mut latte_slot_heade
             }
             slot
         }
-        None => sink_for(t),
+        None => unrecordable(t),
     }
 }
 
@@ -816,10 +799,7 @@ pub fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut lat
 pub fn stop_slow(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
     let cur = current_if_any();
     if cur.is_null() || cur == t {
-        if let Some(r) = region_if_any() {
-            bump(&r.header().orphan_stops, 1);
-        }
-        with_cold(|c| c.orphan_stops += 1);
+        count_orphan();
         return 0;
     }
     // SAFETY: the calling thread's active state.
@@ -988,5 +968,41 @@ pub fn counters_of(h: &latte_region_header) -> latte_counters {
         ids_used: h.ids_used.load(Ordering::Relaxed),
         slots_used: h.slots_used.load(Ordering::Relaxed),
         mapping_faults: crate::fault::faults(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(n: usize) -> *mut latte_slot_header {
+        (n * 128) as *mut latte_slot_header
+    }
+
+    #[test]
+    fn ptr_map_finds_what_it_holds_and_clears_when_half_full() {
+        let mut m = PtrMap::new();
+        assert_eq!(m.get(0x1000), None);
+        // Keys that share a home entry probe onwards.
+        for k in 1..=10usize {
+            m.insert(k * 0x1000, slot(k));
+        }
+        for k in 1..=10usize {
+            assert_eq!(m.get(k * 0x1000), Some(slot(k)));
+        }
+        m.insert(0x1000, slot(99)); // an update, not a new entry
+        assert_eq!(m.get(0x1000), Some(slot(99)));
+        assert_eq!(m.len, 10);
+        m.insert(PTR_MAP_EMPTY, slot(1)); // NULL IDs are never cached
+        assert_eq!(m.len, 10);
+        for k in 11..=(PTR_MAP_SIZE / 2) {
+            m.insert(k * 0x1000, slot(k));
+        }
+        assert_eq!(m.len, PTR_MAP_SIZE / 2);
+        // Full to half: the next insert starts over, and lookups still end.
+        m.insert(0xdead_0000, slot(7));
+        assert_eq!(m.len, 1);
+        assert_eq!(m.get(0xdead_0000), Some(slot(7)));
+        assert_eq!(m.get(0x1000), None);
     }
 }
