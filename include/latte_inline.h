@@ -131,9 +131,10 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
       return;
     }
   }
-  t->frame_outer[d] = t->top_slot;
+  /* The outer ring and this span's packed bits in one word (src/layout.rs: frame_word). */
+  t->frame_word[d] = (uint64_t)(uintptr_t)t->top_slot | ((uint64_t)d << LATTE_DEPTH_SHIFT) |
+                     ((uint64_t)mode << LATTE_START_MODE_SHIFT);
   t->top_slot = slot;
-  t->frame_meta[d] = ((uint64_t)d << LATTE_DEPTH_SHIFT) | ((uint64_t)mode << LATTE_START_MODE_SHIFT);
   t->depth = d + 1;
   t->frame_tsc[d] = latte__tsc_start(mode);
 }
@@ -142,16 +143,18 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
  * on latte__state. */
 LATTE__FN uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now) {
   latte_slot_header *slot;
-  uint64_t st, dur;
+  uint64_t st, dur, word;
   uint32_t d = t->depth;
   if (__builtin_expect(d == 0, 0)) return latte_thread_stop_slow(t, latte__norm(mode), now);
   slot = t->top_slot;
   d -= 1;
   t->depth = d;
-  t->top_slot = t->frame_outer[d];
+  word = t->frame_word[d];
+  t->top_slot = (latte_slot_header *)(uintptr_t)(word & LATTE_FRAME_RING_MASK);
   st = t->frame_tsc[d];
   dur = latte__duration(st, now);
-  latte__write(slot, t->sample_mask, st, dur | t->frame_meta[d] | ((uint64_t)latte__norm(mode) << LATTE_STOP_MODE_SHIFT));
+  latte__write(slot, t->sample_mask, st,
+               dur | (word & ~LATTE_FRAME_RING_MASK) | ((uint64_t)latte__norm(mode) << LATTE_STOP_MODE_SHIFT));
   return dur;
 }
 

@@ -486,9 +486,8 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
         let d = old.depth as usize;
         nt.sample_mask = old.sample_mask;
         nt.top_slot = old.top_slot;
-        nt.frame_outer[..d].copy_from_slice(&old.frame_outer[..d]);
         nt.frame_tsc[..d].copy_from_slice(&old.frame_tsc[..d]);
-        nt.frame_meta[..d].copy_from_slice(&old.frame_meta[..d]);
+        nt.frame_word[..d].copy_from_slice(&old.frame_word[..d]);
         nt.depth = old.depth;
         detach(old);
         if OWN_HOT.with(|c| c.get()) == cur {
@@ -606,9 +605,8 @@ pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     // (Unlike the C path, `t` here is already the active state, so the
     // slow path cannot have moved spans onto it: the depth still holds.)
     let d = d as usize;
-    t.frame_outer[d] = t.top_slot;
+    t.frame_word[d] = frame_word(t.top_slot, d as u32, mode);
     t.top_slot = slot;
-    t.frame_meta[d] = frame_meta(d as u32, mode);
     t.depth = d as u32 + 1;
     t.frame_tsc[d] = tsc::read_start(mode);
 }
@@ -632,10 +630,11 @@ pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
     let slot = t.top_slot;
     let d = d as usize - 1;
     t.depth = d as u32;
-    t.top_slot = t.frame_outer[d];
+    let word = t.frame_word[d];
+    t.top_slot = frame_ring(word);
     let start_tsc = t.frame_tsc[d];
     let dur = duration(start_tsc, now);
-    let packed = dur | t.frame_meta[d] | ((tsc::normalize_mode(mode) as u64) << LATTE_STOP_MODE_SHIFT);
+    let packed = dur | frame_bits(word) | ((tsc::normalize_mode(mode) as u64) << LATTE_STOP_MODE_SHIFT);
     // SAFETY: top_slot is a ring this thread owns or a sink (both fit its mask).
     unsafe { write_sample(slot, t.sample_mask, start_tsc, packed) };
     dur

@@ -142,6 +142,11 @@ impl Region {
         if p == libc::MAP_FAILED {
             return fail(crate::error::last_errno());
         }
+        if !below_frame_limit(p as *mut u8, geo.total_size as usize) {
+            // SAFETY: the mapping just made, unused.
+            unsafe { libc::munmap(p, geo.total_size as usize) };
+            return fail(-libc::ENOMEM);
+        }
         // A later truncation of the object by someone else must not SIGBUS
         // the measured threads: see `fault`.
         crate::fault::register(p as *mut u8, geo.total_size as usize, true);
@@ -322,7 +327,23 @@ pub fn map_anonymous(len: usize) -> Result<*mut u8, i32> {
             0,
         )
     };
-    if p == libc::MAP_FAILED { Err(crate::error::last_errno()) } else { Ok(p as *mut u8) }
+    if p == libc::MAP_FAILED {
+        return Err(crate::error::last_errno());
+    }
+    if !below_frame_limit(p as *mut u8, len) {
+        // SAFETY: the mapping just made, unused.
+        unsafe { libc::munmap(p, len) };
+        return Err(-libc::ENOMEM);
+    }
+    Ok(p as *mut u8)
+}
+
+/// Rings are kept in the low 48 bits of a frame word (layout.rs,
+/// `latte_thread`): a mapping must end below 2^48. On x86-64 Linux every
+/// user-space mapping does unless the caller hints a higher address (5-level
+/// paging); we never do, so this only guards the layout's assumption.
+fn below_frame_limit(p: *mut u8, len: usize) -> bool {
+    (p as u64).checked_add(len as u64).is_some_and(|end| end <= LATTE_FRAME_RING_MASK + 1)
 }
 
 pub fn bump(c: &AtomicU64, n: u64) {
