@@ -10,21 +10,28 @@
 //! the owner exited and every sample is final); load `write_idx` with acquire
 //! (`w1`: samples below `w1` are published); copy indices
 //! `[max(c.next, w1 - cap + 1), w1)` (`w1 - cap` when closed) with relaxed
-//! atomic loads; issue an acquire fence; load `write_idx` (`w2`) and
-//! `generation` again. If the generation changed the copy is discarded.
-//! Otherwise every copied index below `w2 - cap + 1` (`w2 - cap` when
-//! closed) may have been overwritten during the copy and is dropped and
-//! counted as lost, as is every index between `c.next` and the first one
-//! kept; `c.next` becomes `w1`. The writer stores each sample word with
-//! release, which pairs with the reader's acquire fence: if the copy saw any
-//! word of a newer sample, `w2` covers the publish before it, so the index
-//! is discarded. A torn or stale sample is never returned, and over the life
-//! of a slot, returned + lost = written.
+//! atomic loads, in chunks of 1,024; after each chunk issue an acquire fence
+//! and load `write_idx` (`w`): the chunk's indices below `w - cap + 1`
+//! (`w - cap` when closed) may have been overwritten while they were copied,
+//! so they are dropped, with every index before them (the kept samples stay
+//! one run). Finally load `generation` again: if it changed, the copy is
+//! discarded. Dropped indices, and those between `c.next` and the first one
+//! kept, are counted as lost; `c.next` becomes `w1`. The writer stores each
+//! sample word with release, which pairs with the reader's acquire fence: if
+//! a chunk's copy saw any word of a newer sample, the `w` loaded after it
+//! covers the publish before it, so the index is dropped. A torn or stale
+//! sample is never returned, and over the life of a slot, returned + lost =
+//! written. (Checking per chunk rather than once after the whole copy keeps
+//! the oldest samples of a full live ring, which the writer reaches only
+//! after the copy has passed them.)
 
 use crate::error::*;
 use crate::intern::Name;
 use crate::layout::*;
 use core::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// Samples copied between two checks of the writer's index (16 KiB).
+const READ_CHUNK: u64 = 1024;
 
 /// A `write_idx` at or above this is impossible (146 years at one sample
 /// per ns) and marks the slot corrupt.
@@ -372,44 +379,65 @@ impl View {
         let end = w1.min(lo.saturating_add(out.len() as u64));
         // SAFETY: the samples of slot i lie inside the validated mapping.
         let ring = unsafe { self.base.add((o + LATTE_SLOT_HEADER_SIZE as u64) as usize) } as *const u64;
-        // Copy [lo, end) as at most two contiguous runs of the ring, word by
-        // word with relaxed atomic loads (validity is decided after the fence
-        // below). end - lo <= out.len() by construction of `end`.
-        let dst = out.as_mut_ptr() as *mut u64;
-        let (mut j, mut k) = (lo, 0usize);
-        while j < end {
-            let pos = j & mask;
-            let run = (cap - pos).min(end - j) as usize;
-            for x in 0..run * 2 {
-                // SAFETY: pos + run <= cap keeps the source inside the ring;
-                // k + run <= out.len() keeps the destination inside `out`
-                // (latte_raw_sample is two u64s, repr(C)).
-                unsafe {
-                    let w = AtomicU64::from_ptr(ring.add(pos as usize * 2 + x) as *mut u64).load(Ordering::Relaxed);
-                    dst.add(k * 2 + x).write(w);
+        let flushed = self.flags & LATTE_REGION_FLUSHED != 0;
+        // The writer's index as the check after a chunk sees it. A flushed
+        // image's was taken by the flush after the samples were written out.
+        let head = || -> Result<u64, i32> {
+            if flushed {
+                let w = self.atomic_u64(o + f!(S, flushed_end_idx) as u64).load(Ordering::Relaxed);
+                if w < w1 || w >= LATTE_MAX_WRITE_IDX {
+                    return Err(LATTE_ERR_CORRUPT);
                 }
+                Ok(w)
+            } else {
+                Ok(widx.load(Ordering::Relaxed))
             }
-            j += run as u64;
-            k += run;
-        }
-        // Acquire fence: the copies above happen before the loads below, and
-        // pair with the writer's release stores of the sample words.
-        fence(Ordering::Acquire);
-        let (w2, g2) = if self.flags & LATTE_REGION_FLUSHED != 0 {
-            // A flushed image: its second load of write_idx was taken by the
-            // flush after the samples were written out.
-            let w2 = self.atomic_u64(o + f!(S, flushed_end_idx) as u64).load(Ordering::Relaxed);
-            if w2 < w1 || w2 >= LATTE_MAX_WRITE_IDX {
-                return Err(LATTE_ERR_CORRUPT);
-            }
-            (w2, g1)
-        } else {
-            (widx.load(Ordering::Relaxed), gen_a.load(Ordering::Relaxed))
         };
+        // Copy [lo, end) chunk by chunk, word by word with relaxed atomic
+        // loads, each chunk as at most two contiguous runs of the ring; after
+        // each, an acquire fence and the writer's index decide which of the
+        // chunk's indices were safe while it was copied (module doc). A live
+        // ring's writer chases the copy from its oldest end, so checking
+        // per chunk keeps what a single check after the whole copy would
+        // have dropped (and shifted down: a second copy). end - lo <=
+        // out.len() by construction of `end`.
+        let dst = out.as_mut_ptr() as *mut u64;
+        let mut first_kept = lo;
+        let mut j = lo;
+        while j < end {
+            let (chunk_start, chunk_end) = (j, end.min(j + READ_CHUNK));
+            while j < chunk_end {
+                let pos = j & mask;
+                let run = (cap - pos).min(chunk_end - j) as usize;
+                let k = (j - lo) as usize;
+                for x in 0..run * 2 {
+                    // SAFETY: pos + run <= cap keeps the source inside the
+                    // ring; k + run <= end - lo <= out.len() keeps the
+                    // destination inside `out` (latte_raw_sample is two u64s,
+                    // repr(C)).
+                    unsafe {
+                        let w = AtomicU64::from_ptr(ring.add(pos as usize * 2 + x) as *mut u64).load(Ordering::Relaxed);
+                        dst.add(k * 2 + x).write(w);
+                    }
+                }
+                j += run as u64;
+            }
+            // Acquire fence: the copies above happen before the load below,
+            // and pair with the writer's release stores of the sample words.
+            fence(Ordering::Acquire);
+            let front = oldest_safe(head()?);
+            if front > chunk_start {
+                // This chunk's indices below `front` may have been overwritten
+                // while it was copied. Those of earlier chunks were safe when
+                // they were copied, but the kept samples are one run: they go
+                // too.
+                first_kept = front.min(chunk_end);
+            }
+        }
+        let g2 = if flushed { g1 } else { gen_a.load(Ordering::Relaxed) };
         if g2 != g1 {
             return Ok(res);
         }
-        let first_kept = lo.max(oldest_safe(w2)).min(end);
         let skip = (first_kept - lo) as usize;
         let kept = (end - first_kept) as usize;
         if skip > 0 {

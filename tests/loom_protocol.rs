@@ -28,20 +28,25 @@ fn write(r: &Ring, value: u64) {
     r.write_idx.store(idx + 1, Ordering::Release);
 }
 
-/// One pass of the reader, as in View::read_slot (live slot: margin 1).
+/// One pass of the reader, as in View::read_protocol (live slot: margin 1),
+/// with chunks of one sample: after each, an acquire fence and a load of
+/// write_idx decide whether it was safe while copied.
 /// Returns (index, word0, word1) of every accepted sample and the lost count.
 fn read(r: &Ring, next: u64) -> (Vec<(u64, u64, u64)>, u64, u64) {
     let w1 = r.write_idx.load(Ordering::Acquire);
     let oldest_safe = |w: u64| (w + 1).saturating_sub(CAP);
     let lo = next.max(oldest_safe(w1));
     let mut copy = Vec::new();
+    let mut first_kept = lo;
     for j in lo..w1 {
         let w = &r.words[(j % CAP) as usize];
         copy.push((j, w[0].load(Ordering::Relaxed), w[1].load(Ordering::Relaxed)));
+        fence(Ordering::Acquire);
+        let front = oldest_safe(r.write_idx.load(Ordering::Relaxed));
+        if front > j {
+            first_kept = front.min(j + 1);
+        }
     }
-    fence(Ordering::Acquire);
-    let w2 = r.write_idx.load(Ordering::Relaxed);
-    let first_kept = lo.max(oldest_safe(w2)).min(w1);
     let kept: Vec<_> = copy.into_iter().filter(|(j, _, _)| *j >= first_kept).collect();
     (kept, first_kept - next, w1)
 }
