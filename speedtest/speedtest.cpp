@@ -3,7 +3,7 @@
 // operations each, timed between `lfence; rdtsc` and `rdtscp; lfence`; the
 // per-operation cost of an iteration is its cycles / BATCH; the row's Cost
 // is the median of those minus the empty loop's median (same run). Rows run
-// interleaved, 1,000 iterations at a time, so that the drift of a shared
+// interleaved, 200 iterations at a time (a paired round), so that the drift of a shared
 // machine's speed hits every row alike.
 //
 // Bookkeeping of a call = its Cost minus the Cost of the timer instructions
