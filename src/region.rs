@@ -360,3 +360,22 @@ pub fn load_f64(a: &AtomicU64) -> f64 {
 pub fn store_f64(a: &AtomicU64, v: f64) {
     a.store(v.to_bits(), Ordering::Release);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mapping_must_end_below_2_pow_48() {
+        let top = LATTE_FRAME_RING_MASK + 1;
+        assert!(below_frame_limit((top - 8192) as *mut u8, 8192));
+        assert!(!below_frame_limit((top - 4096) as *mut u8, 8192));
+        assert!(!below_frame_limit(top as *mut u8, 4096));
+        assert!(!below_frame_limit(u64::MAX as *mut u8, 2));
+        // What the kernel gives us passes.
+        let p = map_anonymous(1 << 20).unwrap();
+        assert!(below_frame_limit(p, 1 << 20));
+        // SAFETY: the mapping just made, unused.
+        unsafe { libc::munmap(p as *mut libc::c_void, 1 << 20) };
+    }
+}
