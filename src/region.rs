@@ -139,14 +139,10 @@ impl Region {
                 0,
             )
         };
-        if p == libc::MAP_FAILED {
-            return fail(crate::error::last_errno());
-        }
-        if !below_frame_limit(p as *mut u8, geo.total_size as usize) {
-            // SAFETY: the mapping just made, unused.
-            unsafe { libc::munmap(p, geo.total_size as usize) };
-            return fail(-libc::ENOMEM);
-        }
+        let p = match accept_mapping(p, geo.total_size as usize) {
+            Ok(p) => p as *mut libc::c_void,
+            Err(e) => return fail(e),
+        };
         // A later truncation of the object by someone else must not SIGBUS
         // the measured threads: see `fault`.
         crate::fault::register(p as *mut u8, geo.total_size as usize, true);
@@ -327,11 +323,17 @@ pub fn map_anonymous(len: usize) -> Result<*mut u8, i32> {
             0,
         )
     };
+    accept_mapping(p, len)
+}
+
+/// The result of an `mmap` of `len` bytes that rings will live in: its
+/// error, or -ENOMEM (unmapped again) when it does not end below 2^48.
+fn accept_mapping(p: *mut libc::c_void, len: usize) -> Result<*mut u8, i32> {
     if p == libc::MAP_FAILED {
         return Err(crate::error::last_errno());
     }
     if !below_frame_limit(p as *mut u8, len) {
-        // SAFETY: the mapping just made, unused.
+        // SAFETY: the caller's fresh mapping of `len` bytes, unused.
         unsafe { libc::munmap(p, len) };
         return Err(-libc::ENOMEM);
     }
