@@ -263,6 +263,10 @@ class Reader {
     v.resize(n);
     return v;
   }
+  // Pacing of Read (ns; 0 = off): after a read that returned everything a
+  // live slot had published, reads through that cursor within the interval
+  // return nothing without looking (see latte_reader_set_min_interval).
+  int SetMinInterval(uint64_t ns) { return latte_reader_set_min_interval(r_, ns); }
   // Reads the samples of `slot` newer than `cursor` into out[0..*n] (at most
   // `cap`), straight from the region: no allocation, no zero-fill.
   int Read(uint32_t slot, latte_cursor &cursor, latte_raw_sample *out, size_t cap, size_t *n) const {

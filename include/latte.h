@@ -96,6 +96,11 @@
 // per ns) and marks the slot corrupt.
 #define LATTE_MAX_WRITE_IDX (1ull << 62)
 
+// Default minimum interval (ns) between two looks at a live slot's writer
+// index through one cursor of a `latte_reader` (`latte_reader_read`), once
+// the cursor has caught up (`latte_reader_set_min_interval`).
+#define LATTE_READER_MIN_INTERVAL_NS 10000
+
 // Default slot capacity of a shared region (128 rings of 1 MiB).
 #define LATTE_DEFAULT_SHARED_SLOTS 128
 
@@ -301,6 +306,9 @@ typedef struct latte_cursor {
   uint64_t lost;
   // Samples returned so far.
   uint64_t read;
+  // CLOCK_MONOTONIC time (ns) of the last paced read that returned every
+  // published sample of a live slot; 0 when the next read must look.
+  uint64_t caught_up_ns;
 } latte_cursor;
 
 // A sample as copied out of a ring (both words as stored).
@@ -603,6 +611,14 @@ int latte_reader_open_file(const char *path, struct latte_reader **out);
 // Closes a reader (NULL is ignored).
 void latte_reader_close(struct latte_reader *r);
 
+// Sets how long (ns) `latte_reader_read` leaves a live slot alone after a
+// read through the same cursor returned every published sample
+// (LATTE_READER_MIN_INTERVAL_NS by default; 0 = look every time). Each
+// look at a slot's writer index takes its cache line from the recording
+// thread, which then waits for it at its next Stop; a reader polling back
+// to back would do that on nearly every sample. Returns 0 or -EINVAL.
+int latte_reader_set_min_interval(struct latte_reader *r, uint64_t ns);
+
 // Number of published IDs (tokens are 0 .. count-1); 0 for NULL.
 uint32_t latte_reader_id_count(const struct latte_reader *r);
 
@@ -616,7 +632,11 @@ int latte_reader_slots(const struct latte_reader *r, struct latte_slot_info *out
 // Reads up to `cap` samples of slot `slot` newer than `*cursor` (start
 // with a zeroed cursor) into `out`, oldest first; `*out_n` gets the count.
 // The cursor advances and counts what was lost (overwritten before it
-// could be read). Never returns a torn or stale sample.
+// could be read). Never returns a torn or stale sample. Paced: after a
+// read that returned everything published in a live slot, reads through
+// that cursor within the reader's minimum interval return 0 samples
+// without looking (`latte_reader_set_min_interval`); a read cut short by
+// `cap` is followed at once.
 int latte_reader_read(const struct latte_reader *r, uint32_t slot, struct latte_cursor *cursor, struct latte_raw_sample *out, size_t cap, size_t *out_n);
 
 // The producer's process-wide counters.

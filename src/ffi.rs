@@ -5,7 +5,8 @@
 
 use crate::error::*;
 use crate::layout::*;
-use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, Mapping, View};
+use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, Mapping, View, LATTE_READER_MIN_INTERVAL_NS};
+use core::sync::atomic::{AtomicU64, Ordering};
 use crate::recorder::{self, latte_counters, latte_thread_counters};
 use crate::region::latte_region_config;
 use core::ffi::{c_char, c_int, CStr};
@@ -517,13 +518,16 @@ pub extern "C" fn latte_flush_supported() -> c_int {
 #[allow(non_camel_case_types)]
 pub struct latte_reader {
     map: Mapping,
+    /// Pacing of `latte_reader_read` (ns; 0 = off). Relaxed: a setting read
+    /// on its own, ordering nothing else.
+    min_interval_ns: AtomicU64,
 }
 
 fn open_reader(r: Result<Mapping, i32>, out: *mut *mut latte_reader) -> c_int {
     match r {
         Ok(map) => {
             // SAFETY: out was checked non-null by the caller.
-            unsafe { *out = Box::into_raw(Box::new(latte_reader { map })) };
+            unsafe { *out = Box::into_raw(Box::new(latte_reader { map, min_interval_ns: AtomicU64::new(LATTE_READER_MIN_INTERVAL_NS) })) };
             0
         }
         Err(e) => e,
@@ -571,11 +575,31 @@ pub extern "C" fn latte_reader_close(r: *mut latte_reader) {
 }
 
 fn with_reader<R>(r: *const latte_reader, fallback: R, f: impl FnOnce(&View) -> R) -> R {
+    with_reader_and(r, fallback, |rd| f(&rd.map.view))
+}
+
+fn with_reader_and<R>(r: *const latte_reader, fallback: R, f: impl FnOnce(&latte_reader) -> R) -> R {
     if r.is_null() {
         return fallback;
     }
     // SAFETY: a reader from latte_reader_open*, not yet closed (contract).
-    f(&unsafe { &*r }.map.view)
+    f(unsafe { &*r })
+}
+
+/// Sets how long (ns) `latte_reader_read` leaves a live slot alone after a
+/// read through the same cursor returned every published sample
+/// (LATTE_READER_MIN_INTERVAL_NS by default; 0 = look every time). Each
+/// look at a slot's writer index takes its cache line from the recording
+/// thread, which then waits for it at its next Stop; a reader polling back
+/// to back would do that on nearly every sample. Returns 0 or -EINVAL.
+#[no_mangle]
+pub extern "C" fn latte_reader_set_min_interval(r: *mut latte_reader, ns: u64) -> c_int {
+    guard(-libc::EIO, || {
+        with_reader_and(r, -libc::EINVAL, |rd| {
+            rd.min_interval_ns.store(ns, Ordering::Relaxed);
+            0
+        })
+    })
 }
 
 /// Number of published IDs (tokens are 0 .. count-1); 0 for NULL.
@@ -612,7 +636,11 @@ pub extern "C" fn latte_reader_slots(r: *const latte_reader, out: *mut latte_slo
 /// Reads up to `cap` samples of slot `slot` newer than `*cursor` (start
 /// with a zeroed cursor) into `out`, oldest first; `*out_n` gets the count.
 /// The cursor advances and counts what was lost (overwritten before it
-/// could be read). Never returns a torn or stale sample.
+/// could be read). Never returns a torn or stale sample. Paced: after a
+/// read that returned everything published in a live slot, reads through
+/// that cursor within the reader's minimum interval return 0 samples
+/// without looking (`latte_reader_set_min_interval`); a read cut short by
+/// `cap` is followed at once.
 #[no_mangle]
 pub extern "C" fn latte_reader_read(
     r: *const latte_reader,
@@ -626,7 +654,7 @@ pub extern "C" fn latte_reader_read(
         if cursor.is_null() || (out.is_null() && cap > 0) {
             return -libc::EINVAL;
         }
-        with_reader(r, -libc::EINVAL, |v| {
+        with_reader_and(r, -libc::EINVAL, |rd| {
             let dst: &mut [core::mem::MaybeUninit<latte_raw_sample>] = if cap == 0 {
                 &mut []
             } else {
@@ -634,7 +662,8 @@ pub extern "C" fn latte_reader_read(
                 unsafe { core::slice::from_raw_parts_mut(out as *mut core::mem::MaybeUninit<latte_raw_sample>, cap) }
             };
             // SAFETY: cursor checked non-null, owned by the caller.
-            match v.read_into(slot, unsafe { &mut *cursor }, dst, false) {
+            let pace = rd.min_interval_ns.load(Ordering::Relaxed);
+            match rd.map.view.read_into_paced(slot, unsafe { &mut *cursor }, dst, pace) {
                 Ok(res) => {
                     if !out_n.is_null() {
                         // SAFETY: checked non-null.

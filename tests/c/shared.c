@@ -389,6 +389,47 @@ static void pulse_sites_share_a_ring(void) {
   CHECK_EQ_U(spans, 34);
 }
 
+/* A reader polling a live slot is paced: after a read that caught up,
+ * reads through that cursor within the reader's interval return nothing
+ * (the samples wait, none is lost); interval 0 looks every time. */
+static void polling_reader_is_paced(void) {
+  latte_reader *r = NULL;
+  latte_slot_info slots[64];
+  latte_raw_sample buf[64];
+  latte_cursor cur;
+  size_t nslots = 0, n = 99, i;
+  uint32_t t, tok = LATTE_INVALID_ID, slot = 0xFFFFFFFFu;
+  char name[64];
+  int k;
+  for (k = 0; k < 5; k++) {
+    latte_start_inline("pace.c", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  CHECK(latte_reader_set_min_interval(NULL, 0) == -EINVAL);
+  CHECK(latte_reader_open(region_name, &r) == 0);
+  for (t = 0; t < latte_reader_id_count(r); t++)
+    if (latte_reader_id_name(r, t, name, sizeof name) >= 0 && strcmp(name, "pace.c") == 0) tok = t;
+  CHECK(latte_reader_slots(r, slots, 64, &nslots) == 0);
+  for (i = 0; i < nslots; i++)
+    if (slots[i].id_token == tok) slot = slots[i].index;
+  CHECK(slot != 0xFFFFFFFFu);
+  CHECK(latte_reader_set_min_interval(r, 60ull * 1000000000ull) == 0);
+  memset(&cur, 0, sizeof cur);
+  CHECK(latte_reader_read(r, slot, &cur, buf, 64, &n) == 0);
+  CHECK_EQ_U(n, 5);
+  for (k = 0; k < 3; k++) {
+    latte_start_inline("pace.c", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  CHECK(latte_reader_read(r, slot, &cur, buf, 64, &n) == 0);
+  CHECK_EQ_U(n, 0);
+  CHECK(latte_reader_set_min_interval(r, 0) == 0);
+  CHECK(latte_reader_read(r, slot, &cur, buf, 64, &n) == 0);
+  CHECK_EQ_U(n, 3);
+  CHECK(cur.read == 8 && cur.lost == 0);
+  latte_reader_close(r);
+}
+
 static void capacity_is_counted(void) {
   /* The region was made with 32 slots: use them up from this thread. */
   char id[32];
@@ -545,6 +586,7 @@ int main(int argc, char **argv) {
   mixed_paths_share_one_stack();
   pulse_sites_share_a_ring();
   inline_durations_out_of_range();
+  polling_reader_is_paced();
   names_and_collisions();
   survives_sigkill_and_stale_names(argv[0]);
   fork_child_never_writes_parent(argv[0]);
@@ -572,6 +614,7 @@ int main(void) {
   CHECK(latte_init_shared_region_with("/x", &cfg) == 0);
   CHECK(latte_reader_open("/x", &r) == LATTE_ERR_NOT_SUPPORTED && r == NULL);
   CHECK(latte_reader_id_count(r) == 0);
+  CHECK(latte_reader_set_min_interval(r, 5) == 0);
   CHECK(latte_shm_unlink("/x") == 0);
   return check_summary("c shared (disabled)");
 }
