@@ -266,8 +266,10 @@ std::vector<latte_slot_info> SlotsOf(const Latte::Reader &r, const char *id) {
 }
 
 // Child mode "--copy NAME ID SECONDS": copies the slot of ID out of the live
-// region again and again (a fresh cursor each pass: the whole ring), then
-// memcpy of the same bytes from the same mapping, and prints both rates.
+// region again and again (a fresh cursor each pass: the whole ring), each
+// pass followed by memcpy of as many bytes from the same ring in the same
+// mapping (alternating, so that both meet the same machine), and prints both
+// rates.
 int CopyChild(const char *name, const char *id, double secs) {
   PinTo(0);
   auto r = Latte::Reader::OpenShared(name);
@@ -275,20 +277,6 @@ int CopyChild(const char *name, const char *id, double secs) {
   auto slots = SlotsOf(r, id);
   if (slots.empty()) return 3;
   std::unique_ptr<latte_raw_sample[]> out(new latte_raw_sample[Latte::MAX_SAMPLES]);
-  double bytes = 0, t0 = Now();
-  int passes = 0;
-  while (Now() - t0 < secs) {
-    latte_cursor cur{};
-    size_t n = 0;
-    r.Read(slots[0].index, cur, out.get(), Latte::MAX_SAMPLES, &n);
-    bytes += double(n * sizeof(latte_raw_sample));
-    passes++;
-  }
-  double reader_rate = bytes / (Now() - t0);
-  size_t per_pass = size_t(bytes / passes);
-  // The same bytes with memcpy, from the same shared mapping (the ring's
-  // memory, mapped here directly).
-  std::vector<char> dst(per_pass);
   int sfd = shm_open(name, O_RDONLY, 0);
   if (sfd < 0) return 4;
   struct stat st;
@@ -298,16 +286,24 @@ int CopyChild(const char *name, const char *id, double secs) {
   if (m == MAP_FAILED) return 5;
   const latte_region_header *h = static_cast<const latte_region_header *>(m);
   const char *ring = static_cast<const char *>(m) + h->slots_offset + uint64_t(slots[0].index) * h->slot_stride + LATTE_SLOT_HEADER_SIZE;
-  double mbytes = 0;
-  t0 = Now();
+  double bytes = 0, secs_reader = 0, secs_memcpy = 0, t0 = Now();
+  int passes = 0;
   while (Now() - t0 < secs) {
-    std::memcpy(dst.data(), ring, per_pass);
-    asm volatile("" : : "r"(dst.data()) : "memory");
-    mbytes += double(per_pass);
+    latte_cursor cur{};
+    size_t n = 0;
+    double a = Now();
+    r.Read(slots[0].index, cur, out.get(), Latte::MAX_SAMPLES, &n);
+    double b = Now();
+    std::memcpy(out.get(), ring, n * sizeof(latte_raw_sample));  // into the same buffer: the same cache footprint
+    asm volatile("" : : "r"(out.get()) : "memory");
+    double c = Now();
+    secs_reader += b - a;
+    secs_memcpy += c - b;
+    bytes += double(n * sizeof(latte_raw_sample));
+    passes++;
   }
-  double memcpy_rate = mbytes / (Now() - t0);
   munmap(m, size_t(st.st_size));
-  std::printf("COPY %.0f %.0f %zu\n", reader_rate, memcpy_rate, per_pass);
+  std::printf("COPY %.0f %.0f %zu\n", bytes / secs_reader, bytes / secs_memcpy, size_t(bytes / passes));
   return 0;
 }
 

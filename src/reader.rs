@@ -447,8 +447,11 @@ impl View {
         // chunk's indices were safe while it was copied (module doc). A live
         // ring's writer chases the copy from its oldest end, so checking
         // per chunk keeps what a single check after the whole copy would
-        // have dropped (and shifted down: a second copy). end - lo <=
-        // out.len() by construction of `end`.
+        // have dropped. Index j goes to out[j - first_kept]: when a chunk
+        // loses a prefix, its survivors move to out[0] (at most one chunk
+        // moves; a full live ring loses a prefix of its first chunk on
+        // nearly every read, and shifting the whole copy down afterwards
+        // was a second copy). end - lo <= out.len() by construction of `end`.
         let dst = out.as_mut_ptr() as *mut u64;
         let mut first_kept = lo;
         let mut j = lo;
@@ -457,12 +460,12 @@ impl View {
             while j < chunk_end {
                 let pos = j & mask;
                 let run = (cap - pos).min(chunk_end - j) as usize;
-                let k = (j - lo) as usize;
+                let k = (j - first_kept) as usize;
                 for x in 0..run * 2 {
                     // SAFETY: pos + run <= cap keeps the source inside the
                     // ring; k + run <= end - lo <= out.len() keeps the
-                    // destination inside `out` (latte_raw_sample is two u64s,
-                    // repr(C)).
+                    // destination inside `out` (first_kept >= lo;
+                    // latte_raw_sample is two u64s, repr(C)).
                     unsafe {
                         let w = AtomicU64::from_ptr(ring.add(pos as usize * 2 + x) as *mut u64).load(Ordering::Relaxed);
                         dst.add(k * 2 + x).write(w);
@@ -478,19 +481,18 @@ impl View {
                 // This chunk's indices below `front` may have been overwritten
                 // while it was copied. Those of earlier chunks were safe when
                 // they were copied, but the kept samples are one run: they go
-                // too.
-                first_kept = front.min(chunk_end);
+                // too. The chunk's survivors move to the front of `out`.
+                let keep_from = front.min(chunk_end);
+                let (from, n) = ((keep_from - first_kept) as usize, (chunk_end - keep_from) as usize);
+                out.copy_within(from..from + n, 0);
+                first_kept = keep_from;
             }
         }
         let g2 = if flushed { g1 } else { gen_a.load(Ordering::Relaxed) };
         if g2 != g1 {
             return Ok(res);
         }
-        let skip = (first_kept - lo) as usize;
         let kept = (end - first_kept) as usize;
-        if skip > 0 {
-            out.copy_within(skip..skip + kept, 0);
-        }
         res.lost = first_kept - cur.next;
         res.read = kept as u64;
         // Caught up (everything below w1 returned): the next paced read may
