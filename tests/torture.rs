@@ -2,13 +2,17 @@
 //! writer, values that encode their own write index, while a reader
 //! *process* reads the shared region continuously. Every sample the reader
 //! returns must be the one written at that index (never torn, never stale),
-//! and for every slot read + lost == written.
+//! and for every slot read + lost == written. Odd slots are read with
+//! pacing (`latte_reader_read`'s, with a longer interval so that reads are
+//! deferred even on a slow machine; a deferred read must lose nothing
+//! unaccounted either), even ones without.
 //!
 //! `LATTE_TORTURE_SECS` sets the producers' run time (default 2 s; longer
 //! runs are a benchmark option).
 
 use latte::layout::*;
-use latte::reader::{latte_cursor, Mapping};
+use latte::reader::{latte_cursor, latte_raw_sample, Mapping};
+use std::mem::MaybeUninit;
 use latte::recorder;
 use std::io::BufRead;
 use std::process::{Command, Stdio};
@@ -22,7 +26,7 @@ fn encode(i: u64) -> u64 {
 const THREADS: usize = 3;
 
 /// The reader process: reads until every slot is closed and drained, then
-/// prints one line per slot: `slot read lost corrupt write_idx`.
+/// prints one line per slot: `slot read lost corrupt write_idx deferred`.
 fn reader_process(name: &str) {
     let t0 = Instant::now();
     let m = loop {
@@ -35,16 +39,20 @@ fn reader_process(name: &str) {
     let v = m.view;
     let mut curs = vec![latte_cursor::default(); v.geo.slot_capacity as usize];
     let mut corrupt = vec![0u64; curs.len()];
-    let mut buf = Vec::new();
+    let mut deferred = vec![0u64; curs.len()];
+    let mut buf = vec![MaybeUninit::<latte_raw_sample>::uninit(); v.geo.samples_per_slot as usize];
     loop {
         let slots = v.slots().unwrap();
         let mut all_done = slots.len() >= THREADS;
         for s in &slots {
             let c = &mut curs[s.index as usize];
-            buf.clear();
-            let r = v.read_slot(s.index, c, &mut buf, false).unwrap();
+            let pace = if s.index % 2 == 1 { 100_000 } else { 0 };
+            let r = v.read_into_paced(s.index, c, &mut buf, pace).unwrap();
+            deferred[s.index as usize] += r.deferred as u64;
+            // SAFETY: read_into_paced initialised the first r.read elements.
+            let got = unsafe { core::slice::from_raw_parts(buf.as_ptr() as *const latte_raw_sample, r.read as usize) };
             let first = c.next - r.read;
-            for (k, x) in buf.iter().enumerate() {
+            for (k, x) in got.iter().enumerate() {
                 let j = first + k as u64;
                 if x.start_tsc != j || x.packed != encode(j) {
                     corrupt[s.index as usize] += 1;
@@ -62,7 +70,8 @@ fn reader_process(name: &str) {
     }
     for s in v.slots().unwrap() {
         let c = &curs[s.index as usize];
-        println!("\nTORTURE {} {} {} {} {}", s.index, c.read, c.lost, corrupt[s.index as usize], s.write_idx);
+        let i = s.index as usize;
+        println!("\nTORTURE {} {} {} {} {} {}", s.index, c.read, c.lost, corrupt[i], s.write_idx, deferred[i]);
     }
 }
 
@@ -119,9 +128,10 @@ fn torture_reader_process() {
     let mut total_written: Vec<u64> = Vec::new();
     for l in &lines {
         let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
-        let (read, lost, corrupt, widx) = (f[1], f[2], f[3], f[4]);
-        eprintln!("slot {}: written {widx}, read {read}, lost {lost}, corrupt {corrupt}", f[0]);
+        let (read, lost, corrupt, widx, deferred) = (f[1], f[2], f[3], f[4], f[5]);
+        eprintln!("slot {}: written {widx}, read {read}, lost {lost}, corrupt {corrupt}, deferred reads {deferred}", f[0]);
         assert_eq!(corrupt, 0, "torn or stale samples returned");
+        assert_eq!(deferred > 0, f[0] % 2 == 1, "only the paced slots defer, and they do");
         assert_eq!(read + lost, widx, "read + lost != written");
         assert!(read > 0);
         total_written.push(widx);
