@@ -363,9 +363,9 @@ impl View {
     /// once per 10 us it is not measurable, and a ring of 65,536 samples
     /// cannot be overrun in that time (a thread recording back to back
     /// needs at least ~8 ns a sample: a ring under ~2,048 samples may lap
-    /// in 10 us; its reader lowers the interval). A read cut short by `out` being full,
-    /// a closed slot, a flushed image and a slot with a new owner are never
-    /// deferred. 0 turns pacing off.
+    /// in 10 us; its reader lowers the interval). A read cut short by `out`
+    /// being full, a closed slot, a flushed image and a slot with a new
+    /// owner are never deferred. 0 turns pacing off.
     pub fn read_into_paced(&self, i: u32, cur: &mut latte_cursor, out: &mut [core::mem::MaybeUninit<latte_raw_sample>], min_interval_ns: u64) -> Result<ReadOutcome, i32> {
         self.read_checked(i, cur, out, false, min_interval_ns)
     }
