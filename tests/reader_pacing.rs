@@ -1,7 +1,8 @@
 //! Pacing of a polling reader (`View::read_into_paced`, what
 //! `latte_reader_read` uses): once a cursor has caught up with a live slot,
 //! reads within the interval return nothing without looking; reads cut
-//! short by the output, closed slots and interval 0 are never deferred; and
+//! short by the output, closed slots, flushed images and interval 0 are
+//! never deferred; and
 //! deferring loses nothing.
 
 mod common;
@@ -103,4 +104,25 @@ fn a_closed_slot_is_never_deferred() {
     let r = read(&v, slot, &mut cur, 1000, LONG);
     assert_eq!((r.read, r.deferred), (4, false));
     assert_eq!(cur.read, 7);
+}
+
+#[test]
+fn a_flushed_image_is_never_deferred() {
+    use std::os::fd::AsRawFd;
+    record(c"pace-image", 6);
+    let tid = gettid();
+    let p = std::env::temp_dir().join(format!("latte-pace-{}.img", std::process::id()));
+    let f = std::fs::File::create(&p).unwrap();
+    assert_eq!(latte::ffi::latte_flush_sync(f.as_raw_fd(), LATTE_UNIT_CYCLE), 0);
+    drop(f);
+    let m = latte::reader::Mapping::open_file(&p).unwrap();
+    std::fs::remove_file(&p).unwrap();
+    let v = m.view;
+    let tok = v.ids().unwrap().into_iter().find(|i| latte::intern::name_bytes(&i.name) == b"pace-image").unwrap().token;
+    let s = v.slots().unwrap().into_iter().find(|s| s.id_token == tok && s.os_tid == tid).unwrap();
+    assert_eq!(s.state, LATTE_SLOT_LIVE, "the owner was alive when the image was taken");
+    let mut cur = latte_cursor::default();
+    assert_eq!(read(&v, s.index, &mut cur, 1000, LONG).read, 6);
+    let r = read(&v, s.index, &mut cur, 1000, LONG);
+    assert_eq!((r.read, r.deferred), (0, false), "no writer behind an image: never deferred");
 }
