@@ -2,8 +2,7 @@
 //! `latte_reader_read` uses): once a cursor has caught up with a live slot,
 //! reads within the interval return nothing without looking; reads cut
 //! short by the output, closed slots, flushed images and interval 0 are
-//! never deferred; and
-//! deferring loses nothing.
+//! never deferred; and deferring loses nothing.
 
 mod common;
 use common::*;
