@@ -152,6 +152,10 @@ impl Plan {
                 continue; // unassigned, or given to a new owner meanwhile: written as unassigned
             }
             type S = latte_slot_header;
+            // The metadata loads below may be relaxed: it was stored before
+            // the release store of the generation we just loaded (acquire)
+            // and compared, and it changes only with the generation. State:
+            // acquire, pairs with the owner's release store of CLOSED.
             put_u64(b, offset_of!(S, write_idx), c.write_idx);
             put_u64(b, offset_of!(S, flushed_end_idx), end.max(c.write_idx));
             put_u32(b, offset_of!(S, generation), c.generation);

@@ -488,6 +488,9 @@ impl View {
                 first_kept = keep_from;
             }
         }
+        // Relaxed: the acquire fence after the last chunk comes first. If the
+        // copy saw a word a new owner wrote (with release, after storing its
+        // new generation), that fence makes the new generation visible here.
         let g2 = if flushed { g1 } else { gen_a.load(Ordering::Relaxed) };
         if g2 != g1 {
             return Ok(res);
@@ -517,6 +520,7 @@ impl View {
         let h = unsafe { &*(self.base as *const latte_region_header) };
         let mut c = Calibration {
             cycles_per_ns: crate::region::load_f64(&h.cycles_per_ns_bits),
+            // Acquire: pairs with the release store of 2 after the figures.
             calibrated: h.calibration_state.load(Ordering::Acquire) == 2,
             overhead: [0.0; 10],
         };
@@ -529,6 +533,7 @@ impl View {
 
     /// Preferred display unit (set by a flush).
     pub fn display_unit(&self) -> u32 {
+        // Relaxed: a value read on its own, guarding no other data.
         // SAFETY: as in counters.
         unsafe { &*(self.base as *const latte_region_header) }.display_unit.load(Ordering::Relaxed)
     }
@@ -543,6 +548,8 @@ impl View {
 /// # Safety
 /// `base` is readable for 8 bytes and 8-aligned.
 unsafe fn magic_or(base: *const u8, e: i32) -> i32 {
+    // Relaxed: the magic is compared on its own (the fields it vouches for
+    // are validated one by one afterwards).
     // SAFETY: the caller checked that 8 bytes are readable.
     let m = unsafe { AtomicU64::from_ptr(base as *mut u64) }.load(Ordering::Relaxed).to_le_bytes();
     if m == LATTE_MAGIC { e } else { LATTE_ERR_NOT_LATTE }

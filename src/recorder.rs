@@ -222,6 +222,8 @@ static SINK0: Sink0 = unsafe { core::mem::zeroed() };
 
 /// The ring for a span that cannot be recorded: a sink that fits `t`'s mask.
 pub fn unrecordable(t: &latte_thread) -> *mut latte_slot_header {
+    // Acquire: pairs with the swap in `install`, which published the sink
+    // mapping (zero-filled by mmap) before its address.
     let big = SINK.load(Ordering::Acquire);
     if t.sample_mask == 0 || big.is_null() {
         // Every write through it is an atomic store, so sharing it between
@@ -321,6 +323,10 @@ impl Registry {
     fn allocate_slot(&mut self, c: &Cold, token: u32) -> Option<*mut latte_slot_header> {
         let region = self.region?;
         let h = region.header();
+        // Relaxed, here and for the slot's old generation and index below:
+        // the registry lock is held, and only its holder stores these (the
+        // index: the slot's previous owner, which exited before the slot
+        // became reusable, its last store ordered by the lock it took then).
         let used = h.slots_used.load(Ordering::Relaxed);
         let (i, fresh) = if used < region.geometry().slot_capacity {
             (used, true)

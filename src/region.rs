@@ -228,6 +228,7 @@ impl Region {
             return; // anonymous private memory is already copy-on-write.
         }
         let len = self.geo.total_size as usize;
+        // Relaxed: a test switch, read on its own.
         let p = if FAIL_PRIVATE_REMAP.load(Ordering::Relaxed) {
             libc::MAP_FAILED
         } else {
@@ -271,7 +272,9 @@ impl Region {
         let dst = tmp as *mut u64;
         for i in 0..len / 8 {
             // SAFETY: both mappings are `len` bytes long and 8-aligned (page
-            // aligned); the source is shared memory, read atomically.
+            // aligned); the source is shared memory, read atomically
+            // (relaxed: a moment's picture, as said above; no word is
+            // read on the strength of another).
             unsafe {
                 let w = (*src.add(i)).load(Ordering::Relaxed);
                 if w != 0 {
@@ -292,6 +295,8 @@ impl Region {
     /// Copies the ID table of another region (used when a shared region
     /// replaces the private one before any recording).
     pub fn copy_ids_from(&self, other: &Region) -> bool {
+        // Acquire: pairs with the release store that counted the last name
+        // in, so the names below it are complete.
         let n = other.header().ids_used.load(Ordering::Acquire);
         if n > self.geo.id_capacity {
             return false;
@@ -360,6 +365,7 @@ pub fn load_f64(a: &AtomicU64) -> f64 {
 
 /// Stores an f64 as bits in an atomic.
 pub fn store_f64(a: &AtomicU64, v: f64) {
+    // Release: pairs with the acquire in load_f64.
     a.store(v.to_bits(), Ordering::Release);
 }
 
