@@ -17,16 +17,36 @@
 #include <x86intrin.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+// Every standard header the original brings in (programs lean on them),
+// in both builds.
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <ios>
 #include <iostream>
+#include <limits>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <ostream>
+#include <queue>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -57,6 +77,15 @@ struct CleanResult {
   size_t outlier = 0;
   double cutoff = 0.0;
 };
+
+// Keys of Manager::CalibrationOffset: start mode x 3 + stop mode, 9 = pulse.
+constexpr uint8_t CALIB_KEY_UNSET = 0xFF;
+constexpr uint8_t CALIB_KEY_MIXED = 0xFE;
+constexpr uint8_t CALIB_KEY_PULSE = 9;
+constexpr size_t CALIB_KEY_COUNT = 10;
+inline uint8_t CalibKey(uint8_t start_mode, uint8_t stop_mode) {
+  return (start_mode < 3 && stop_mode < 3) ? static_cast<uint8_t>(start_mode * 3 + stop_mode) : CALIB_KEY_UNSET;
+}
 
 template <latte_mode M>
 inline void StartIn(ID id) { latte_start_inline(id, M); }
@@ -146,9 +175,68 @@ inline decltype(auto) Field(ID id, F &&f) {
 
 }  // namespace Internal
 
-// The durations recorded for `id` on every thread (at most MAX_SAMPLES per
-// thread, the newest); empty for an unknown ID.
-inline std::vector<Cycles> Snapshot(ID id) {
+// One sample as ExtractSamplesGlobal gives it: duration, raw TSC at Start
+// (for a pulse, the previous pulse's TSC), spans open around it.
+struct Sample {
+  Cycles duration;
+  Cycles start;
+  uint8_t depth;
+};
+
+// The calling thread's view as the original kept it: spans open now and
+// the OS thread id. Refreshed by each GetThreadStorage() call.
+struct ThreadStorage {
+  size_t stack_ptr = 0;
+  uint64_t tid = 0;
+};
+
+inline ThreadStorage *GetThreadStorage() {
+  static thread_local ThreadStorage ts;
+  if (ts.tid == 0) ts.tid = static_cast<uint64_t>(::syscall(SYS_gettid));
+#ifndef LATTE_DISABLE
+  if (latte__state.attached) {
+    ts.stack_ptr = latte__state.depth;
+  } else {
+    // Spans were opened through the C calls (another state), or none yet.
+    latte_thread_counters c{};
+    ts.stack_ptr = latte_thread_get_counters(&c) == 0 ? c.depth : 0;
+  }
+#endif
+  return &ts;
+}
+
+class Manager;
+inline std::vector<double> ToNs(const std::vector<Cycles> &values);
+
+// What Snapshot returns: the durations (a std::vector<Cycles>, so every use
+// of the vector keeps working) with a conversion to nanoseconds.
+#ifndef LATTE_DISABLE
+class SnapshotResult : public std::vector<Cycles> {
+ public:
+  SnapshotResult() = default;
+  explicit SnapshotResult(std::vector<Cycles> v) : std::vector<Cycles>(std::move(v)) {}
+  // Each value / cycles per ns, in order; calibrates first if not yet done.
+  std::vector<double> to_ns() const { return ToNs(*this); }
+};
+#else
+struct SnapshotResult {
+  bool empty() const { return true; }
+  size_t size() const { return 0; }
+  Cycles operator[](size_t) const { return 0; }
+  const Cycles *begin() const { return nullptr; }
+  const Cycles *end() const { return nullptr; }
+  std::vector<double> to_ns() const { return {}; }
+  operator const std::vector<Cycles> &() const {
+    static const std::vector<Cycles> none;
+    return none;
+  }
+};
+#endif
+
+namespace Internal {
+// The durations of `id` on every thread (at most MAX_SAMPLES per thread,
+// the newest); empty for an unknown ID.
+inline std::vector<Cycles> Durations(ID id) {
   std::vector<Cycles> v;
   size_t n = MAX_SAMPLES;  // one thread's ring: one call in the common case
   for (;;) {
@@ -159,12 +247,24 @@ inline std::vector<Cycles> Snapshot(ID id) {
       v.resize(got);
       return v;
     }
-    if (rc != -34 /* ERANGE: more threads recorded it */) {
+    if (rc != -ERANGE) {  // ERANGE: more threads recorded it
       v.clear();
       return v;
     }
     n = got + 1024;  // room for samples recorded meanwhile
   }
+}
+}  // namespace Internal
+
+// The durations recorded for `id` on every thread (at most MAX_SAMPLES per
+// thread, the newest); empty for an unknown ID.
+inline SnapshotResult Snapshot(ID id) {
+#ifndef LATTE_DISABLE
+  return SnapshotResult(Internal::Durations(id));
+#else
+  (void)id;
+  return SnapshotResult();
+#endif
 }
 
 // "512.00 ns", "1.88 us", "3.20 ms", "1.50 s", "2.00 min".
@@ -189,21 +289,125 @@ inline Internal::CleanResult DataClean(const std::vector<double> &values) {
   return r;
 }
 
+// The process-wide view the original kept: calibration figures, the
+// start-up TSC, and extraction. Everything forwards to the library.
+class Manager {
+ public:
+  // Cycles per ns: 1.0 until calibrated; refreshed by EnsureCalibrated,
+  // Calibrate and every dump.
+  double cycles_per_ns = 1.0;
+  // TSC at start-up; trace times count from it.
+  Cycles epoch = 0;
+
+  static Manager &Get() {
+    static Manager instance;
+    return instance;
+  }
+
+  // Calibrates once; later calls do nothing.
+  void EnsureCalibrated() {
+    std::call_once(calibrate_once_, [this] { Calibrate(); });
+  }
+
+  // Calibrates (the library measures once per process) and refreshes
+  // cycles_per_ns.
+  void Calibrate() {
+    Internal::Calibrate();
+    cycles_per_ns = latte_cycles_per_ns();
+    calibrated_.store(true, std::memory_order_release);
+  }
+
+  // The self-offset of a (start, stop) mode pair (key = start x 3 + stop,
+  // 9 = pulse), in cycles; 0 when unknown or before calibration.
+  Cycles CalibrationOffset(uint8_t key) const {
+    if (key >= Internal::CALIB_KEY_COUNT) return 0;
+    double pairs[9] = {0}, pulse = 0;
+    if (latte_calibration_overheads(pairs, &pulse) != 0) return 0;
+    double v = key == Internal::CALIB_KEY_PULSE ? pulse : pairs[key];
+    return v > 0 ? static_cast<Cycles>(std::llround(v)) : 0;
+  }
+
+  // The durations of `id` (= Snapshot's).
+  std::vector<Cycles> ExtractRaw(ID id) { return Internal::Durations(id); }
+
+  // Every kept sample of every thread, per ID: a ring contributes in its
+  // slot order, several threads' samples of an ID are concatenated,
+  // calibration never appears. Keys are the first pointer the program
+  // recorded each name through, so literal lookups find their samples.
+  std::map<ID, std::vector<Sample>> ExtractSamplesGlobal() {
+    std::map<ID, std::vector<Sample>> out;
+    std::vector<latte_sample_record> recs;
+    size_t n = 0;
+    int rc = latte_samples_extract(nullptr, 0, &n);
+    while (rc == -ERANGE) {
+      recs.resize(n + 4096);  // room for samples recorded meanwhile
+      rc = latte_samples_extract(recs.data(), recs.size(), &n);
+    }
+    if (rc != 0) return out;
+    recs.resize(n);
+    std::map<uint32_t, ID> keys;
+    for (const latte_sample_record &r : recs) {
+      auto k = keys.find(r.token);
+      if (k == keys.end()) k = keys.emplace(r.token, latte_id_key(r.token)).first;
+      if (k->second == nullptr) continue;
+      out[k->second].push_back(Sample{r.duration, r.start_tsc, r.depth});
+    }
+    return out;
+  }
+
+  Manager() : epoch(latte_epoch_tsc()) {}
+  Manager(const Manager &) = delete;
+  Manager &operator=(const Manager &) = delete;
+
+  // After a dump: cycles per ns once calibrated, the start-up TSC.
+  void Refresh() {
+    if (calibrated_.load(std::memory_order_acquire)) cycles_per_ns = latte_cycles_per_ns();
+    epoch = latte_epoch_tsc();
+  }
+
+ private:
+  std::once_flag calibrate_once_;
+  std::atomic<bool> calibrated_{false};
+};
+
+// Each value / cycles per ns, in order; calibrates first if not yet done.
+inline std::vector<double> ToNs(const std::vector<Cycles> &values) {
+#ifndef LATTE_DISABLE
+  Manager &m = Manager::Get();
+  m.EnsureCalibrated();
+  std::vector<double> out;
+  out.reserve(values.size());
+  for (Cycles c : values) out.push_back(static_cast<double>(c) / m.cycles_per_ns);
+  return out;
+#else
+  (void)values;
+  return {};
+#endif
+}
+
 // Prints the report table; calibrates first when Time or Calibrated is asked.
 inline void DumpToStream(std::ostream &os, Parameter::Unit unit = Parameter::Cycle,
                          Parameter::Data data = Parameter::Raw) {
-  if (unit == Parameter::Time || data == Parameter::Calibrated) Internal::Calibrate();
+  Manager &m = Manager::Get();
+  if (unit == Parameter::Time || data == Parameter::Calibrated) m.EnsureCalibrated();
   char *s = latte_report_string(unit == Parameter::Time ? LATTE_UNIT_TIME : LATTE_UNIT_CYCLE,
                                 data == Parameter::Calibrated ? LATTE_DATA_CALIBRATED : LATTE_DATA_RAW);
   if (s) {
-    os << s;
+    os << s << std::flush;
     latte_string_free(s);
   }
+  m.Refresh();
 }
 
-// Writes every kept sample as a Chrome trace JSON array; nothing (and no
-// exception) when the path cannot be opened.
-inline void DumpToJson(const std::string &path) { (void)latte_trace_write(path.c_str()); }
+// Writes every kept sample as a Chrome trace JSON array (times in us from
+// Manager::epoch); calibrates first. Nothing (and no exception) when the
+// path cannot be opened.
+inline void DumpToJson(const std::string &path) {
+  Manager &m = Manager::Get();
+  m.EnsureCalibrated();
+  (void)latte_trace_write(path.c_str());
+  m.Refresh();
+}
 
 // New entry points (see include/latte.h for their codes).
 inline int InitSharedRegion(const char *shm_name) { return latte_init_shared_region(shm_name); }
@@ -316,7 +520,7 @@ class Reader {
 // Measures cycles per ns over ~120 ms against CLOCK_MONOTONIC_RAW.
 #define LATTE_FREQ(var) ((var) = ::latte_measure_cycles_per_ns(120))
 // Calibrates once (thread-safe; later calls do nothing).
-#define LATTE_CALIBRATE() ::Latte::Internal::Calibrate()
+#define LATTE_CALIBRATE() ::Latte::Manager::Get().EnsureCalibrated()
 #else
 #define LATTE_PULSE(id) ((void)sizeof(id))
 #define LATTE_RAII(...) static_cast<void>(0)

@@ -244,6 +244,23 @@ typedef struct latte_counters {
   uint64_t mapping_faults;
 } latte_counters;
 
+// One sample of `latte_samples_extract`.
+typedef struct latte_sample_record {
+  // Duration in cycles (stop TSC - start TSC).
+  uint64_t duration;
+  // Raw TSC at the span's Start (a pulse: the previous pulse's TSC).
+  uint64_t start_tsc;
+  // The ID's token (`latte_id_name`, `latte_id_key`).
+  uint32_t token;
+  // Spans open around it (outermost 0).
+  uint8_t depth;
+  // `latte_mode` of the Start and of the Stop (LATTE_MODE_PULSE for both
+  // halves of a pulse).
+  uint8_t start_mode;
+  uint8_t stop_mode;
+  uint8_t _pad;
+} latte_sample_record;
+
 // Display unit of a report or a flush.
 typedef uint32_t latte_unit;
 
@@ -510,6 +527,23 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // `cap`) and their count to `*out_n`; -ERANGE (and the needed count) when
 // they do not fit. An unknown ID gives 0 samples.
 int latte_snapshot(const char *id, uint64_t *out, size_t cap, size_t *out_n);
+
+// Every kept sample of every thread of this process, calibration excluded:
+// slot by slot, each ring's samples in ring order (chronological until the
+// ring wraps). Writes them to `out` (capacity `cap`) and their count to
+// `*out_n`; -ERANGE (and the needed count) when they do not fit: call
+// again with room for a little more (threads may record meanwhile).
+int latte_samples_extract(struct latte_sample_record *out, size_t cap, size_t *out_n);
+
+// The first ID pointer a Start or pulse of this process passed for
+// `token` (the address the program used for that name); NULL when none
+// did. The C++ `Manager::ExtractSamplesGlobal` keys its map with it.
+const char *latte_id_key(uint32_t token);
+
+// The TSC at this process's start of recording (the region's anchor, taken
+// when it was made); trace times count from it. Makes the default region
+// on first need; 0 when it cannot be made.
+uint64_t latte_epoch_tsc(void);
 
 // The report table as a NUL-terminated string (free it with
 // `latte_string_free`); NULL on error. Calibrates first when `unit` is

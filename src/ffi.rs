@@ -271,6 +271,79 @@ pub extern "C" fn latte_snapshot(id: *const c_char, out: *mut u64, cap: usize, o
     })
 }
 
+/// One sample of `latte_samples_extract`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub struct latte_sample_record {
+    /// Duration in cycles (stop TSC - start TSC).
+    pub duration: u64,
+    /// Raw TSC at the span's Start (a pulse: the previous pulse's TSC).
+    pub start_tsc: u64,
+    /// The ID's token (`latte_id_name`, `latte_id_key`).
+    pub token: u32,
+    /// Spans open around it (outermost 0).
+    pub depth: u8,
+    /// `latte_mode` of the Start and of the Stop (LATTE_MODE_PULSE for both
+    /// halves of a pulse).
+    pub start_mode: u8,
+    pub stop_mode: u8,
+    pub _pad: u8,
+}
+
+/// Every kept sample of every thread of this process, calibration excluded:
+/// slot by slot, each ring's samples in ring order (chronological until the
+/// ring wraps). Writes them to `out` (capacity `cap`) and their count to
+/// `*out_n`; -ERANGE (and the needed count) when they do not fit: call
+/// again with room for a little more (threads may record meanwhile).
+#[no_mangle]
+pub extern "C" fn latte_samples_extract(out: *mut latte_sample_record, cap: usize, out_n: *mut usize) -> c_int {
+    guard(-libc::EIO, || {
+        let mut all = Vec::new();
+        if let Err(e) = crate::reader::extract_all(&mut all) {
+            return e;
+        }
+        let recs: Vec<latte_sample_record> = all
+            .iter()
+            .map(|(token, r)| {
+                let s = r.decode();
+                latte_sample_record {
+                    duration: s.duration,
+                    start_tsc: s.start_tsc,
+                    token: *token,
+                    depth: s.depth as u8,
+                    start_mode: s.start_mode as u8,
+                    stop_mode: s.stop_mode as u8,
+                    _pad: 0,
+                }
+            })
+            .collect();
+        // SAFETY: out is NULL or writable for cap records, out_n NULL or writable (API contract).
+        unsafe { fill(&recs, out, cap, out_n) }
+    })
+}
+
+/// The first ID pointer a Start or pulse of this process passed for
+/// `token` (the address the program used for that name); NULL when none
+/// did. The C++ `Manager::ExtractSamplesGlobal` keys its map with it.
+#[no_mangle]
+pub extern "C" fn latte_id_key(token: u32) -> *const c_char {
+    guard(core::ptr::null(), || recorder::REGISTRY.lock().interner.first_ptr(token).unwrap_or(0) as *const c_char)
+}
+
+/// The TSC at this process's start of recording (the region's anchor, taken
+/// when it was made); trace times count from it. Makes the default region
+/// on first need; 0 when it cannot be made.
+#[no_mangle]
+pub extern "C" fn latte_epoch_tsc() -> u64 {
+    guard(0, || {
+        if recorder::REGISTRY.lock().region().is_err() {
+            return 0;
+        }
+        crate::reader::own_view().map(|v| v.anchor_tsc).unwrap_or(0)
+    })
+}
+
 /// The report table as a NUL-terminated string (free it with
 /// `latte_string_free`); NULL on error. Calibrates first when `unit` is
 /// TIME or `data` is CALIBRATED.
@@ -306,10 +379,7 @@ pub extern "C" fn latte_trace_write(path: *const c_char) -> c_int {
         use std::os::unix::ffi::OsStrExt;
         let p = std::path::Path::new(std::ffi::OsStr::from_bytes(p.to_bytes()));
         let cpn = crate::calibrate::cycles_per_ns();
-        match crate::reader::own_view() {
-            Some(v) => code(crate::trace::write_file(p, &v, cpn)),
-            None => code(std::fs::write(p, "[\n]\n").map_err(|e| crate::error::io_code(&e))),
-        }
+        code(crate::trace::write_file(p, crate::reader::own_view().as_ref(), cpn))
     })
 }
 

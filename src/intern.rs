@@ -75,6 +75,11 @@ pub fn name_bytes(n: &Name) -> &[u8] {
 pub struct Interner {
     by_name: BTreeMap<Name, u32>,
     by_ptr: BTreeMap<usize, u32>,
+    /// Per token, the first pointer a Start or pulse passed for it: the key
+    /// under which the C++ `ExtractSamplesGlobal` files the token's samples
+    /// (its callers look names up by address, with the literals they record
+    /// through). Tokens survive a region change, so this is never cleared.
+    first_ptr: BTreeMap<u32, usize>,
 }
 
 /// Pointer-map entries kept at most (IDs built in reused buffers would
@@ -83,7 +88,7 @@ const MAX_PTR_ENTRIES: usize = 65536;
 
 impl Interner {
     pub const fn new() -> Interner {
-        Interner { by_name: BTreeMap::new(), by_ptr: BTreeMap::new() }
+        Interner { by_name: BTreeMap::new(), by_ptr: BTreeMap::new(), first_ptr: BTreeMap::new() }
     }
 
     /// Forgets everything (a new region without names).
@@ -135,7 +140,15 @@ impl Interner {
             self.by_ptr.clear();
         }
         self.by_ptr.insert(id as usize, t);
+        if !id.is_null() {
+            self.first_ptr.entry(t).or_insert(id as usize);
+        }
         Some(t)
+    }
+
+    /// The first pointer a recording passed for `token` (see `first_ptr`).
+    pub fn first_ptr(&self, token: u32) -> Option<usize> {
+        self.first_ptr.get(&token).copied()
     }
 
     /// Rebuilds the name map from a region's table (after copying a table).

@@ -630,6 +630,36 @@ pub unsafe fn snapshot_into(id: *const core::ffi::c_char, out: &mut Vec<latte_ra
     Ok(())
 }
 
+/// Every sample of this process's region with its ID token, calibration
+/// excluded, into `out` (cleared first): slot by slot in slot order, each
+/// ring's samples in the order they sit in the ring (chronological until the
+/// ring wraps), as the original Latte's `ExtractSamplesGlobal` gives them.
+pub fn extract_all(out: &mut Vec<(u32, latte_raw_sample)>) -> Result<(), i32> {
+    out.clear();
+    let Some(v) = own_view() else { return Ok(()) };
+    let hidden: Vec<bool> = v.ids()?.iter().map(|i| crate::calibrate::is_calibration_name(crate::intern::name_bytes(&i.name))).collect();
+    let fin = Finality::of(&v);
+    let cap = v.geo.samples_per_slot as u64;
+    let mut buf = Vec::new();
+    for s in v.slots()? {
+        if hidden.get(s.id_token as usize).copied().unwrap_or(true) {
+            continue;
+        }
+        let mut cur = latte_cursor::default();
+        buf.clear();
+        v.read_slot(s.index, &mut cur, &mut buf, fin.is_final(&s))?;
+        // buf holds indices cur.next - n .. cur.next; the ring position of
+        // index i is i % cap, so the samples wrapped past the ring's end come
+        // first in ring order.
+        let n = buf.len() as u64;
+        let first_pos = (cur.next - n) % cap;
+        let split = if first_pos + n > cap { (cap - first_pos) as usize } else { 0 };
+        let (older, newer) = buf.split_at(split);
+        out.extend(newer.iter().chain(older).map(|r| (s.id_token, *r)));
+    }
+    Ok(())
+}
+
 /// The durations (cycles) of `snapshot_into`.
 ///
 /// # Safety

@@ -83,6 +83,7 @@ pub struct Event {
 
 /// Every sample of every slot, per token, in recording (start tsc) order,
 /// calibration excluded. Names indexed by token.
+#[derive(Default)]
 pub struct Collected {
     pub names: Vec<String>,
     pub hidden: Vec<bool>,
@@ -177,8 +178,108 @@ const COLS: [(&str, usize); 10] = [
 /// Extra columns of the extended table (`latte stats`).
 const EXTRA_COLS: [(&str, usize); 4] = [("P90", 10), ("P99", 10), ("P99.9", 10), ("LOST", 9)];
 
+/// Title of the self-offset matrix: rows are the start mode, columns the stop mode.
+const SELF_OFFSET_TITLE: &str = "SELF-OFFSET H[Start] x W[Stop]";
+
 fn cut(s: &str, w: usize) -> String {
     s.chars().take(w).collect()
+}
+
+/// `s` left-aligned (`left`) or right-aligned in `w` characters, cut to `w`.
+fn pad(s: &str, w: usize, left: bool) -> String {
+    let c = cut(s, w);
+    if left {
+        format!("{c:<w$}")
+    } else {
+        format!("{c:>w$}")
+    }
+}
+
+/// The cells of a component's row, in column order.
+fn row_cells(r: &Row, units: &Units, extended: bool) -> Vec<String> {
+    let s = &r.summary;
+    let mut v = vec![
+        r.name.clone(),
+        s.count.to_string(),
+        units.show(s.mean),
+        units.show(s.median),
+        units.show(s.std_dev),
+        format!("{:.2}", s.skew),
+        units.show(s.min),
+        units.show(s.max),
+        units.show(s.max - s.min),
+        r.outliers.to_string(),
+    ];
+    if extended {
+        v.extend([units.show(s.p90), units.show(s.p99), units.show(s.p999), r.lost.to_string()]);
+    }
+    v
+}
+
+/// The self-offset matrix's lines (without borders), each `width` wide:
+/// a label in 10, three values right-aligned in 14, then padding.
+fn self_offset_lines(units: &Units, cal: &Calibration, width: usize) -> Vec<String> {
+    let line = |label: &str, vals: [String; 3]| {
+        let body = format!("{}{}{}{}", pad(label, 10, true), pad(&vals[0], 14, false), pad(&vals[1], 14, false), pad(&vals[2], 14, false));
+        pad(&body, width, true)
+    };
+    let mut out = vec![pad(SELF_OFFSET_TITLE, width, true), line("", ["F".into(), "M".into(), "H".into()])];
+    for (r, label) in ["F", "M", "H"].iter().enumerate() {
+        out.push(line(label, [0, 1, 2].map(|c| units.show(cal.overhead[r * 3 + c]))));
+    }
+    out.push(line("PULSE", [units.show(cal.overhead[9]), String::new(), String::new()]));
+    out
+}
+
+/// Options of a rendering.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub unit: latte_unit,
+    pub data: latte_data,
+    /// Add percentile and loss columns and the counters (the command's view).
+    pub extended: bool,
+}
+
+fn title(opts: &Options) -> String {
+    format!(
+        "LATTE TELEMETRY [{}][{}]",
+        if opts.unit == LATTE_UNIT_TIME { "TIME" } else { "CYCLES" },
+        if opts.data == LATTE_DATA_CALIBRATED { "CAL" } else { "RAW" }
+    )
+}
+
+/// The original Latte's table, as `DumpToStream` prints it: ASCII borders in
+/// gray (`#`/`=` around the title and at the end, `|`/`-` elsewhere), a
+/// leading line feed, cells joined by a gray ` | `, width 136 between the
+/// border characters. Only the standard columns.
+pub fn render_classic(rows: &[Row], unit: latte_unit, data: latte_data, cal: &Calibration) -> String {
+    let opts = Options { unit, data, extended: false };
+    let units = Units { unit, cycles_per_ns: cal.cycles_per_ns };
+    let g = |s: &str| format!("{GRAY}{s}{RESET}");
+    let rule = |c: char| format!("{}{}{}\n", g(if c == '=' { "#" } else { "|" }), g(&c.to_string().repeat(WIDTH)), g(if c == '=' { "#" } else { "|" }));
+    let row = |cells: &[String]| {
+        let joined = cells.join(&g(" | "));
+        format!("{} {} {}\n", g("|"), joined, g("|"))
+    };
+    let mut out = String::from("\n");
+    out.push_str(&rule('='));
+    out.push_str(&row(&[pad(&title(&opts), WIDTH - 2, true)]));
+    out.push_str(&rule('='));
+    if data == LATTE_DATA_CALIBRATED {
+        for l in self_offset_lines(&units, cal, WIDTH - 2) {
+            out.push_str(&row(&[l]));
+        }
+        out.push_str(&rule('-'));
+    }
+    let head: Vec<String> = COLS.iter().enumerate().map(|(k, (t, w))| pad(t, *w, k == 0)).collect();
+    out.push_str(&row(&head));
+    out.push_str(&rule('-'));
+    for r in rows {
+        let cells: Vec<String> = row_cells(r, &units, false).iter().zip(COLS.iter()).enumerate().map(|(k, (c, (_, w)))| pad(c, *w, k == 0)).collect();
+        out.push_str(&row(&cells));
+    }
+    out.push_str(&rule('='));
+    out
 }
 
 fn border(out: &mut String, left: char, mid: char, right: char, widths: &[usize]) {
@@ -207,12 +308,7 @@ fn cells(out: &mut String, cells: &[String], widths: &[usize]) {
     out.push('│');
     out.push_str(RESET);
     for (k, (c, &w)) in cells.iter().zip(widths).enumerate() {
-        let c = cut(c, w);
-        if k == 0 {
-            let _ = write!(out, " {c:<w$} ");
-        } else {
-            let _ = write!(out, " {c:>w$} ");
-        }
+        let _ = write!(out, " {} ", pad(c, w, k == 0));
         out.push_str(GRAY);
         out.push('│');
         out.push_str(RESET);
@@ -220,16 +316,8 @@ fn cells(out: &mut String, cells: &[String], widths: &[usize]) {
     out.push('\n');
 }
 
-/// Options of a rendering.
-#[derive(Clone, Copy, Debug)]
-pub struct Options {
-    pub unit: latte_unit,
-    pub data: latte_data,
-    /// Add percentile and loss columns and the counters (the command's view).
-    pub extended: bool,
-}
-
-/// Renders the table.
+/// The `latte` command's table: box-drawn, with percentile and loss
+/// columns and the counters when `opts.extended`.
 pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<&crate::recorder::latte_counters>) -> String {
     let units = Units { unit: opts.unit, cycles_per_ns: cal.cycles_per_ns };
     let mut cols: Vec<(&str, usize)> = COLS.to_vec();
@@ -240,44 +328,19 @@ pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<
     let inner: usize = widths.iter().map(|w| w + 2).sum::<usize>() + widths.len() - 1;
     debug_assert!(opts.extended || inner == WIDTH);
     let mut out = String::new();
-    let title = format!(
-        "LATTE TELEMETRY [{}][{}]",
-        if opts.unit == LATTE_UNIT_TIME { "TIME" } else { "CYCLES" },
-        if opts.data == LATTE_DATA_CALIBRATED { "CAL" } else { "RAW" }
-    );
     border(&mut out, '┌', '─', '┐', &[inner - 2]);
-    full_line(&mut out, &title, inner, true);
+    full_line(&mut out, &title(opts), inner, true);
     if opts.data == LATTE_DATA_CALIBRATED {
         border(&mut out, '├', '─', '┤', &[inner - 2]);
-        full_line(&mut out, "OVERHEAD H[Start] x W[Stop]", inner, false);
-        full_line(&mut out, &format!("{:<8}{:>14}{:>14}{:>14}", "", "F", "M", "H"), inner, false);
-        for (r, label) in ["F", "M", "H"].iter().enumerate() {
-            let v: Vec<String> = (0..3).map(|c| units.show(cal.overhead[r * 3 + c])).collect();
-            full_line(&mut out, &format!("{:<8}{:>14}{:>14}{:>14}", label, v[0], v[1], v[2]), inner, false);
+        for l in self_offset_lines(&units, cal, inner - 2) {
+            full_line(&mut out, &l, inner, false);
         }
-        full_line(&mut out, &format!("{:<8}{:>14}", "PULSE", units.show(cal.overhead[9])), inner, false);
     }
     border(&mut out, '├', '┬', '┤', &widths);
     cells(&mut out, &cols.iter().map(|c| c.0.to_string()).collect::<Vec<_>>(), &widths);
     border(&mut out, '├', '┼', '┤', &widths);
     for r in rows {
-        let s = &r.summary;
-        let mut v = vec![
-            r.name.clone(),
-            s.count.to_string(),
-            units.show(s.mean),
-            units.show(s.median),
-            units.show(s.std_dev),
-            format!("{:.2}", s.skew),
-            units.show(s.min),
-            units.show(s.max),
-            units.show(s.max - s.min),
-            r.outliers.to_string(),
-        ];
-        if opts.extended {
-            v.extend([units.show(s.p90), units.show(s.p99), units.show(s.p999), r.lost.to_string()]);
-        }
-        cells(&mut out, &v, &widths);
+        cells(&mut out, &row_cells(r, &units, opts.extended), &widths);
     }
     border(&mut out, '└', '┴', '┘', &widths);
     if let Some(k) = counters {
@@ -298,11 +361,11 @@ pub fn own_report(unit: latte_unit, data: latte_data) -> Result<String, i32> {
     }
     let view = match crate::reader::own_view() {
         Some(v) => v,
-        None => return Ok(render(&[], &Options { unit, data, extended: false }, &Calibration::default(), None)),
+        None => return Ok(render_classic(&[], unit, data, &Calibration::default())),
     };
     let c = collect(&view)?;
     let cal = view.calibration();
-    Ok(render(&rows(&c, data, &cal), &Options { unit, data, extended: false }, &cal, None))
+    Ok(render_classic(&rows(&c, data, &cal), unit, data, &cal))
 }
 
 #[cfg(test)]
@@ -328,18 +391,23 @@ mod tests {
     }
 
     #[test]
-    fn table_is_136_wide() {
+    fn tables_are_136_wide() {
         let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
         let rows = vec![Row { name: "a_very_long_component_name_indeed".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1 }];
         for data in [LATTE_DATA_RAW, LATTE_DATA_CALIBRATED] {
-            let t = render(&rows, &Options { unit: LATTE_UNIT_CYCLE, data, extended: false }, &Calibration::default(), None);
-            for line in t.lines() {
-                let plain = line.replace(GRAY, "").replace(RESET, "");
-                assert_eq!(plain.chars().count(), 138, "{plain}");
+            let boxed = render(&rows, &Options { unit: LATTE_UNIT_CYCLE, data, extended: false }, &Calibration::default(), None);
+            let classic = render_classic(&rows, LATTE_UNIT_CYCLE, data, &Calibration::default());
+            assert!(classic.starts_with('\n') && classic.is_ascii());
+            for (t, name_cell) in [(&boxed, "│ a_very_long_componen │"), (&classic, "| a_very_long_componen | ")] {
+                for line in t.lines().filter(|l| !l.is_empty()) {
+                    let plain = line.replace(GRAY, "").replace(RESET, "");
+                    assert_eq!(plain.chars().count(), 138, "{plain}");
+                }
+                let plain = t.replace(GRAY, "").replace(RESET, "");
+                assert!(plain.contains(name_cell), "{plain}");
+                assert!(t.contains(GRAY) && t.contains(RESET));
+                assert_eq!(plain.contains(SELF_OFFSET_TITLE), data == LATTE_DATA_CALIBRATED);
             }
-            let plain = t.replace(GRAY, "").replace(RESET, "");
-            assert!(plain.contains("│ a_very_long_componen │"), "{plain}");
-            assert!(t.contains(GRAY) && t.contains(RESET));
         }
     }
 }

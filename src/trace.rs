@@ -1,6 +1,8 @@
 //! The Chrome trace (`DumpToJson`, `latte trace`): a JSON array of complete
 //! ("X") events, one per sample, ordered by start time, that Perfetto and
-//! chrome://tracing load.
+//! chrome://tracing load. The text is the original Latte's line for line
+//! (`"key": value` with a space, two-space indent, one event per line);
+//! names are JSON-escaped.
 
 use crate::report::Collected;
 use std::io::Write;
@@ -23,9 +25,10 @@ pub fn write(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles
             w.write_all(b",\n")?;
         }
         first = false;
+        // The original's line, printf conversions and spacing included.
         write!(
             w,
-            "{{\"name\":{nm},\"ph\":\"X\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ts:.3},\"dur\":{dur:.3},\"component\":{nm},\"sample_index\":{n},\"depth\":{d},\"start_ns\":{sn:.1},\"duration_ns\":{dn:.1}}}",
+            "  {{\"name\": {nm}, \"ph\": \"X\", \"pid\": {pid}, \"tid\": {tid}, \"ts\": {ts:.3}, \"dur\": {dur:.3}, \"component\": {nm}, \"sample_index\": {n}, \"depth\": {d}, \"start_ns\": {sn:.2}, \"duration_ns\": {dn:.2}}}",
             nm = names[t],
             tid = e.os_tid,
             ts = start_ns / 1000.0,
@@ -39,11 +42,15 @@ pub fn write(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles
     w.flush()
 }
 
-/// Writes the trace of a view to `path`. Nothing is created when the path
-/// cannot be opened.
-pub fn write_file(path: &std::path::Path, view: &crate::reader::View, cycles_per_ns: f64) -> Result<(), i32> {
-    let c = crate::report::collect(view)?;
+/// Writes the trace of a view (an empty trace without one) to `path`.
+/// Nothing is created when the path cannot be opened.
+pub fn write_file(path: &std::path::Path, view: Option<&crate::reader::View>, cycles_per_ns: f64) -> Result<(), i32> {
+    let c = match view {
+        Some(v) => crate::report::collect(v)?,
+        None => crate::report::Collected::default(),
+    };
     let f = std::fs::File::create(path).map_err(|e| crate::error::io_code(&e))?;
     let mut bw = std::io::BufWriter::with_capacity(1 << 20, f);
-    write(&mut bw, &c, view.producer_pid, view.anchor_tsc, cycles_per_ns).map_err(|e| crate::error::io_code(&e))
+    let (pid, anchor) = view.map(|v| (v.producer_pid, v.anchor_tsc)).unwrap_or((std::process::id(), 0));
+    write(&mut bw, &c, pid, anchor, cycles_per_ns).map_err(|e| crate::error::io_code(&e))
 }

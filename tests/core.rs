@@ -175,7 +175,7 @@ fn report_hides_calibration_and_lists_components() {
         assert_eq!(latte_calibrate(), 0);
         let r = latte::report::own_report(LATTE_UNIT_TIME, LATTE_DATA_CALIBRATED).unwrap();
         assert!(r.contains("LATTE TELEMETRY [TIME][CAL]"));
-        assert!(r.contains("OVERHEAD H[Start] x W[Stop]") && r.contains("PULSE"));
+        assert!(r.contains("SELF-OFFSET H[Start] x W[Stop]") && r.contains("PULSE"));
         assert!(r.contains("reported"));
         assert!(!r.contains("latte.calibrate"));
         let mut o = [0f64; 9];

@@ -220,7 +220,7 @@ fn trace(target: &str, output: &std::path::Path) -> ExitCode {
         Err(e) => return fail(target, e),
     };
     let cpn = cycles_per_ns(&m.view);
-    match latte::trace::write_file(output, &m.view, cpn) {
+    match latte::trace::write_file(output, Some(&m.view), cpn) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&output.to_string_lossy(), e),
     }

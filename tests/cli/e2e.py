@@ -64,7 +64,7 @@ try:
     r = latte("stats", NAME)
     check(r.returncode == 0 and "LATTE TELEMETRY [CYCLES][RAW]" in r.stdout and "svc.a" in r.stdout and "P99.9" in r.stdout, "stats table")
     r = latte("stats", NAME, "--time", "--calibrated")
-    check(r.returncode == 0 and "LATTE TELEMETRY [TIME][CAL]" in r.stdout and "OVERHEAD" in r.stdout, "stats --time --calibrated")
+    check(r.returncode == 0 and "LATTE TELEMETRY [TIME][CAL]" in r.stdout and "SELF-OFFSET" in r.stdout, "stats --time --calibrated")
     check(" ns " in r.stdout or " us " in r.stdout, "times shown")
 
     # trace while it runs.

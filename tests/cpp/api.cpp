@@ -214,8 +214,8 @@ static void Reports() {
       CHECK(s.find("COMPONENT") != std::string::npos && s.find("OUTLIER") != std::string::npos);
       CHECK(s.find("cpp.fast") != std::string::npos);
       CHECK(s.find("latte.calibrate") == std::string::npos);
-      CHECK((s.find("OVERHEAD H[Start] x W[Stop]") != std::string::npos) == (d == 1));
-      if (u == 1) CHECK(s.find(" ns ") != std::string::npos || s.find(" us ") != std::string::npos);
+      CHECK((s.find("SELF-OFFSET H[Start] x W[Stop]") != std::string::npos) == (d == 1));
+      if (u == 1) CHECK(s.find(" ns\033") != std::string::npos || s.find(" us\033") != std::string::npos);
     }
   double f = 0;
   LATTE_FREQ(f);
