@@ -23,46 +23,51 @@ use crate::region::{bump, Region};
 use crate::{intern::Interner, tsc};
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::c_char;
-use core::sync::atomic::{fence, AtomicBool, AtomicPtr, Ordering};
+use core::sync::atomic::{fence, AtomicPtr, Ordering};
 use std::collections::VecDeque;
 
 // ---------------------------------------------------------------- lock ----
 
-/// A spin lock usable around fork (pthread_atfork needs lock and unlock in
-/// separate callbacks, which a std MutexGuard cannot span).
-pub struct SpinLock<T> {
-    locked: AtomicBool,
+/// The registry's lock: a pthread mutex, taken only on slow paths.
+///
+/// A pthread mutex rather than a spin lock on an atomic: ThreadSanitizer
+/// intercepts `pthread_mutex_lock`/`unlock` wherever they are called from,
+/// so a program built with `-fsanitize=thread` sees the ordering this lock
+/// gives (latte itself is not instrumented; an atomic spin lock would be
+/// invisible, and the allocations made under it would be reported as
+/// races). `acquire` and `release` are separate so that `pthread_atfork`'s
+/// prepare and parent/child callbacks can hold it across a fork.
+pub struct Lock<T> {
+    mutex: UnsafeCell<libc::pthread_mutex_t>,
     data: UnsafeCell<T>,
 }
 
-// SAFETY: access to `data` is serialised by `locked`.
-unsafe impl<T: Send> Sync for SpinLock<T> {}
+// SAFETY: access to `data` is serialised by `mutex`.
+unsafe impl<T: Send> Sync for Lock<T> {}
 
 pub struct Guard<'a, T> {
-    lock: &'a SpinLock<T>,
+    lock: &'a Lock<T>,
 }
 
-impl<T> SpinLock<T> {
+impl<T> Lock<T> {
     pub const fn new(v: T) -> Self {
-        SpinLock { locked: AtomicBool::new(false), data: UnsafeCell::new(v) }
+        Lock { mutex: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER), data: UnsafeCell::new(v) }
     }
 
     fn acquire(&self) {
-        let mut spins = 0u32;
-        // Acquire on success: the holder's writes (released in `release`) are visible.
-        while self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            spins += 1;
-            if spins < 64 {
-                core::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
+        // SAFETY: a statically initialised mutex that is never moved (the
+        // lock lives in a static) nor destroyed. A default mutex's lock
+        // acquires: the holder's writes, released by unlock, are visible.
+        let rc = unsafe { libc::pthread_mutex_lock(self.mutex.get()) };
+        debug_assert_eq!(rc, 0);
     }
 
     fn release(&self) {
-        // Release: publishes everything written under the lock.
-        self.locked.store(false, Ordering::Release);
+        // SAFETY: as in `acquire`; called only by the holder (or, in a fork
+        // child, by the thread that forked while holding it). Unlock
+        // releases everything written under the lock.
+        let rc = unsafe { libc::pthread_mutex_unlock(self.mutex.get()) };
+        debug_assert_eq!(rc, 0);
     }
 
     pub fn lock(&self) -> Guard<'_, T> {
@@ -188,7 +193,7 @@ pub struct Registry {
 // whole process; the registry is only touched under its lock.
 unsafe impl Send for Registry {}
 
-pub static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
+pub static REGISTRY: Lock<Registry> = Lock::new(Registry {
     region: None,
     interner: Interner::new(),
     colds: Vec::new(),

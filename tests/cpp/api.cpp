@@ -26,6 +26,8 @@ constexpr bool ON = true;
 static size_t On(size_t n) { return ON ? n : 0; }
 
 int OtherTranslationUnit(int);  // api_other_tu.cpp
+void OtherTuLiteral(int);       // api_other_tu.cpp
+const char *OtherTuLiteralPtr();  // api_other_tu.cpp
 
 static void ExactCounts() {
   for (int i = 0; i < 1000; i++) {
@@ -258,8 +260,149 @@ static void NewEntryPoints() {
   }
 }
 
+// Before anything calibrates: the Manager's figures are the original's defaults.
+static void ManagerBeforeCalibration() {
+  Latte::Manager &m = Latte::Manager::Get();
+  CHECK(&m == &Latte::Manager::Get());
+  CHECK(m.cycles_per_ns == 1.0);
+  for (uint8_t k = 0; k < 12; k++) CHECK_EQ_U(m.CalibrationOffset(k), 0u);
+  CHECK(ON ? (m.epoch != 0 && m.epoch <= __rdtsc()) : m.epoch == 0);
+}
+
+static void ThreadStorage() {
+  Latte::ThreadStorage *ts = Latte::GetThreadStorage();
+  CHECK(ts != nullptr);
+  CHECK_EQ_U(Latte::GetThreadStorage()->tid, (uint64_t)syscall(SYS_gettid));
+  CHECK_EQ_U(Latte::GetThreadStorage()->stack_ptr, 0u);
+  Latte::Fast::Start("cpp.ts.outer");
+  CHECK_EQ_U(Latte::GetThreadStorage()->stack_ptr, On(1));
+  Latte::Hard::Start("cpp.ts.inner");
+  CHECK_EQ_U(Latte::GetThreadStorage()->stack_ptr, On(2));
+  Latte::Hard::Stop(nullptr);
+  Latte::Fast::Stop(nullptr);
+  CHECK_EQ_U(Latte::GetThreadStorage()->stack_ptr, 0u);
+  uint64_t other = 0;
+  std::thread th([&] { other = Latte::GetThreadStorage()->tid; });
+  th.join();
+  CHECK(other != 0 && other != Latte::GetThreadStorage()->tid);
+}
+
+// The newest upstream header's types and calls, as programs use them.
+static void NewestHeader() {
+  // SnapshotResult keeps what callers did with std::vector<Cycles>.
+  for (int i = 0; i < 10; i++) {
+    Latte::Fast::Start("cpp.snap");
+    Latte::Fast::Stop(nullptr);
+  }
+  Latte::SnapshotResult r = Latte::Snapshot("cpp.snap");
+  CHECK(r.empty() == !ON);
+  CHECK_EQ_U(r.size(), On(10));
+  size_t n = 0;
+  for (Latte::Cycles c : r) n += c > 0 || c == 0;
+  CHECK_EQ_U(n, On(10));
+  CHECK_EQ_U(size_t(r.end() - r.begin()), On(10));
+  std::vector<Latte::Cycles> copy = Latte::Snapshot("cpp.snap");
+  const std::vector<Latte::Cycles> &view = r;
+  CHECK_EQ_U(copy.size(), On(10));
+  CHECK_EQ_U(view.size(), r.size());
+  if (ON) CHECK(r[0] == copy[0] && r[9] == copy.back());
+  std::vector<double> ns = r.to_ns();  // calibrates first
+  CHECK_EQ_U(ns.size(), On(10));
+  Latte::Manager &m = Latte::Manager::Get();
+  if (ON) {
+    CHECK(m.cycles_per_ns != 1.0 && m.cycles_per_ns == latte_cycles_per_ns());
+    CHECK(m.cycles_per_ns > 0.1 && m.cycles_per_ns < 10);
+    CHECK(std::fabs(ns[3] - double(r[3]) / m.cycles_per_ns) < 1e-9);
+    for (uint8_t k = 0; k < Latte::Internal::CALIB_KEY_COUNT; k++) CHECK(m.CalibrationOffset(k) > 0);
+    CHECK_EQ_U(m.CalibrationOffset(Latte::Internal::CalibKey(1, 2)), m.CalibrationOffset(5));
+    CHECK_EQ_U(m.CalibrationOffset(10), 0u);
+  } else {
+    CHECK(ns.empty());
+  }
+  std::vector<double> t = Latte::ToNs(copy);
+  CHECK_EQ_U(t.size(), On(10));
+  if (ON) CHECK(t == ns);
+  CHECK(m.ExtractRaw("cpp.snap") == copy);
+  // LATTE_CALIBRATE is EnsureCalibrated: once.
+  double before = m.cycles_per_ns;
+  LATTE_CALIBRATE();
+  CHECK(m.cycles_per_ns == before);
+
+  // ExtractSamplesGlobal, by literal: this file's, __func__, another
+  // translation unit's copy of a literal.
+  OtherTuLiteral(3);
+  for (int i = 0; i < 4; i++) LATTE_PULSE("cpp.global.pulse");
+  Latte::Mid::Start("cpp.global.outer");
+  Latte::Fast::Start("cpp.global.inner");
+  Latte::Fast::Stop(nullptr);
+  Latte::Mid::Stop(nullptr);
+  // The first pointer seen is the key: a name first recorded through a
+  // copy is found under that copy, not under the literal.
+  std::string keyed = "cpp.global.keyed";
+  Latte::Fast::Start(keyed.c_str());
+  Latte::Fast::Stop(nullptr);
+  Latte::Fast::Start("cpp.global.keyed");
+  Latte::Fast::Stop(nullptr);
+  std::map<Latte::ID, std::vector<Latte::Sample>> g = m.ExtractSamplesGlobal();
+  CHECK_EQ_U(g.size() > 0, ON);
+  if (ON) {
+    CHECK_EQ_U(g.at("cpp.snap").size(), 10u);
+    CHECK_EQ_U(g.at("cpp.fast").size(), 1001u);  // both addresses of ExactCounts
+    CHECK_EQ_U(g["EarlyReturn"].size(), 2u);
+    // The linker merges equal literals across translation units, except
+    // under ASan (which pads each literal): then only the recording unit's
+    // own address finds them, as with the original's address keys.
+    const char *here = "cpp.other.literal";
+#ifndef __SANITIZE_ADDRESS__
+    CHECK(here == OtherTuLiteralPtr());
+#endif
+    CHECK_EQ_U(g.at(here == OtherTuLiteralPtr() ? here : OtherTuLiteralPtr()).size(), 3u);
+    CHECK_EQ_U(g.count("cpp.global.keyed"), 0u);
+    CHECK_EQ_U(g.at(keyed.c_str()).size(), 2u);
+    for (auto &kv : g) CHECK(std::strcmp(kv.first, "latte.calibrate") != 0);
+    // A pulse sample starts at the previous pulse: consecutive samples chain.
+    const std::vector<Latte::Sample> &p = g.at("cpp.global.pulse");
+    CHECK_EQ_U(p.size(), 3u);
+    for (size_t i = 1; i < p.size(); i++) CHECK_EQ_U(p[i].start, p[i - 1].start + p[i - 1].duration);
+    // Depth: spans open around the sample.
+    CHECK_EQ_U(g.at("cpp.global.outer").back().depth, 0u);
+    CHECK_EQ_U(g.at("cpp.global.inner").back().depth, 1u);
+    CHECK(g.at("cpp.global.inner").back().start >= g.at("cpp.global.outer").back().start);
+    // Several threads' samples of one ID are concatenated.
+    std::thread th([] {
+      for (int i = 0; i < 5; i++) {
+        Latte::Fast::Start("cpp.snap");
+        Latte::Fast::Stop(nullptr);
+      }
+    });
+    th.join();
+    CHECK_EQ_U(m.ExtractSamplesGlobal().at("cpp.snap").size(), 15u);
+  }
+  // A wrapped ring contributes in ring order: the newest samples, written
+  // over the ring's start, come first; .back() of an unwrapped ring is the newest.
+  const size_t extra = 10;
+  for (size_t i = 0; i < Latte::MAX_SAMPLES + extra; i++) {
+    Latte::Fast::Start("cpp.global.wrap");
+    Latte::Fast::Stop(nullptr);
+  }
+  if (ON) {
+    const std::vector<Latte::Sample> w = m.ExtractSamplesGlobal().at("cpp.global.wrap");
+    CHECK_EQ_U(w.size(), Latte::MAX_SAMPLES);
+    bool ordered = true;
+    for (size_t i = 1; i < w.size(); i++)
+      if (i != extra) ordered = ordered && w[i].start > w[i - 1].start;
+    CHECK(ordered);
+    CHECK(w[extra - 1].start > w.back().start);  // the newest sits before the oldest kept
+    CHECK(w[extra].start < w[extra - 1].start);
+    const std::vector<Latte::Sample> &s = g.at("cpp.snap");
+    CHECK(s.back().start > s.front().start);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "build";
+  ManagerBeforeCalibration();
+  ThreadStorage();
   ExactCounts();
   NestingAndLimits();
   Pulse();
@@ -270,5 +413,6 @@ int main(int argc, char **argv) {
   Reports();
   Trace(dir);
   NewEntryPoints();
+  NewestHeader();
   return check_summary("cpp api");
 }

@@ -1,0 +1,64 @@
+// Many threads making their first Start at the same moment: the library's
+// first-use paths (thread registry, ID interning, slot allocation) run
+// concurrently. Under TSan (the .tsan build) this must produce no report
+// that comes from latte; in every build the counts must be exact.
+#include "Latte.hpp"
+
+#include <condition_variable>
+
+#include "check.h"
+
+#ifdef LATTE_DISABLE
+constexpr bool ON = false;
+#else
+constexpr bool ON = true;
+#endif
+
+static const char *const kIds[] = {"threads.a", "threads.b", "threads.c", "threads.d"};
+constexpr int kThreads = 8;
+constexpr int kSpans = 1000;
+
+int main() {
+  std::mutex m;
+  std::condition_variable cv;
+  int ready = 0;
+  bool go = false;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; t++) {
+    ts.emplace_back([&, t] {
+      {
+        std::unique_lock<std::mutex> lk(m);
+        ready++;
+        cv.notify_all();
+        cv.wait(lk, [&] { return go; });
+      }
+      // Everyone's first Start at once: a shared ID, a thread's own ID.
+      Latte::Fast::Start("threads.shared");
+      Latte::Mid::Start(kIds[t % 4]);
+      Latte::Mid::Stop(nullptr);
+      Latte::Fast::Stop(nullptr);
+      for (int i = 1; i < kSpans; i++) {
+        Latte::Fast::Start("threads.shared");
+        LATTE_PULSE("threads.pulse");
+        Latte::Fast::Stop(nullptr);
+      }
+      (void)Latte::InternID(kIds[(t + 1) % 4]);
+      (void)Latte::GetThreadStorage()->stack_ptr;
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lk(m);
+    cv.wait(lk, [&] { return ready == kThreads; });
+    go = true;
+  }
+  cv.notify_all();
+  for (auto &th : ts) th.join();
+  CHECK_EQ_U(Latte::Snapshot("threads.shared").size(), ON ? kThreads * kSpans : 0);
+  CHECK_EQ_U(Latte::Snapshot("threads.pulse").size(), ON ? kThreads * (kSpans - 2) : 0);
+  size_t per_id = 0;
+  for (const char *id : kIds) per_id += Latte::Snapshot(id).size();
+  CHECK_EQ_U(per_id, ON ? kThreads : 0);
+  auto all = Latte::Manager::Get().ExtractSamplesGlobal();
+  CHECK_EQ_U(all.size(), ON ? 6u : 0u);
+  return check_summary("cpp threads");
+}
