@@ -313,8 +313,8 @@ class Manager {
   // cycles_per_ns.
   void Calibrate() {
     Internal::Calibrate();
-    cycles_per_ns = latte_cycles_per_ns();
     calibrated_.store(true, std::memory_order_release);
+    Refresh();
   }
 
   // The self-offset of a (start, stop) mode pair (key = start x 3 + stop,
@@ -361,7 +361,10 @@ class Manager {
 
   // After a dump: cycles per ns once calibrated, the start-up TSC.
   void Refresh() {
-    if (calibrated_.load(std::memory_order_acquire)) cycles_per_ns = latte_cycles_per_ns();
+    if (calibrated_.load(std::memory_order_acquire)) {
+      double f = latte_cycles_per_ns();
+      if (f > 0) cycles_per_ns = f;  // 0: not measurable (or LATTE_DISABLE)
+    }
     epoch = latte_epoch_tsc();
   }
 

@@ -323,10 +323,14 @@ static void NewestHeader() {
   CHECK_EQ_U(t.size(), On(10));
   if (ON) CHECK(t == ns);
   CHECK(m.ExtractRaw("cpp.snap") == copy);
-  // LATTE_CALIBRATE is EnsureCalibrated: once.
+  // LATTE_CALIBRATE is EnsureCalibrated: once. Calibrate() keeps the
+  // process's figures and refreshes the Manager's copy.
   double before = m.cycles_per_ns;
   LATTE_CALIBRATE();
   CHECK(m.cycles_per_ns == before);
+  m.Calibrate();
+  CHECK(m.cycles_per_ns == before);
+  CHECK(ON ? m.CalibrationOffset(0) > 0 : m.CalibrationOffset(0) == 0);
 
   // ExtractSamplesGlobal, by literal: this file's, __func__, another
   // translation unit's copy of a literal.
