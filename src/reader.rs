@@ -8,7 +8,9 @@
 //! is being assigned, skip it; a value other than `c.generation`: a new
 //! owner, restart the cursor at 0); load `state` with acquire (CLOSED means
 //! the owner exited and every sample is final); load `write_idx` with acquire
-//! (`w1`: samples below `w1` are published); copy indices
+//! (`w1`: samples below `w1` are published; below `c.next` the slot is being
+//! handed to a new owner when `generation` has changed meanwhile, and is
+//! corrupt when it has not); copy indices
 //! `[max(c.next, w1 - cap + 1), w1)` (`w1 - cap` when closed) with relaxed
 //! atomic loads, in chunks of 1,024; after each chunk issue an acquire fence
 //! and load `write_idx` (`w`): the chunk's indices below `w - cap + 1`
@@ -417,7 +419,16 @@ impl View {
             return Err(LATTE_ERR_CORRUPT);
         }
         if w1 < cur.next {
-            // Never happens within one generation; a hostile writer did it.
+            // An index going back: the slot is being handed to a new owner,
+            // who reset it (the registry stores generation 0, then a release
+            // fence, then write_idx 0): this acquire load of the generation,
+            // after the acquire load that saw the reset index, sees 0 or the
+            // new generation. Nothing to read now; the next read restarts
+            // the cursor. Within one generation the index never goes back:
+            // only a hostile writer does that.
+            if gen_a.load(Ordering::Acquire) != g1 {
+                return Ok(res);
+            }
             return Err(LATTE_ERR_CORRUPT);
         }
         let cap = self.geo.samples_per_slot as u64;
