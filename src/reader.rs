@@ -717,6 +717,13 @@ impl Mapping {
         if unsafe { libc::fstat(fd, &mut st) } != 0 {
             return Err(crate::error::last_errno());
         }
+        if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            return Err(-libc::EISDIR);
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            // A FIFO, socket or device (anyone can make one in /dev/shm).
+            return Err(LATTE_ERR_NOT_LATTE);
+        }
         let len = st.st_size as usize;
         if len < 8 {
             return Err(if len == 0 { LATTE_ERR_NOT_LATTE } else { LATTE_ERR_TRUNCATED });
@@ -728,7 +735,13 @@ impl Mapping {
         }
         // The object may shrink under us (see `fault`): from here on a
         // SIGBUS in this mapping reads zeros instead of killing the reader.
-        crate::fault::register(p as *mut u8, len, false);
+        // With the fault table full, the reader is refused rather than
+        // left unprotected.
+        if !crate::fault::register(p as *mut u8, len, false) {
+            // SAFETY: unmapping what we just mapped.
+            unsafe { libc::munmap(p, len) };
+            return Err(-libc::EMFILE);
+        }
         // SAFETY: p is readable for len bytes and page aligned; it lives in the Mapping.
         match unsafe { View::new(p as *const u8, len) }.and_then(|v| check_whole(p as *const u8).map(|_| v)) {
             Ok(view) => Ok(Mapping { base: p as *mut u8, len, view }),
@@ -746,7 +759,9 @@ impl Mapping {
         crate::region::Region::validate_name(name)?;
         let c = std::ffi::CString::new(name).map_err(|_| -libc::EINVAL)?;
         // SAFETY: c is a valid C string.
-        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
+        // O_NONBLOCK: opening a FIFO someone put in /dev/shm must not wait
+        // for a writer (from_fd then refuses it).
+        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK, 0) };
         if fd < 0 {
             return Err(crate::error::last_errno());
         }
@@ -761,7 +776,8 @@ impl Mapping {
         use std::os::unix::ffi::OsStrExt;
         let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| -libc::EINVAL)?;
         // SAFETY: c is a valid C string.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        // O_NONBLOCK: a FIFO must not block the open (from_fd refuses it).
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK) };
         if fd < 0 {
             return Err(crate::error::last_errno());
         }
@@ -771,17 +787,24 @@ impl Mapping {
         r
     }
 
-    /// A region name (starting with '/') or a file path.
+    /// A region or a file, by one rule: a target with no '/' after its
+    /// first character is a region name (`/name`, or `name` for `/name`:
+    /// what `latte ls` prints always reaches its region, even where a file
+    /// or directory of that name exists); any other (`./x.img`,
+    /// `/tmp/x.img`, `dir/x.img`) is a file path.
     pub fn open_any(target: &str) -> Result<Mapping, i32> {
-        let p = std::path::Path::new(target);
-        if target.starts_with('/') && !target[1..].contains('/') && !p.exists() {
-            Self::open_shm(target.as_bytes())
-        } else if p.exists() {
-            Self::open_file(p)
+        if is_region_name(target) {
+            let name = if target.starts_with('/') { target.to_string() } else { format!("/{target}") };
+            Self::open_shm(name.as_bytes())
         } else {
-            Self::open_shm(format!("/{target}").as_bytes())
+            Self::open_file(std::path::Path::new(target))
         }
     }
+}
+
+/// Whether `target` names a region rather than a file (see `Mapping::open_any`).
+pub fn is_region_name(target: &str) -> bool {
+    !target.is_empty() && !target.get(1..).unwrap_or("").contains('/')
 }
 
 /// Whether the process `pid` exists.
