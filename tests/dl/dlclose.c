@@ -20,8 +20,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "dlopen: %s\n", dlerror());
     return 1;
   }
-  int (*init)(const char *) = (int (*)(const char *))dlsym(h, "latte_init_shared_region");
-  int (*unlink_region)(const char *) = (int (*)(const char *))dlsym(h, "latte_shm_unlink");
+  /* POSIX's way to take a function from dlsym (ISO C has no object-to-function cast). */
+  int (*init)(const char *);
+  int (*unlink_region)(const char *);
+  *(void **)(&init) = dlsym(h, "latte_init_shared_region");
+  *(void **)(&unlink_region) = dlsym(h, "latte_shm_unlink");
   if (!init || !unlink_region) return 1;
   char name[64];
   snprintf(name, sizeof name, "/latte-test-dlclose-%d", (int)getpid());
