@@ -146,7 +146,7 @@ pub extern "C" fn latte_thread_resolve(t: *mut latte_thread, id: *const c_char) 
         match unsafe { recorder::activate(t) } {
             Some(t) => recorder::resolve(t, id),
             None => {
-                recorder::note_late_drop();
+                recorder::note_unavailable();
                 core::ptr::null_mut()
             }
         }
@@ -193,7 +193,7 @@ pub extern "C" fn latte_thread_pulse_slow(t: *mut latte_thread, site: *mut latte
         match unsafe { recorder::activate(t) } {
             // SAFETY: site checked non-null; the caller's per-thread call-site state.
             Some(t) => recorder::pulse_slow(t, unsafe { &mut *site }, id, now),
-            None => recorder::note_late_drop(),
+            None => recorder::note_unavailable(),
         }
     })
 }
