@@ -152,25 +152,12 @@ using RaiiMode_Mid = Guard<LATTE_MODE_MID>;
 using RaiiMode_Hard = Guard<LATTE_MODE_HARD>;
 
 // LATTE_FIELD: times f() in Fast mode under `id`, returning its result with
-// its value category (a reference stays a reference; void works).
+// its value category (a reference stays a reference; void works). The span
+// is closed by a guard, so an exception thrown by f() closes it too.
 template <class F>
 inline decltype(auto) Field(ID id, F &&f) {
-  using R = decltype(f());
-  if constexpr (std::is_void_v<R>) {
-    latte_start_inline(id, LATTE_MODE_FAST);
-    f();
-    (void)latte_stop_inline(id, LATTE_MODE_FAST);
-  } else if constexpr (std::is_reference_v<R>) {
-    latte_start_inline(id, LATTE_MODE_FAST);
-    R r = f();
-    (void)latte_stop_inline(id, LATTE_MODE_FAST);
-    return static_cast<R>(r);
-  } else {
-    latte_start_inline(id, LATTE_MODE_FAST);
-    R r = f();
-    (void)latte_stop_inline(id, LATTE_MODE_FAST);
-    return r;
-  }
+  Guard<LATTE_MODE_FAST> g(id);
+  return f();
 }
 
 }  // namespace Internal
@@ -284,8 +271,7 @@ inline Internal::CleanResult DataClean(const std::vector<double> &values) {
   if (latte_data_clean(values.data(), values.size(), r.values.data(), &kept, &outliers, &cutoff, &has) != 0) kept = 0;
   r.values.resize(kept);
   r.outlier = outliers;
-  r.cutoff = cutoff;
-  (void)has;
+  r.cutoff = has ? cutoff : std::numeric_limits<double>::max();  // no cutoff: nothing is above it
   return r;
 }
 
@@ -346,10 +332,19 @@ class Manager {
     if (rc != 0) return out;
     recs.resize(n);
     std::map<uint32_t, ID> keys;
+    std::map<uint32_t, bool> keyed;
     for (const latte_sample_record &r : recs) {
       auto k = keys.find(r.token);
-      if (k == keys.end()) k = keys.emplace(r.token, latte_id_key(r.token)).first;
-      if (k->second == nullptr) continue;
+      if (k == keys.end()) {
+        ID key = latte_id_key(r.token);
+        // No pointer recorded it: the NULL ID's samples (key nullptr, as
+        // the original files them), or none to file.
+        char name[LATTE_ID_NAME_SIZE];
+        bool null_id = key == nullptr && latte_id_name(r.token, name, sizeof name) >= 0 && std::strcmp(name, "<null-id>") == 0;
+        k = keys.emplace(r.token, key).first;
+        keyed[r.token] = key != nullptr || null_id;
+      }
+      if (!keyed[r.token]) continue;
       out[k->second].push_back(Sample{r.duration, r.start_tsc, r.depth});
     }
     return out;
@@ -360,12 +355,15 @@ class Manager {
   Manager &operator=(const Manager &) = delete;
 
   // After a dump: cycles per ns once calibrated, the start-up TSC.
+  // Written only when they change (once, in practice), so that dumps on
+  // several threads, and readers of the members, do not race.
   void Refresh() {
     if (calibrated_.load(std::memory_order_acquire)) {
       double f = latte_cycles_per_ns();
-      if (f > 0) cycles_per_ns = f;  // 0: not measurable (or LATTE_DISABLE)
+      if (f > 0 && f != cycles_per_ns) cycles_per_ns = f;  // 0: not measurable (or LATTE_DISABLE)
     }
-    epoch = latte_epoch_tsc();
+    Cycles e = latte_epoch_tsc();
+    if (e != epoch) epoch = e;
   }
 
  private:

@@ -242,6 +242,10 @@ typedef struct latte_counters {
   // under this process (`fault`): what went to them is lost. Counted in
   // this process, not in the region.
   uint64_t mapping_faults;
+  // Spans and pulses refused because a signal handler recorded while
+  // latte's slow path on the same thread held the registry lock (see the
+  // span stack protocol). Counted in this process, not in the region.
+  uint64_t reentrant_drops;
 } latte_counters;
 
 // One sample of `latte_samples_extract`.
@@ -277,9 +281,9 @@ typedef struct latte_region_config {
   uint32_t id_capacity;
   // Permission bits of the shm object; 0 = the default (0600).
   uint32_t mode;
-  // Nonzero: if an object of that name exists and its producer is dead
-  // (or it is not a latte region), replace it. Zero: fail with -EEXIST
-  // when the name is taken by anything.
+  // Nonzero: if a latte region of that name exists and its producer is
+  // gone (`liveness`), replace it; anything else keeps the name (-EEXIST).
+  // Zero: fail with -EEXIST when the name is taken by anything.
   uint32_t replace_stale;
 } latte_region_config;
 

@@ -249,10 +249,12 @@ pub extern "C" fn latte_snapshot(id: *const c_char, out: *mut u64, cap: usize, o
             // TLB shootdown would interrupt the recording threads) per call.
             static SCRATCH: core::cell::RefCell<Vec<latte_raw_sample>> = const { core::cell::RefCell::new(Vec::new()) };
         }
-        SCRATCH.with(|sc| {
-            let mut raw = sc.borrow_mut();
+        // After the thread's thread-locals were destroyed (an atexit
+        // handler, a static destructor) a local buffer serves.
+        let mut local = Vec::new();
+        let fill_out = |raw: &mut Vec<latte_raw_sample>| {
             // SAFETY: NULL or a NUL-terminated string (API contract).
-            if let Err(e) = unsafe { crate::reader::snapshot_into(id, &mut raw) } {
+            if let Err(e) = unsafe { crate::reader::snapshot_into(id, raw) } {
                 return e;
             }
             if !out_n.is_null() {
@@ -267,7 +269,11 @@ pub extern "C" fn latte_snapshot(id: *const c_char, out: *mut u64, cap: usize, o
                 unsafe { *out.add(k) = r.packed & LATTE_MAX_DURATION };
             }
             0
-        })
+        };
+        match SCRATCH.try_with(|sc| sc.try_borrow_mut().map(|mut raw| fill_out(&mut raw)).ok()) {
+            Ok(Some(rc)) => rc,
+            _ => fill_out(&mut local),
+        }
     })
 }
 
@@ -379,7 +385,8 @@ pub extern "C" fn latte_trace_write(path: *const c_char) -> c_int {
         use std::os::unix::ffi::OsStrExt;
         let p = std::path::Path::new(std::ffi::OsStr::from_bytes(p.to_bytes()));
         let cpn = crate::calibrate::cycles_per_ns();
-        code(crate::trace::write_file(p, crate::reader::own_view().as_ref(), cpn))
+        // This process's id (a fork child's region header still names its parent).
+        code(crate::trace::write_file(p, crate::reader::own_view().as_ref(), std::process::id(), cpn))
     })
 }
 

@@ -31,6 +31,7 @@ pub mod ffi;
 pub mod flush;
 pub mod intern;
 pub mod layout;
+pub mod liveness;
 pub mod reader;
 pub mod recorder;
 pub mod region;

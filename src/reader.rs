@@ -694,6 +694,8 @@ pub fn check_whole(base: *const u8) -> Result<(), i32> {
 pub struct Mapping {
     base: *mut u8,
     len: usize,
+    /// The object, kept open to ask whether its producer lives (`liveness`).
+    fd: std::os::fd::OwnedFd,
     pub view: View,
 }
 
@@ -709,8 +711,15 @@ impl Drop for Mapping {
 }
 
 impl Mapping {
+    /// Whether the region's producer is alive: it holds its object's
+    /// liveness lock (`liveness`, L3). A flushed image has none.
+    pub fn producer_alive(&self) -> bool {
+        self.view.flags & LATTE_REGION_FLUSHED == 0 && crate::liveness::held(std::os::fd::AsRawFd::as_raw_fd(&self.fd))
+    }
+
     /// Maps `fd` read-only (PROT_READ: a reader can never disturb the producer) and validates it.
-    fn from_fd(fd: i32) -> Result<Mapping, i32> {
+    fn from_fd(owned: std::os::fd::OwnedFd) -> Result<Mapping, i32> {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&owned);
         // SAFETY: an all-zero stat is a valid out-parameter.
         let mut st: libc::stat = unsafe { core::mem::zeroed() };
         // SAFETY: fd is open; st is writable.
@@ -744,7 +753,7 @@ impl Mapping {
         }
         // SAFETY: p is readable for len bytes and page aligned; it lives in the Mapping.
         match unsafe { View::new(p as *const u8, len) }.and_then(|v| check_whole(p as *const u8).map(|_| v)) {
-            Ok(view) => Ok(Mapping { base: p as *mut u8, len, view }),
+            Ok(view) => Ok(Mapping { base: p as *mut u8, len, fd: owned, view }),
             Err(e) => {
                 crate::fault::unregister(p as *mut u8);
                 // SAFETY: unmapping what we just mapped.
@@ -765,10 +774,8 @@ impl Mapping {
         if fd < 0 {
             return Err(crate::error::last_errno());
         }
-        let r = Self::from_fd(fd);
-        // SAFETY: fd is ours; the mapping keeps the object alive.
-        unsafe { libc::close(fd) };
-        r
+        // SAFETY: a fresh descriptor nobody else owns.
+        Self::from_fd(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
     }
 
     /// Opens a flushed image (or any file holding a region) read-only.
@@ -781,10 +788,8 @@ impl Mapping {
         if fd < 0 {
             return Err(crate::error::last_errno());
         }
-        let r = Self::from_fd(fd);
-        // SAFETY: fd is ours.
-        unsafe { libc::close(fd) };
-        r
+        // SAFETY: a fresh descriptor nobody else owns.
+        Self::from_fd(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
     }
 
     /// A region or a file, by one rule: a target with no '/' after its
@@ -805,24 +810,6 @@ impl Mapping {
 /// Whether `target` names a region rather than a file (see `Mapping::open_any`).
 pub fn is_region_name(target: &str) -> bool {
     !target.is_empty() && !target.get(1..).unwrap_or("").contains('/')
-}
-
-/// Whether the process `pid` exists.
-pub fn pid_alive(pid: u32) -> bool {
-    if pid == 0 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks existence and permission.
-    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// A shm object `name` is stale when it is a latte region whose producer is gone.
-pub fn is_stale(name: &[u8]) -> bool {
-    match Mapping::open_shm(name) {
-        Ok(m) => !pid_alive(m.view.producer_pid),
-        Err(_) => false,
-    }
 }
 
 /// Removes the shm object `name` (the reader side's cleanup).

@@ -474,6 +474,14 @@ struct ExitGuard;
 
 impl Drop for ExitGuard {
     fn drop(&mut self) {
+        // The main thread's thread-local destructors run at exit, before
+        // atexit handlers and static destructors, which programs use to
+        // time their shutdown and report: its state stays attached (the
+        // process is ending; its rings need not be handed to anyone).
+        // SAFETY: getpid and gettid have no memory effects.
+        if unsafe { libc::getpid() } as u32 == tsc::gettid() {
+            return;
+        }
         let hot = STATE.with(|c| c.replace(core::ptr::null_mut()));
         let cold = COLD.with(|c| c.replace(core::ptr::null_mut()));
         let own = OWN_HOT.with(|c| c.replace(core::ptr::null_mut()));

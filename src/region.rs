@@ -23,9 +23,9 @@ pub struct latte_region_config {
     pub id_capacity: u32,
     /// Permission bits of the shm object; 0 = the default (0600).
     pub mode: u32,
-    /// Nonzero: if an object of that name exists and its producer is dead
-    /// (or it is not a latte region), replace it. Zero: fail with -EEXIST
-    /// when the name is taken by anything.
+    /// Nonzero: if a latte region of that name exists and its producer is
+    /// gone (`liveness`), replace it; anything else keeps the name (-EEXIST).
+    /// Zero: fail with -EEXIST when the name is taken by anything.
     pub replace_stale: u32,
 }
 
@@ -45,10 +45,10 @@ impl latte_region_config {
     }
 }
 
-/// Test hook: makes the fork child's private remap fail, so that tests can
-/// exercise its fallback. Never set outside tests.
+/// Test hook: makes the fork child's copy of a shared region fail, so that
+/// tests can exercise its fallback. Never set outside tests.
 #[doc(hidden)]
-pub static FAIL_PRIVATE_REMAP: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+pub static FAIL_FORK_COPY: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// A mapped region owned by this process.
 pub struct Region {
@@ -93,34 +93,31 @@ impl Region {
         let cfg = cfg.resolved();
         let geo = Geometry::new(cfg.id_capacity, cfg.slot_capacity, cfg.samples_per_slot).ok_or(-libc::EINVAL)?;
         let cname = CString::new(name).map_err(|_| -libc::EINVAL)?;
-        let open = || {
-            // SAFETY: cname is a valid NUL-terminated string.
-            unsafe { libc::shm_open(cname.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, cfg.mode as libc::mode_t) }
-        };
-        let mut fd = open();
+        // Made under a name of its own, locked and initialised there, then
+        // published under `name` (see `publish`): the name never refers to
+        // an object whose liveness lock is not held.
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        // Relaxed: only a distinct number is needed.
+        let tmp = CString::new(format!("/.latte-new-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))).map_err(|_| -libc::EINVAL)?;
+        // SAFETY: tmp is a valid NUL-terminated string.
+        let fd = unsafe { libc::shm_open(tmp.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, cfg.mode as libc::mode_t) };
         if fd < 0 {
-            let e = crate::error::last_errno();
-            if e != -libc::EEXIST || cfg.replace_stale == 0 || !crate::reader::is_stale(name) {
-                return Err(e);
+            return Err(crate::error::last_errno());
+        }
+        let fail = |e: i32| {
+            // SAFETY: fd and tmp are valid; undo the creation on failure.
+            unsafe {
+                libc::close(fd);
+                libc::shm_unlink(tmp.as_ptr());
             }
-            // SAFETY: cname is valid; removing a stale object of ours (dead producer) or a non-latte one as asked.
-            unsafe { libc::shm_unlink(cname.as_ptr()) };
-            fd = open();
-            if fd < 0 {
-                return Err(crate::error::last_errno());
-            }
+            Err(e)
+        };
+        if let Err(e) = crate::liveness::hold(fd) {
+            return fail(e);
         }
         // shm_open applies the umask; make the permissions exactly what was asked.
         // SAFETY: fd is a valid descriptor we own.
         unsafe { libc::fchmod(fd, cfg.mode as libc::mode_t) };
-        let fail = |e: i32| {
-            // SAFETY: fd and cname are valid; undo the creation on failure.
-            unsafe {
-                libc::close(fd);
-                libc::shm_unlink(cname.as_ptr());
-            }
-            Err(e)
-        };
         // Reserve every page now so a full /dev/shm fails here, not as a
         // SIGBUS inside a measured thread later.
         // SAFETY: fd is a valid descriptor; the length fits off_t (checked by Geometry).
@@ -152,6 +149,12 @@ impl Region {
         }
         let r = Region { base: p as *mut u8, geo, fd, name: Some(cname) };
         r.init_header(LATTE_REGION_SHARED);
+        if let Err(e) = crate::liveness::publish(&tmp, name, cfg.replace_stale != 0) {
+            crate::fault::unregister(p as *mut u8);
+            // SAFETY: our mapping, never published to anyone.
+            unsafe { libc::munmap(p, geo.total_size as usize) };
+            return fail(e);
+        }
         Ok(r)
     }
 
@@ -224,36 +227,32 @@ impl Region {
         unsafe { self.base.add((self.geo.id_table_offset + token as u64 * LATTE_ID_NAME_SIZE as u64) as usize) as *mut latte_id_entry }
     }
 
-    /// In a fork child: replace the shared mapping by a private copy-on-write
-    /// view of the same object at the same address, so that nothing the
-    /// child writes reaches the parent, while every cached pointer stays valid.
+    /// In a fork child: replace the shared mapping by a private copy of what
+    /// it held at the fork, at the same address, so that nothing the child
+    /// writes reaches the parent, nothing the parent writes afterwards shows
+    /// in the child, and every cached pointer stays valid.
+    ///
+    /// The copy (`replace_with_anonymous_copy`) costs the child time in
+    /// proportion to what was recorded. Should it fail (no memory), the
+    /// child gets a private copy-on-write remap of the object instead: it
+    /// still never writes into the parent's rings, but pages it has not
+    /// touched keep following the object. Should that fail too, its view
+    /// is made read-only.
     pub fn privatize_after_fork(&mut self) {
         if self.fd < 0 {
             return; // anonymous private memory is already copy-on-write.
         }
         let len = self.geo.total_size as usize;
-        // Relaxed: a test switch, read on its own.
-        let p = if FAIL_PRIVATE_REMAP.load(Ordering::Relaxed) {
-            libc::MAP_FAILED
-        } else {
+        if !self.replace_with_anonymous_copy() {
             // SAFETY: remaps exactly our own mapping (same base and length)
             // with MAP_FIXED; the object is still sized as before.
-            unsafe {
-                libc::mmap(
-                    self.base as *mut libc::c_void,
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_FIXED,
-                    self.fd,
-                    0,
-                )
+            let p = unsafe {
+                libc::mmap(self.base as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_FIXED, self.fd, 0)
+            };
+            if p == libc::MAP_FAILED {
+                // SAFETY: our own mapping.
+                unsafe { libc::mprotect(self.base as *mut libc::c_void, len, libc::PROT_READ) };
             }
-        };
-        if p == libc::MAP_FAILED && !self.replace_with_anonymous_copy() {
-            // Neither worked (no memory at all): make the child's view
-            // read-only rather than let it write into the parent's rings.
-            // SAFETY: our own mapping.
-            unsafe { libc::mprotect(self.base as *mut libc::c_void, len, libc::PROT_READ) };
         }
         // SAFETY: fd is ours; the child no longer needs it.
         unsafe { libc::close(self.fd) };
@@ -261,30 +260,59 @@ impl Region {
         self.name = None;
     }
 
-    /// The fallback of `privatize_after_fork`: copies the region into fresh
-    /// anonymous memory and moves that over the shared mapping, at the same
-    /// address. The parent may be writing meanwhile, so words are read with
-    /// atomic loads; the copy is a moment's picture (a ring the parent wraps
-    /// during the copy may show a newer sample in an older place). Zero
-    /// words are not written, so untouched pages stay uncommitted.
+    /// Copies what the region holds into fresh anonymous memory and moves
+    /// that over the shared mapping, at the same address: the header and ID
+    /// table, and for each slot handed out its header and the samples
+    /// written so far (a ring that wrapped: all of it). The parent's other
+    /// threads may be writing meanwhile, so words are read with atomic
+    /// loads; a slot's header is copied before its samples, so a sample the
+    /// parent writes meanwhile lies above the copied index (invisible), and
+    /// only a ring the parent wraps during the copy may show a newer sample
+    /// in an older place. Zero words are not written, so untouched pages
+    /// stay uncommitted.
     fn replace_with_anonymous_copy(&self) -> bool {
+        // Relaxed: a test switch, read on its own.
+        if FAIL_FORK_COPY.load(Ordering::Relaxed) {
+            return false;
+        }
         let len = self.geo.total_size as usize;
         let Ok(tmp) = map_anonymous(len) else {
             return false;
         };
-        let src = self.base as *const AtomicU64;
-        let dst = tmp as *mut u64;
-        for i in 0..len / 8 {
-            // SAFETY: both mappings are `len` bytes long and 8-aligned (page
-            // aligned); the source is shared memory, read atomically
-            // (relaxed: a moment's picture, as said above; no word is
-            // read on the strength of another).
-            unsafe {
-                let w = (*src.add(i)).load(Ordering::Relaxed);
-                if w != 0 {
-                    dst.add(i).write(w);
+        let copy = |off: usize, n: usize| {
+            let src = self.base.wrapping_add(off) as *const AtomicU64;
+            let dst = (tmp as *mut u8).wrapping_add(off) as *mut u64;
+            for i in 0..n / 8 {
+                // SAFETY: callers pass ranges inside both mappings (each
+                // `len` bytes, page aligned); the source is shared memory,
+                // read atomically (relaxed: a moment's picture; no word is
+                // read on the strength of another but the slot's index,
+                // loaded with acquire below).
+                unsafe {
+                    let w = (*src.add(i)).load(Ordering::Relaxed);
+                    if w != 0 {
+                        dst.add(i).write(w);
+                    }
                 }
             }
+        };
+        let g = self.geo;
+        copy(0, g.slots_offset as usize);
+        // Acquire: every counted slot's metadata is visible.
+        let used = self.header().slots_used.load(Ordering::Acquire).min(g.slot_capacity);
+        for i in 0..used {
+            // SAFETY: i < slots_used <= capacity: a slot header inside the region.
+            let sh = unsafe { &*self.slot(i) };
+            // Acquire: the samples below this index are visible to the copy.
+            let w = sh.write_idx.load(Ordering::Acquire);
+            let off = (g.slots_offset + i as u64 * g.slot_stride) as usize;
+            copy(off, LATTE_SLOT_HEADER_SIZE as usize);
+            // The header's copied index may be older than `w` (copied after):
+            // store `w` itself, the index whose samples are copied below.
+            // SAFETY: inside the fresh mapping; the write_idx word of slot i.
+            unsafe { ((tmp as *mut u8).add(off) as *mut u64).write(w) };
+            let samples = w.min(g.samples_per_slot as u64) as usize * LATTE_SAMPLE_SIZE as usize;
+            copy(off + LATTE_SLOT_HEADER_SIZE as usize, samples);
         }
         // SAFETY: moves our fresh mapping over exactly our own region mapping.
         let r = unsafe { libc::mremap(tmp as *mut libc::c_void, len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, self.base as *mut libc::c_void) };

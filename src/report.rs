@@ -81,8 +81,11 @@ pub struct Event {
     pub sample: Sample,
 }
 
-/// Every sample of every slot, per token, in recording (start tsc) order,
-/// calibration excluded. Names indexed by token.
+/// Every sample of every slot, per token (slot by slot, each ring oldest
+/// first: the order `Snapshot` returns, so that the report's outlier rule
+/// sees what `DataClean(Snapshot(id))` sees), calibration excluded; and
+/// every sample as an event, in start order, for the trace. Names indexed
+/// by token.
 #[derive(Default)]
 pub struct Collected {
     pub names: Vec<String>,
@@ -118,9 +121,6 @@ pub fn collect(view: &View) -> Result<Collected, i32> {
             c.per_token[t].push(s);
             c.events.push(Event { token: info.id_token, os_tid: info.os_tid, sample: s });
         }
-    }
-    for v in c.per_token.iter_mut() {
-        v.sort_by_key(|s| s.start_tsc);
     }
     c.events.sort_by_key(|e| (e.sample.start_tsc, e.sample.depth));
     Ok(c)

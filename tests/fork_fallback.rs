@@ -1,20 +1,21 @@
-//! A fork child of a process with a shared region whose private remap
-//! fails still never writes into the parent's rings: it gets an anonymous
-//! copy at the same address, keeps recording, and sees the parent's samples.
+//! A fork child of a process with a shared region whose private copy
+//! cannot be made still never writes into the parent's rings: it gets a
+//! private copy-on-write remap of the object at the same address, keeps
+//! recording, and sees the parent's samples.
 
 mod common;
 use common::*;
 use latte::layout::*;
 
 #[test]
-fn fork_child_without_private_remap_gets_a_copy() {
+fn fork_child_without_a_copy_gets_a_private_remap() {
     let name = format!("/latte-test-forkfb-{}", std::process::id());
     let cfg = latte::region::latte_region_config { slot_capacity: 8, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 1 };
     latte::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     for _ in 0..10 {
         span(c"fb", LATTE_MODE_FAST, LATTE_MODE_FAST);
     }
-    latte::region::FAIL_PRIVATE_REMAP.store(true, std::sync::atomic::Ordering::Relaxed);
+    latte::region::FAIL_FORK_COPY.store(true, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: the child only records, reads and _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {

@@ -4,7 +4,7 @@
 
 use clap::{Parser, Subcommand};
 use latte::layout::*;
-use latte::reader::{latte_cursor, latte_raw_sample, pid_alive, Mapping, View};
+use latte::reader::{latte_cursor, latte_raw_sample, Mapping, View};
 use latte::report::{self, Options};
 use latte::stats;
 use std::io::{IsTerminal, Write};
@@ -126,7 +126,7 @@ fn ls(json: bool) -> ExitCode {
                 rows.push(serde_json::json!({
                     "name": name,
                     "pid": v.producer_pid,
-                    "alive": pid_alive(v.producer_pid),
+                    "alive": m.producer_alive(),
                     "ids": v.ids_used(),
                     "threads": k.threads_seen,
                     "slots": k.slots_used,
@@ -191,7 +191,7 @@ fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool) -> ExitCode
         let out = serde_json::json!({
             "region": target,
             "producer_pid": v.producer_pid,
-            "producer_alive": pid_alive(v.producer_pid),
+            "producer_alive": m.producer_alive(),
             "unit": "cycles",
             "calibrated": calibrated && cal.calibrated,
             "cycles_per_ns": cal.cycles_per_ns,
@@ -220,7 +220,7 @@ fn trace(target: &str, output: &std::path::Path) -> ExitCode {
         Err(e) => return fail(target, e),
     };
     let cpn = cycles_per_ns(&m.view);
-    match latte::trace::write_file(output, Some(&m.view), cpn) {
+    match latte::trace::write_file(output, Some(&m.view), m.view.producer_pid, cpn) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&output.to_string_lossy(), e),
     }
@@ -284,7 +284,7 @@ fn watch(target: &str, every: Duration, count: u64, plain: bool, time: bool) -> 
         let mut text = String::new();
         if !plain {
             text.push_str("\x1b[H\x1b[2J");
-            text.push_str(&format!("latte watch {target}  pid {} ({})  interval {:.3}s  #{n}\n", v.producer_pid, if pid_alive(v.producer_pid) { "alive" } else { "exited" }, secs));
+            text.push_str(&format!("latte watch {target}  pid {} ({})  interval {:.3}s  #{n}\n", v.producer_pid, if m.producer_alive() { "alive" } else { "exited" }, secs));
             text.push_str(&format!("{:<24} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>8}\n", "ID", "RATE/S", "P50", "P90", "P99", "P99.9", "MAX", "LOST"));
         }
         for p in per.iter_mut() {

@@ -153,6 +153,16 @@ static void Field() {
   CHECK_EQ_U(Latte::Snapshot("Twice(1)").size(), On(1));
   CHECK_EQ_U(Latte::Snapshot("Ref()").size(), On(3));
   CHECK_EQ_U(Latte::Snapshot("VoidCall()").size(), On(1));
+  // An exception out of the timed expression still closes its span.
+  std::map<int, int> prices;
+  for (int i = 0; i < 3; i++) {
+    try {
+      (void)LATTE_FIELD(prices.at(i));
+    } catch (const std::out_of_range &) {
+    }
+  }
+  CHECK_EQ_U(Latte::GetThreadStorage()->stack_ptr, 0u);
+  CHECK_EQ_U(Latte::Snapshot("prices.at(i)").size(), On(3));
 }
 
 static void Formatting() {

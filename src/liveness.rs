@@ -1,0 +1,145 @@
+//! Whether a shared region's producer is alive, and taking over the name of
+//! a region whose producer is gone.
+//!
+//! Liveness is a lock, not a pid: the producer holds an open-file-description
+//! write lock (`F_OFD_SETLK`) on its whole object for as long as it runs, and
+//! the kernel drops it when the process ends, however it ends. Anyone who can
+//! open the object can ask (`F_OFD_GETLK`), from any PID namespace, with no
+//! pid to be reused. The protocol (the code cites its steps):
+//!
+//! - L1 The producer creates its object under a name of its own
+//!   (`/.latte-new-PID-N`), takes the lock, sizes and initialises it.
+//! - L2 It publishes the object under the region's name with `link(2)`,
+//!   which fails when the name exists, then removes its own name. A
+//!   region's name therefore only ever refers to an object whose lock was
+//!   taken before the name did.
+//! - L3 A region is live while its object's lock is held.
+//! - L4 To take over a name whose producer is gone (`replace_stale`): open
+//!   the object it refers to for writing and take its lock (that fails
+//!   while the producer lives: `-EEXIST`); check that the name still
+//!   refers to that object (else start over at L2); `rename(2)` the new
+//!   object over the name; let go of the old one. Only the holder of the
+//!   old object's lock renames over it, so of two producers starting over
+//!   one stale region, one wins and the other finds either the old
+//!   object locked or the name on the winner's object, whose lock is held.
+//!
+//! Shared-memory names are files in `/dev/shm` (glibc's `shm_open`), which
+//! is what `link` and `rename` act on.
+
+use std::ffi::CStr;
+
+/// An all-file lock request of `kind` (F_WRLCK to take or test).
+fn whole_file(kind: i32) -> libc::flock {
+    // SAFETY: an all-zero flock is a valid value; the fields are set below.
+    let mut l: libc::flock = unsafe { core::mem::zeroed() };
+    l.l_type = kind as libc::c_short;
+    l.l_whence = libc::SEEK_SET as libc::c_short;
+    l.l_start = 0;
+    l.l_len = 0; // to the end, however the object grows
+    l
+}
+
+/// L1: takes the liveness lock on `fd` (open for writing). `-EEXIST` when
+/// another open file description holds it.
+pub fn hold(fd: i32) -> Result<(), i32> {
+    let l = whole_file(libc::F_WRLCK);
+    // SAFETY: a valid flock for F_OFD_SETLK (l_pid 0, as it requires).
+    if unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &l) } == 0 {
+        return Ok(());
+    }
+    match crate::error::last_errno() {
+        e if e == -libc::EAGAIN || e == -libc::EACCES => Err(-libc::EEXIST),
+        e => Err(e),
+    }
+}
+
+/// L3: whether a producer holds the liveness lock of the object open as `fd`
+/// (read access is enough to ask).
+pub fn held(fd: i32) -> bool {
+    let mut l = whole_file(libc::F_WRLCK);
+    // SAFETY: a valid flock for F_OFD_GETLK, which the kernel overwrites.
+    unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut l) == 0 && l.l_type != libc::F_UNLCK as libc::c_short }
+}
+
+fn path(name: &[u8]) -> Result<std::ffi::CString, i32> {
+    let mut p = b"/dev/shm".to_vec();
+    p.extend_from_slice(name);
+    std::ffi::CString::new(p).map_err(|_| -libc::EINVAL)
+}
+
+/// (device, inode) of an open object or of a path.
+fn identity(st: &libc::stat) -> (u64, u64) {
+    (st.st_dev, st.st_ino)
+}
+
+/// Whether the 8 bytes at the start of `fd` are latte's magic (only latte
+/// regions are ever taken over).
+fn is_latte(fd: i32) -> bool {
+    let mut m = [0u8; 8];
+    // SAFETY: reads at most 8 bytes into m.
+    let n = unsafe { libc::pread(fd, m.as_mut_ptr() as *mut libc::c_void, 8, 0) };
+    n == 8 && m == crate::layout::LATTE_MAGIC
+}
+
+/// L2 and L4: publishes the object `tmp` (locked, initialised) under
+/// `name`; when `name` exists and `replace_stale` is set, takes it over if
+/// its producer is gone. `-EEXIST` when the name belongs to a live
+/// producer, to something that is not a latte region, or to an object this
+/// process may not open for writing.
+pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool) -> Result<(), i32> {
+    let tmp_path = path(tmp.to_bytes())?;
+    let target = path(name)?;
+    for _ in 0..16 {
+        // L2.
+        // SAFETY: two valid paths.
+        if unsafe { libc::link(tmp_path.as_ptr(), target.as_ptr()) } == 0 {
+            // SAFETY: a valid path; our own second name of the object.
+            unsafe { libc::unlink(tmp_path.as_ptr()) };
+            return Ok(());
+        }
+        let e = crate::error::last_errno();
+        if e != -libc::EEXIST || !replace_stale {
+            return Err(e);
+        }
+        // L4.
+        // SAFETY: a valid path; O_NONBLOCK so that a FIFO does not block.
+        let old = unsafe { libc::open(target.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
+        if old < 0 {
+            if crate::error::last_errno() == -libc::ENOENT {
+                continue; // gone meanwhile: publish again
+            }
+            return Err(-libc::EEXIST);
+        }
+        let outcome = take_over(old, &tmp_path, &target);
+        // SAFETY: our descriptor; closing it lets go of the old object's lock.
+        unsafe { libc::close(old) };
+        match outcome {
+            Some(r) => return r,
+            None => continue, // the name moved meanwhile
+        }
+    }
+    Err(-libc::EEXIST)
+}
+
+/// L4 on the object open as `old`: Some(result), or None when the name no
+/// longer refers to it.
+fn take_over(old: i32, tmp_path: &CStr, target: &CStr) -> Option<Result<(), i32>> {
+    // SAFETY: all-zero stats are valid out-parameters.
+    let (mut a, mut b): (libc::stat, libc::stat) = unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
+    // SAFETY: a valid descriptor and out-parameter.
+    if unsafe { libc::fstat(old, &mut a) } != 0 || a.st_mode & libc::S_IFMT != libc::S_IFREG || !is_latte(old) {
+        return Some(Err(-libc::EEXIST));
+    }
+    if let Err(e) = hold(old) {
+        return Some(Err(e)); // its producer lives (-EEXIST)
+    }
+    // SAFETY: a valid path and out-parameter.
+    if unsafe { libc::stat(target.as_ptr(), &mut b) } != 0 || identity(&a) != identity(&b) {
+        return None;
+    }
+    // SAFETY: two valid paths.
+    if unsafe { libc::rename(tmp_path.as_ptr(), target.as_ptr()) } != 0 {
+        return Some(Err(crate::error::last_errno()));
+    }
+    Some(Ok(()))
+}

@@ -1,0 +1,204 @@
+//! Taking over the name of a region whose producer is gone: of two
+//! producers starting together over one stale region, exactly one wins, and
+//! the name then refers to the winner's region; a producer in another PID
+//! namespace is never judged dead while it runs (liveness is a lock on the
+//! object, not a pid).
+
+use latte::reader::Mapping;
+
+/// The tests fork and hand pipes to their children: one at a time, so that
+/// no child of one test holds a pipe end of the other's open.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn wait_exit(pid: i32) -> i32 {
+    let mut st = 0;
+    // SAFETY: our child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
+    assert!(libc::WIFEXITED(st), "child killed by signal {}", libc::WTERMSIG(st));
+    libc::WEXITSTATUS(st)
+}
+
+fn cfg(replace_stale: u32) -> latte::region::latte_region_config {
+    latte::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, replace_stale }
+}
+
+fn pipe() -> [i32; 2] {
+    let mut p = [0; 2];
+    // SAFETY: room for two descriptors.
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    p
+}
+
+/// A producer: waits on `go`, installs the region, reports 0 (installed),
+/// 1 (-EEXIST) or 2 (other) on `report`, then waits on `done` before exiting.
+fn producer(name: &str, go: [i32; 2], report: [i32; 2], done: [i32; 2]) -> i32 {
+    // SAFETY: fork; the child installs, reports and _exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut b = [0u8; 1];
+        // SAFETY: pipe ends of ours.
+        unsafe {
+            libc::close(go[1]);
+            libc::read(go[0], b.as_mut_ptr() as *mut libc::c_void, 1);
+        }
+        let r = match latte::recorder::install_shared(name.as_bytes(), &cfg(1)) {
+            Ok(()) => 0u8,
+            Err(e) if e == -libc::EEXIST => 1,
+            Err(_) => 2,
+        };
+        // SAFETY: pipe ends of ours.
+        unsafe {
+            libc::write(report[1], [r].as_ptr() as *const libc::c_void, 1);
+            libc::close(done[1]);
+            libc::read(done[0], b.as_mut_ptr() as *mut libc::c_void, 1);
+            libc::_exit(0);
+        }
+    }
+    pid
+}
+
+#[test]
+fn one_of_two_producers_takes_a_stale_region_over() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for trial in 0..60 {
+        let name = format!("/latte-test-takeover-{}-{trial}", std::process::id());
+        // A stale region: its producer installed it and exited.
+        // SAFETY: fork; the child installs and _exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let ok = latte::recorder::install_shared(name.as_bytes(), &cfg(0)).is_ok();
+            // SAFETY: leave the child.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        assert_eq!(wait_exit(pid), 0);
+        let (go, report, done) = (pipe(), pipe(), pipe());
+        let a = producer(&name, go, report, done);
+        let b = producer(&name, go, report, done);
+        // SAFETY: our pipe ends: closing `go` releases both at once.
+        unsafe {
+            libc::close(go[0]);
+            libc::close(go[1]);
+        }
+        let mut res = [0u8; 2];
+        for r in res.iter_mut() {
+            // SAFETY: our pipe end.
+            assert_eq!(unsafe { libc::read(report[0], r as *mut u8 as *mut libc::c_void, 1) }, 1);
+        }
+        let winners = res.iter().filter(|&&r| r == 0).count();
+        let m = Mapping::open_shm(name.as_bytes());
+        let owner = m.as_ref().map(|m| m.view.producer_pid as i32).unwrap_or(0);
+        // SAFETY: our pipe ends: a byte each lets both exit.
+        unsafe {
+            libc::write(done[1], [1u8, 1u8].as_ptr() as *const libc::c_void, 2);
+            libc::close(done[0]);
+            libc::close(done[1]);
+            libc::close(report[0]);
+            libc::close(report[1]);
+        }
+        assert_eq!(wait_exit(a), 0);
+        assert_eq!(wait_exit(b), 0);
+        let _ = latte::reader::unlink_shm(name.as_bytes());
+        assert_eq!((winners, res.contains(&1)), (1, true), "trial {trial}: results {res:?} (0 installed, 1 EEXIST)");
+        assert!(owner == a || owner == b, "trial {trial}: the name refers to pid {owner}, not to a producer of this trial");
+    }
+}
+
+/// Runs `f` in a process of a new PID namespace whose pid there (and so in
+/// its region's header) is 32001, a pid that names no process of ours.
+/// Needs root (new PID and mount namespaces, a /proc of the new one).
+fn in_other_pid_namespace(f: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: fork; the child sets up the namespaces, runs f, _exits.
+    let pid = unsafe { libc::fork() };
+    if pid != 0 {
+        return pid;
+    }
+    // SAFETY: plain system calls in the child; every path ends in _exit.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) != 0 {
+            libc::_exit(10);
+        }
+        libc::mount(core::ptr::null(), c"/".as_ptr(), core::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, core::ptr::null());
+        let init = libc::fork(); // pid 1 of the new namespace
+        if init == 0 {
+            if libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), 0, core::ptr::null()) != 0 {
+                libc::_exit(11);
+            }
+            if std::fs::write("/proc/sys/kernel/ns_last_pid", "32000").is_err() {
+                libc::_exit(12);
+            }
+            let p = libc::fork();
+            if p == 0 {
+                libc::_exit(f());
+            }
+            let mut st = 0;
+            libc::waitpid(p, &mut st, 0);
+            libc::_exit(if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 13 });
+        }
+        let mut st = 0;
+        libc::waitpid(init, &mut st, 0);
+        libc::_exit(if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 14 });
+    }
+}
+
+#[test]
+fn a_producer_in_another_pid_namespace_stays_alive() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: no memory effects.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it makes PID and mount namespaces");
+    let name = format!("/latte-test-pidns-{}", std::process::id());
+    let (report, done) = (pipe(), pipe());
+    let nm = name.clone();
+    let outer = in_other_pid_namespace(move || {
+        let ok = latte::recorder::install_shared(nm.as_bytes(), &cfg(0)).is_ok();
+        let mut b = [0u8; 1];
+        // SAFETY: pipe ends of ours.
+        unsafe {
+            libc::write(report[1], [ok as u8].as_ptr() as *const libc::c_void, 1);
+            libc::close(done[1]);
+            libc::read(done[0], b.as_mut_ptr() as *mut libc::c_void, 1);
+        }
+        0
+    });
+    let mut b = [0u8; 1];
+    // SAFETY: our pipe ends: without our copy of the write end, a child that
+    // failed before reporting gives end of file, not a wait.
+    unsafe { libc::close(report[1]) };
+    // SAFETY: our pipe end.
+    if unsafe { libc::read(report[0], b.as_mut_ptr() as *mut libc::c_void, 1) } != 1 {
+        panic!("the namespace set-up failed: exit {}", wait_exit(outer));
+    }
+    assert_eq!(b[0], 1, "the producer in the new namespace could not install its region");
+    let m = Mapping::open_shm(name.as_bytes()).unwrap();
+    eprintln!("the producer's pid in its namespace: {}", m.view.producer_pid);
+    assert!(m.producer_alive(), "a running producer judged dead");
+    // Another producer asking to replace a stale region must not take it.
+    // SAFETY: fork; the child tries and _exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let r = latte::recorder::install_shared(name.as_bytes(), &cfg(1));
+        // SAFETY: leave the child.
+        unsafe { libc::_exit(if r == Err(-libc::EEXIST) { 0 } else { 1 }) };
+    }
+    assert_eq!(wait_exit(pid), 0, "a live producer's region was replaced");
+    // SAFETY: our pipe ends: a byte lets the producer exit (the processes
+    // between it and us hold copies of the write end, so closing ours
+    // would not).
+    unsafe {
+        libc::write(done[1], [1u8].as_ptr() as *const libc::c_void, 1);
+        libc::close(done[0]);
+        libc::close(done[1]);
+    }
+    assert_eq!(wait_exit(outer), 0);
+    assert!(!m.producer_alive(), "an exited producer judged alive");
+    drop(m);
+    // Now it is stale: a producer asking to replace it does.
+    // SAFETY: fork; the child tries and _exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = latte::recorder::install_shared(name.as_bytes(), &cfg(1)).is_ok();
+        // SAFETY: leave the child.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    assert_eq!(wait_exit(pid), 0, "a stale region was not replaced");
+    let _ = latte::reader::unlink_shm(name.as_bytes());
+}
