@@ -71,7 +71,7 @@ cli-test: lib $(B)/cli/service
 # optimisation without LTO (Cargo.toml).
 rust-test: tools
 	$(CARGO) test --profile ci-test
-	$(CARGO) test --profile ci-test --features uring --lib --test flush --test flush_seccomp
+	$(CARGO) test --profile ci-test --features uring --lib --test flush --test flush_seccomp --test flush_first
 
 # Every C test program, built four ways: against liblatte.so, against
 # liblatte.a, with -DLATTE_DISABLE and no liblatte, and with ASan+UBSan.

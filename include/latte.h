@@ -9,6 +9,12 @@
 #define LATTE_ALIGNED(n) __attribute__((aligned(n)))
 
 
+// How old the region's anchor must be for the ratio of the anchor to a
+// (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
+// window `LATTE_FREQ` measures over, so the kept figure is at least as exact
+// as that measurement (each pair is exact to a clock read, tens of ns).
+#define ANCHOR_WINDOW_NS 120000000
+
 // The function exists but this build or this platform does not provide it.
 #define LATTE_ERR_NOT_SUPPORTED -95
 
@@ -406,7 +412,11 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   uint64_t reuse_discarded;
   // Spans recorded after the thread's recorder was torn down.
   uint64_t late_drops;
-  uint64_t _reserved[31];
+  // CLOCK_MONOTONIC_RAW in ns read next to `anchor_tsc` (0 in images of
+  // producers that did not keep it). With a second (TSC, clock) pair it
+  // gives cycles per ns without a measurement window (src/calibrate.rs).
+  uint64_t anchor_monotonic_ns;
+  uint64_t _reserved[30];
 } latte_region_header;
 
 // One recorded span: 16 bytes.

@@ -422,7 +422,10 @@ pub extern "C" fn latte_calibration_overheads(out9: *mut f64, out_pulse: *mut f6
     })
 }
 
-/// TSC cycles per ns, measured once (about 120 ms) and then cached.
+/// TSC cycles per ns, kept once known: the ratio of the region's anchor
+/// (a TSC and CLOCK_MONOTONIC_RAW pair taken when the region was made) to a
+/// pair taken now. Within 120 ms of the region's creation the first call
+/// sleeps until the anchor is 120 ms old (not for a measuring thread).
 #[no_mangle]
 pub extern "C" fn latte_cycles_per_ns() -> f64 {
     guard(0.0, crate::calibrate::cycles_per_ns)

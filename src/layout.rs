@@ -207,7 +207,11 @@ pub struct latte_region_header {
     pub reuse_discarded: AtomicU64,
     /// Spans recorded after the thread's recorder was torn down.
     pub late_drops: AtomicU64,
-    pub _reserved: [u64; 31],
+    /// CLOCK_MONOTONIC_RAW in ns read next to `anchor_tsc` (0 in images of
+    /// producers that did not keep it). With a second (TSC, clock) pair it
+    /// gives cycles per ns without a measurement window (src/calibrate.rs).
+    pub anchor_monotonic_ns: u64,
+    pub _reserved: [u64; 30],
 }
 
 /// One entry of a thread's pointer-keyed cache: ID pointer -> its ring.
