@@ -178,15 +178,15 @@ OP(op_hard) {
   Latte::Hard::Stop(nullptr);
 }
 OP(op_pulse) { LATTE_PULSE("BenchPulse"); }
-// Two IDs whose pointers share one set of the per-thread ID cache (found in
+// Two IDs whose pointers share a home entry of the per-thread ID cache (found in
 // a buffer at start-up), alternating: two Start+Stop pairs per operation.
 char g_set_pool[1 << 16];
 const char *g_set_ids[2] = {"BenchSetA", "BenchSetB"};
 void FindSetIds() {
   int n = 0;
-  size_t set = latte__cache_index(g_set_pool) & ~size_t(1);
+  size_t set = latte__cache_index(g_set_pool);
   for (int k = 0; k < (1 << 16) - 64 && n < 2; k += 64)
-    if ((latte__cache_index(g_set_pool + k) & ~size_t(1)) == set) {
+    if (latte__cache_index(g_set_pool + k) == set) {
       std::snprintf(g_set_pool + k, 16, "BenchSet%c", 'A' + n);
       g_set_ids[n++] = g_set_pool + k;
     }

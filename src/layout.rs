@@ -40,8 +40,19 @@ pub const LATTE_ID_NAME_SIZE: u32 = 32;
 pub const LATTE_DEFAULT_SAMPLES: u32 = 65536;
 /// Slot capacity of the default, process-private region.
 pub const LATTE_DEFAULT_PRIVATE_SLOTS: u32 = 4096;
-/// Entries of the per-thread pointer-keyed ID cache (a power of two).
-pub const LATTE_CACHE_SIZE: u32 = 128;
+/// Entries of the per-thread pointer-keyed ID cache (a power of two): four
+/// per entry of the ID table, so that a thread with every ID, each under a
+/// few pointers, keeps it at most half full.
+pub const LATTE_CACHE_SIZE: u32 = 1024;
+/// The cache's hash: an ID pointer's home entry is
+/// `(ptr * LATTE_CACHE_HASH) >> LATTE_CACHE_SHIFT`.
+pub const LATTE_CACHE_HASH: u64 = 0x9E37_79B9_7F4A_7C15;
+/// 64 - log2(LATTE_CACHE_SIZE).
+pub const LATTE_CACHE_SHIFT: u32 = 54;
+/// The cache is emptied before an insert would fill more than this many entries.
+pub const LATTE_CACHE_MAX_USED: u32 = LATTE_CACHE_SIZE / 2;
+/// log2(LATTE_SAMPLE_SIZE): a sample's offset in its ring is `(idx & mask) << LATTE_SAMPLE_SHIFT`.
+pub const LATTE_SAMPLE_SHIFT: u32 = 4;
 /// Token returned when an ID cannot be interned.
 pub const LATTE_INVALID_ID: u32 = 0xFFFF_FFFF;
 /// Largest duration a sample can hold (48 bits of cycles); longer spans saturate.
@@ -224,8 +235,9 @@ pub struct latte_cache_entry {
     pub slot: *mut latte_slot_header,
 }
 
-/// Key of an unused cache entry (no string can live at this address).
-pub const LATTE_CACHE_EMPTY: usize = usize::MAX;
+/// Key of an unused cache entry: NULL (a zero-initialised state is an empty
+/// cache; NULL IDs are never cached).
+pub const LATTE_CACHE_EMPTY: usize = 0;
 
 /// The hot per-thread recorder state: the span stack and the ID cache,
 /// laid out by Rust and read and written only by its own thread.
@@ -264,10 +276,14 @@ pub struct latte_thread {
     pub sample_mask: u64,
     /// Ring of the innermost open span (stale when `depth` is 0).
     pub top_slot: *mut latte_slot_header,
-    pub _reserved: u64,
-    /// Pointer-keyed cache: 64 sets of two ways; an ID is looked up at
-    /// `cache_index(id)`, then at `cache_index(id) ^ 1`.
-    pub cache: [latte_cache_entry; 128],
+    /// Rust-private: entries of `cache` in use.
+    pub cache_used: u64,
+    /// Pointer-keyed cache, open addressing with linear probing: an ID is
+    /// looked up at `cache_index(id)`, then at each next entry (wrapping)
+    /// until its key or an empty entry. At most half full
+    /// (`LATTE_CACHE_MAX_USED`), so nearly every hit is at the first or
+    /// second entry and every miss ends.
+    pub cache: [latte_cache_entry; LATTE_CACHE_SIZE as usize],
     /// `frame_tsc[d]`: the TSC span `d` started at.
     pub frame_tsc: [u64; 64],
     /// `frame_word[d]`: bits 0..47, `top_slot` as it was when span `d`
@@ -405,11 +421,17 @@ impl Sample {
     }
 }
 
-/// Index into the per-thread cache for an ID pointer (the C header computes
-/// the same thing).
+/// Home entry in the per-thread cache of an ID pointer (the C header
+/// computes the same thing from the same constants).
 #[inline(always)]
 pub fn cache_index(id: *const c_char) -> usize {
-    ((id as usize as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as usize
+    ((id as usize as u64).wrapping_mul(LATTE_CACHE_HASH) >> LATTE_CACHE_SHIFT) as usize
+}
+
+/// The entry after `i` in the cache's probe order.
+#[inline(always)]
+pub fn cache_next(i: usize) -> usize {
+    (i + 1) & (LATTE_CACHE_SIZE as usize - 1)
 }
 
 /// Geometry of a region: where everything is, from the capacities.
@@ -464,6 +486,12 @@ const _: () = {
     assert!(core::mem::size_of::<latte_region_header>() == LATTE_HEADER_SIZE as usize);
     assert!(core::mem::size_of::<latte_id_entry>() == LATTE_ID_NAME_SIZE as usize);
     assert!(core::mem::offset_of!(latte_slot_header, generation) == 64);
+    // The C inline path relies on these (include/latte_inline.h).
+    assert!(1u32 << LATTE_SAMPLE_SHIFT == LATTE_SAMPLE_SIZE);
+    assert!(LATTE_CACHE_SIZE.is_power_of_two());
+    assert!(1u64 << (64 - LATTE_CACHE_SHIFT) == LATTE_CACHE_SIZE as u64);
+    assert!(LATTE_CACHE_MAX_USED < LATTE_CACHE_SIZE);
+    assert!(LATTE_CACHE_EMPTY == 0);
 };
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! the innermost span and appends a sample to the thread's ring for that ID.
 //!
 //! Hot path (`start`, `stop`, `pulse`): no lock, no atomic read-modify-write,
-//! no allocation. Start finds the ring through a per-thread direct-mapped
-//! cache keyed by the ID pointer and pushes it with the TSC; Stop pops it
+//! no allocation. Start finds the ring through a per-thread open-addressed
+//! cache keyed by the ID pointer (at most half full: nearly always found at
+//! its home entry or the next) and pushes it with the TSC; Stop pops it
 //! and writes the sample. A cache miss goes to `resolve`, which interns the
 //! ID, finds or allocates the (thread, ID) slot under the registry lock and
 //! fills the cache. A pulse keeps its ring in its call-site state.
@@ -439,9 +440,61 @@ impl Drop for ExitGuard {
 fn detach(t: &mut latte_thread) {
     t.depth = 0;
     t.attached = 0;
+    clear_cache(t);
+}
+
+/// Empties a hot state's ID cache.
+fn clear_cache(t: &mut latte_thread) {
     for e in t.cache.iter_mut() {
         e.key = LATTE_CACHE_EMPTY as *const c_char;
         e.slot = core::ptr::null_mut();
+    }
+    t.cache_used = 0;
+}
+
+/// The cached ring of `id`, probing from `i` (its home entry); None at the
+/// first empty entry. The
+/// cache is never full, so the probe ends. NULL is never cached.
+#[inline(always)]
+pub fn cache_probe(t: &latte_thread, id: *const c_char, mut i: usize) -> Option<*mut latte_slot_header> {
+    if id.is_null() {
+        return None;
+    }
+    loop {
+        let e = &t.cache[i];
+        if e.key == id {
+            return Some(e.slot);
+        }
+        if e.key as usize == LATTE_CACHE_EMPTY {
+            return None;
+        }
+        i = cache_next(i);
+    }
+}
+
+/// Adds `id` -> `slot` to the cache at the first empty entry of its probe
+/// order, emptying the cache first when it is half full.
+fn cache_insert(t: &mut latte_thread, id: *const c_char, slot: *mut latte_slot_header) {
+    if id.is_null() {
+        return;
+    }
+    if t.cache_used >= LATTE_CACHE_MAX_USED as u64 {
+        clear_cache(t);
+    }
+    let mut i = cache_index(id);
+    loop {
+        let e = &mut t.cache[i];
+        if e.key == id {
+            e.slot = slot;
+            return;
+        }
+        if e.key as usize == LATTE_CACHE_EMPTY {
+            e.key = id;
+            e.slot = slot;
+            t.cache_used += 1;
+            return;
+        }
+        i = cache_next(i);
     }
 }
 
@@ -603,10 +656,11 @@ pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     let h = cache_index(id);
     let slot = if t.cache[h].key == id && !id.is_null() {
         t.cache[h].slot
-    } else if t.cache[h ^ 1].key == id && !id.is_null() {
-        t.cache[h ^ 1].slot // the other way of the set
     } else {
-        resolve(t, id)
+        match cache_probe(t, id, h) {
+            Some(s) => s, // further along the probe order
+            None => resolve(t, id),
+        }
     };
     // (Unlike the C path, `t` here is already the active state, so the
     // slow path cannot have moved spans onto it: the depth still holds.)
@@ -738,17 +792,7 @@ pub fn region_if_any() -> Option<&'static Region> {
 pub fn resolve(t: &mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
     match resolve_slot(t, id) {
         Some(slot) => {
-            if !id.is_null() {
-                // Two-way sets: the new entry goes first, the one it
-                // displaces moves to the other way (dropping what was there).
-                let h = cache_index(id);
-                if t.cache[h].key != LATTE_CACHE_EMPTY as *const c_char {
-                    t.cache[h ^ 1].key = t.cache[h].key;
-                    t.cache[h ^ 1].slot = t.cache[h].slot;
-                }
-                t.cache[h].key = id;
-                t.cache[h].slot = slot;
-            }
+            cache_insert(t, id, slot);
             slot
         }
         None => unrecordable(t),
