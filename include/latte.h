@@ -490,6 +490,14 @@ extern "C" {
 // ignored and counted.
 void latte_start(const char *id, latte_mode mode);
 
+// Gives the calling thread its ring for `id` now (as its first Start
+// would) and commits the ring's pages not written yet, so that the first
+// samples under `id` on this thread take no page fault. Call it before a
+// hot loop, where the cost (about a microsecond a page, 256 pages for a ring
+// of 65,536 samples) is welcome. Returns the pages touched (0 when the ring
+// has wrapped already), or -ENOSPC when the ID or a slot does not fit.
+int64_t latte_prefault(const char *id);
+
 // Closes the innermost open span of the calling thread, whatever `id` is
 // (it may be NULL), records it, and returns its duration in cycles; 0 when
 // nothing was open (ignored and counted).

@@ -274,7 +274,32 @@ static void second_start_is_a_hit(void) {
   CHECK(latte__state.cache_used <= LATTE_CACHE_MAX_USED);
   for (k = 0; k < 200; k++) CHECK_EQ_U(count_of(ids[k]), 2);
 }
+
+/* latte_prefault commits a fresh ring's pages (one touch a page, the ring
+ * of 65,536 samples of 16 bytes plus its header: 257 pages), caches the ID
+ * for the inline path, and changes no sample: the spans after it read back
+ * exactly. On a ring that has wrapped there is nothing left to touch. */
+static void prefault_commits_a_fresh_ring(void) {
+  int64_t pages = latte_prefault("prefault.fresh");
+  int k;
+  CHECK(pages >= 256 && pages <= 257);
+  CHECK(probe_distance("prefault.fresh") >= 0);
+  CHECK_EQ_U(count_of("prefault.fresh"), 0);
+  for (k = 0; k < 10; k++) {
+    latte_start_inline("prefault.fresh", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  CHECK_EQ_U(count_of("prefault.fresh"), 10);
+  /* Ten samples in: the first page is still touched (it holds index 10). */
+  CHECK(latte_prefault("prefault.fresh") == pages);
+  for (k = 0; k < (int)LATTE_DEFAULT_SAMPLES; k++) {
+    latte_start_inline("prefault.fresh", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  CHECK(latte_prefault("prefault.fresh") == 0);
+}
 #else
+static void prefault_commits_a_fresh_ring(void) { CHECK(latte_prefault("prefault.fresh") == 0); }
 static void cache_home_collisions(void) {}
 static void second_start_is_a_hit(void) {}
 #endif
@@ -283,6 +308,7 @@ int main(void) {
   exact_counts();
   cache_home_collisions();
   second_start_is_a_hit();
+  prefault_commits_a_fresh_ring();
   ring_wrap();
   depth_limit_and_orphans();
   odd_ids();
