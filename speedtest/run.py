@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""The driver of `make speedtest`: runs the benchmark programs, judges every
+goal row, prints the verdict and exits with it.
+
+Exit codes (the recipe's; make itself reports a failed recipe as
+"Error N" and exits 2):
+  0  every goal row passed
+  1  a goal row failed (and the machine was steady enough to judge)
+  3  machine too busy to judge (see BUSY_SPREAD below): no verdict
+
+Method. speedtest/hot.cpp is built against our header and, with
+ORIGINAL=/path/to/Latte.hpp, a second time against the original. Both
+binaries run alternately, REPEATS times each (the order swaps every repeat).
+Each hot.cpp run measures its rows interleaved in rounds, and gives each row
+its ratio to a base measured in the same run: the reference engine (a
+minimal engine compiled into hot.cpp) for Fast/Mid/Hard/pulse, the one-ID
+row for the ID sweep. A goal row's figure is the median over repeats.
+ours/original is the ratio of the two binaries' costs in adjacent runs,
+median over repeats.
+
+Busy machine. The reference engine is the same code in both binaries and in
+every run, so its cost should not move. When any reference row's spread over
+all runs, (max - min) / median, exceeds BUSY_SPREAD, the machine's speed
+moved more than the tolerances being judged: the run prints "machine too
+busy to judge" and exits 3, whatever the rows say. The extraction rows of
+speedtest.cpp carry their own criterion (printed with them).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+# Goals (ratio at most).
+HOT_GOAL = 1.15        # Fast/Mid/Hard/pulse vs the reference engine
+SWEEP_GOAL = 1.10      # N IDs vs one ID, same run
+PARITY_GOAL = 1.05     # ours / original, every row
+BUSY_SPREAD = 0.05     # reference rows' (max - min) / median over runs
+
+HOT_ROWS = [("fast", "Fast Start+Stop"), ("mid", "Mid Start+Stop"), ("hard", "Hard Start+Stop"), ("pulse", "LATTE_PULSE")]
+SWEEP_NS = [8, 32, 64, 128, 200]
+REF_ROWS = ["ref.fast", "ref.mid", "ref.hard", "ref.pulse", "ref.fast.2"]
+
+
+def run(cmd):
+    """Runs one benchmark program; returns {key: fields} of its ROW lines and its other lines."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rows, other = {}, []
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "ROW":
+            rows[f[1]] = f[2:]
+        else:
+            other.append(line)
+    if p.returncode != 0:
+        sys.stdout.write("\n".join(other) + "\n")
+        raise SystemExit(f"speedtest: {' '.join(cmd)} exited {p.returncode}")
+    return rows, other
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def spread(xs):
+    m = med(xs)
+    return (max(xs) - min(xs)) / m if xs and m > 0 else 0.0
+
+
+class Verdicts:
+    def __init__(self):
+        self.fails = 0
+        self.busy = []
+
+    def goal(self, label, value, goal, note=""):
+        ok = value <= goal
+        self.fails += 0 if ok else 1
+        return f"{'PASS' if ok else 'FAIL'} (goal <= {goal:.2f}){note}"
+
+    def goal_min(self, label, value, goal, note=""):
+        ok = value >= goal
+        self.fails += 0 if ok else 1
+        return f"{'PASS' if ok else 'FAIL'} (goal >= {goal:.2f}){note}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ours", required=True, help="hot.cpp built against our header")
+    ap.add_argument("--original", help="hot.cpp built against the original header")
+    ap.add_argument("--original-path", default="", help="the original header's path (printed)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20000)
+    ap.add_argument("--stall-repeats", type=int, default=2)
+    ap.add_argument("--extra", action="append", default=[], help="a command printing GOAL/BUSY lines (ours only)")
+    ap.add_argument("--no-warmup", action="store_true")
+    a = ap.parse_args()
+    v = Verdicts()
+    engines = [("ours", a.ours)] + ([("original", a.original)] if a.original else [])
+
+    # --- hot rows and the ID sweep, alternating the binaries ---
+    hot = {e: [] for e, _ in engines}
+    for r in range(a.repeats):
+        order = engines if r % 2 == 0 else engines[::-1]
+        for e, b in order:
+            hot[e].append(run([b, "hot", str(a.iters)])[0])
+    snap = {e: [] for e, _ in engines}
+    for r in range(a.repeats):
+        for e, b in (engines if r % 2 == 0 else engines[::-1]):
+            snap[e].append(float(run([b, "snapshot"])[0]["snapshot"][0]))
+    stall = {e: [] for e, _ in engines}
+    for r in range(a.stall_repeats):
+        for e, b in (engines if r % 2 == 0 else engines[::-1]):
+            stall[e].append(run([b, "stall"])[0])
+
+    def col(e, key, i):
+        return [float(x[key][i]) for x in hot[e] if key in x]
+
+    # Busy: the reference engine's spread over every run of every binary.
+    ref_spreads = {}
+    for k in REF_ROWS:
+        xs = [float(x[k][0]) for e, _ in engines for x in hot[e] if k in x]
+        ref_spreads[k] = spread(xs)
+    busy = max(ref_spreads.values()) > BUSY_SPREAD
+
+    n = a.repeats
+    print(f"\n== hot path: cycles per call (median over {n} runs of {a.iters} iterations x 100 calls, rows interleaved; "
+          f"{'alternating with the original' if a.original else 'ours only'}) ==")
+    hdr = f"{'row':<26} {'cost':>8} {'timer':>8} {'vs base':>8}  {'base':<10}"
+    if a.original:
+        hdr += f" {'original':>9} {'ours/orig':>9}"
+    print(hdr + "  verdict")
+    timers = [("rdtsc", "rdtsc"), ("rdtscp", "rdtscp"), ("lfence", "lfence")]
+    for k, name in timers:
+        print(f"{name:<26} {med(col('ours', k, 0)):8.2f}")
+    for k in REF_ROWS[:4]:
+        print(f"{'(reference) ' + k[4:]:<26} {med(col('ours', k, 0)):8.2f} {med(col('ours', k, 1)):8.2f}")
+
+    def row(key, label, goal, base_label):
+        cost = med(col("ours", key, 0))
+        timer = med(col("ours", key, 1))
+        ratio = med(col("ours", key, 3))
+        line = f"{label:<26} {cost:8.2f} {timer:8.2f} {ratio:8.3f}  {base_label:<10}"
+        verdicts = [v.goal(label, ratio, goal) if not busy else "BUSY"]
+        if a.original:
+            oc = col("original", key, 0)
+            pairs = [x / y for x, y in zip(col("ours", key, 0), oc) if y > 0]
+            p = med(pairs)
+            line += f" {med(oc):9.2f} {p:9.3f}"
+            verdicts.append(("vs original " + v.goal(label, p, PARITY_GOAL)) if not busy else "BUSY")
+        print(line + "  " + "; ".join(verdicts))
+
+    for key, label in HOT_ROWS:
+        row(key, label, HOT_GOAL, "reference")
+    print(f"\nID sweep: N distinct IDs on one thread, Fast Start+Stop, vs one ID in the same run (goal <= {SWEEP_GOAL:.2f})")
+    one = med(col("ours", "sweep.1", 0))
+    line = f"{'1 ID (base)':<26} {one:8.2f} {med(col('ours', 'sweep.1', 1)):8.2f}"
+    if a.original:
+        oc = col("original", "sweep.1", 0)
+        p = med([x / y for x, y in zip(col("ours", "sweep.1", 0), oc) if y > 0])
+        line += f" {'':8}  {'':<10} {med(oc):9.2f} {p:9.3f}  " + (("vs original " + v.goal("sweep.1", p, PARITY_GOAL)) if not busy else "BUSY")
+    print(line)
+    for nn in SWEEP_NS:
+        for order in ("rr", "rand"):
+            key = f"sweep.{order}.{nn}"
+            row(key, f"{nn} IDs, {'round-robin' if order == 'rr' else 'random'}", SWEEP_GOAL, "1 ID")
+
+    print("\n== extraction through the Latte API (ours" + (" vs original" if a.original else "") + ") ==")
+    s_ours = med(snap["ours"])
+    line = f"Snapshot of 65,536 samples: {s_ours:.1f} us (median of {n} runs x 60)"
+    if a.original:
+        s_orig = med(snap["original"])
+        p = med([x / y for x, y in zip(snap["ours"], snap["original"]) if y > 0])
+        line += f"; original {s_orig:.1f} us; ours/original {p:.3f}  " + (v.goal("snapshot", p, PARITY_GOAL) if not busy else "BUSY")
+    print(line)
+    q = med([float(x["stall.quiet"][0]) for x in stall["ours"]])
+    c = med([float(x["stall.snapshot"][0]) for x in stall["ours"]])
+    line = f"producer Start+Stop p99.9 (cycles): {q:.0f} alone, {c:.0f} while another thread loops Snapshot"
+    if a.original:
+        oq = med([float(x["stall.quiet"][0]) for x in stall["original"]])
+        oc = med([float(x["stall.snapshot"][0]) for x in stall["original"]])
+        p = c / oc if oc > 0 else float("nan")
+        line += f"; original {oq:.0f} / {oc:.0f}; ours/original (while extracting) {p:.3f}  " + (
+            v.goal("stall", p, PARITY_GOAL) if not busy else "BUSY")
+    print(line)
+    if not a.original:
+        print("(to see every row beside the engine you are migrating from: make speedtest ORIGINAL=/path/to/Latte.hpp)")
+
+    if not a.no_warmup:
+        rows, other = run([a.ours, "warmup"])
+        print("\n== warm-up: Fast Start+Stop, each timed alone, first 65,536 samples of a ring (cycles; 5 threads each) ==")
+        print(f"{'ring':<34} {'p50':>7} {'p99.99':>9} {'max':>10}")
+        labels = {"warmup.fresh": "fresh (pages committed on first write)", "warmup.prefaulted": "fresh, Latte::Prefault(id) first",
+                  "warmup.warm": "warm (written through once)"}
+        for k, label in labels.items():
+            if k in rows:
+                f = rows[k]
+                print(f"{label:<34} {float(f[0]):7.0f} {float(f[1]):9.0f} {float(f[2]):10.0f}")
+        for l in other:
+            if l.startswith("INFO prefault_us"):
+                print(f"Latte::Prefault of a fresh ring took {float(l.split()[2]):.0f} us (median), before the loop")
+
+    # --- extras: ours only, GOAL / BUSY lines ---
+    for cmd in a.extra:
+        p = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in p.stdout.splitlines():
+            f = line.split(maxsplit=1)
+            if f and f[0] == "GOAL":
+                # GOAL <PASS|FAIL|BUSY> text
+                g = f[1].split(maxsplit=1)
+                if g[0] == "FAIL":
+                    v.fails += 1
+                if g[0] == "BUSY":
+                    v.busy.append(g[1] if len(g) > 1 else "")
+                print(f"{g[1] if len(g) > 1 else ''}  {g[0]}")
+            else:
+                print(line)
+        if p.returncode != 0:
+            print(f"speedtest: {cmd} exited {p.returncode}")
+            v.fails += 1
+
+    print("\nsteadiness: the reference engine's spread over all runs, (max - min) / median: " +
+          ", ".join(f"{k} {x:.3f}" for k, x in ref_spreads.items()) + f" (busy above {BUSY_SPREAD:.2f})")
+    if busy or v.busy:
+        why = "the reference rows moved" if busy else "; ".join(v.busy)
+        print(f"verdict: machine too busy to judge ({why}); exit 3")
+        return 3
+    if v.fails:
+        print(f"verdict: FAIL ({v.fails} goal rows failed); exit 1")
+        return 1
+    print("verdict: PASS (every goal row); exit 0")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
