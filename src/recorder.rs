@@ -24,7 +24,7 @@ use crate::region::{bump, Region};
 use crate::{intern::Interner, tsc};
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::c_char;
-use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{fence, AtomicBool, AtomicPtr, Ordering};
 use std::collections::VecDeque;
 
 // ---------------------------------------------------------------- lock ----
@@ -849,7 +849,7 @@ pub fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut lat
 /// loop, where it chooses to pay the faults (about a microsecond each, 256
 /// for a ring of 65,536 samples); nothing records meanwhile.
 ///
-/// Each page is touched by an atomic add of 0 to the first word of its
+/// Each page is touched by a locked add of 0 to the first word of its
 /// first not-yet-written sample: a write fault that changes no value. Only
 /// this thread writes the ring, and no reader looks at an index at or above
 /// `write_idx`, so the touch races with nothing.
@@ -882,11 +882,14 @@ pub fn prefault(id: *const c_char) -> Result<u64, i32> {
     let mut i = w;
     while i < cap {
         let addr = samples + (i as usize) * LATTE_SAMPLE_SIZE as usize;
-        // SAFETY: index i < cap lies inside the ring; the sample's first
-        // word is 8-byte aligned (the ring is, and samples are 16 bytes).
-        let word = unsafe { AtomicU64::from_ptr(addr as *mut u64) };
-        // Relaxed: adds 0, publishes nothing (see above).
-        word.fetch_add(0, Ordering::Relaxed);
+        // SAFETY: index i < cap lies inside the ring, mapped read-write;
+        // the sample's first word is 8-byte aligned (the ring is, and
+        // samples are 16 bytes). `lock add $0` is an atomic read-modify-write
+        // that stores the value it read: a write access (so the page is
+        // committed writable, not mapped to the shared zero page as a load
+        // would) that changes nothing. In asm because the compiler turns an
+        // atomic add of 0 into a plain load.
+        unsafe { core::arch::asm!("lock add qword ptr [{0}], 0", in(reg) addr, options(nostack)) };
         touched += 1;
         // The first sample of the next page.
         let next_page = (addr / page + 1) * page;
