@@ -37,7 +37,7 @@
 #define LATTE_FLUSH_PENDING 1
 
 // Layout version; a reader refuses any other.
-#define LATTE_LAYOUT_VERSION 1
+#define LATTE_LAYOUT_VERSION 2
 
 // Size of the region header in bytes.
 #define LATTE_HEADER_SIZE 512
