@@ -1086,6 +1086,37 @@ mod tests {
     }
 
     #[test]
+    fn id_cache_probes_on_and_empties_itself_when_half_full() {
+        // SAFETY: an all-zero latte_thread is valid (integers, null pointers).
+        let mut t: Box<latte_thread> = unsafe { Box::new(core::mem::zeroed()) };
+        let key = |n: usize| (0x10_0000 + n * 24) as *const c_char;
+        assert_eq!(cache_probe(&t, key(0), cache_index(key(0))), None);
+        assert_eq!(cache_probe(&t, core::ptr::null(), 0), None, "NULL is never cached");
+        // Keys sharing a home entry go to the following entries.
+        let home = cache_index(key(0));
+        let same: Vec<usize> = (1..200_000).filter(|&n| cache_index(key(n)) == home).take(3).collect();
+        cache_insert(&mut t, key(0), slot(1));
+        for (k, &n) in same.iter().enumerate() {
+            cache_insert(&mut t, key(n), slot(k + 2));
+        }
+        assert_eq!(cache_probe(&t, key(0), home), Some(slot(1)));
+        for (k, &n) in same.iter().enumerate() {
+            assert_eq!(cache_probe(&t, key(n), home), Some(slot(k + 2)));
+            assert_eq!(t.cache[(home + k + 1) % LATTE_CACHE_SIZE as usize].key, key(n));
+        }
+        // Never more than half full: the insert that would pass it empties it first.
+        let mut n = 1_000_000;
+        while t.cache_used < LATTE_CACHE_MAX_USED as u64 {
+            cache_insert(&mut t, key(n), slot(7));
+            n += 1;
+        }
+        cache_insert(&mut t, key(n), slot(8));
+        assert_eq!(t.cache_used, 1);
+        assert_eq!(cache_probe(&t, key(n), cache_index(key(n))), Some(slot(8)));
+        assert_eq!(cache_probe(&t, key(0), home), None);
+    }
+
+    #[test]
     fn ptr_map_finds_what_it_holds_and_clears_when_half_full() {
         let mut m = PtrMap::new();
         assert_eq!(m.get(0x1000), None);
