@@ -99,7 +99,7 @@ def main():
     ap.add_argument("--original-path", default="", help="the original header's path (printed)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20000)
-    ap.add_argument("--stall-repeats", type=int, default=2)
+    ap.add_argument("--stall-repeats", type=int, default=3)
     ap.add_argument("--extra", action="append", default=[], help="a command printing GOAL/BUSY lines (ours only)")
     ap.add_argument("--no-warmup", action="store_true")
     a = ap.parse_args()
@@ -265,7 +265,7 @@ def main():
 
     print("\nsteadiness: the reference engine's cost, (max - min) / median over all runs (information): " +
           ", ".join(f"{k} {x:.3f}" for k, x in ref_spreads.items()))
-    print(f"steadiness of the judged hot-path figures: busy when one moves by more than {BUSY_SPREAD:.2f} across runs "
+    print(f"steadiness of the judged figures: busy when one moves by more than {BUSY_SPREAD:.2f} across runs "
           f"or within a run (IQR) and its runs straddle its goal: " + ("; ".join(noisy) if noisy else "none does"))
     # A clear FAIL is a verdict even when other rows could not be judged;
     # a PASS needs every row judged.
@@ -273,7 +273,7 @@ def main():
         print(f"verdict: FAIL ({v.fails} goal rows failed)" + (" (other rows too noisy to judge)" if noisy or v.busy else "") + "; exit 1")
         return 1
     if noisy or v.busy:
-        why = "; ".join((["hot-path figures undecided"] if noisy else []) + v.busy)
+        why = "; ".join((["figures undecided"] if noisy else []) + v.busy)
         print(f"verdict: machine too busy to judge ({why}); exit 3")
         return 3
     print("verdict: PASS (every goal row); exit 0")
