@@ -23,7 +23,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src -name '*.rs') Cargo.toml build.rs cbindgen.toml
 
-.PHONY: all lib header check-header test rust-test c-test cpp-test cli-test speedtest clean tools
+.PHONY: all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools
 
 all: lib
 
@@ -55,7 +55,7 @@ check-header: tools
 	  if [ -n "$$other" ]; then echo "liblatte.so exports symbols outside latte_*: $$other"; exit 1; fi; \
 	  echo "exports: liblatte.so exports latte_* symbols only ($$(nm -D --defined-only $(LIB_SO) | grep -c ' T latte_') functions)"
 
-test: check-header rust-test c-test cpp-test cli-test
+test: check-header rust-test c-test cpp-test cli-test speedtest-test
 	@echo "make test: all suites passed"
 
 # The `latte` command end to end, against a real instrumented C++ service.
@@ -71,7 +71,7 @@ cli-test: lib $(B)/cli/service
 # optimisation without LTO (Cargo.toml).
 rust-test: tools
 	$(CARGO) test --profile ci-test
-	$(CARGO) test --profile ci-test --features uring --lib --test flush --test flush_targets --test flush_seccomp
+	$(CARGO) test --profile ci-test --features uring --lib --test flush --test flush_targets --test flush_seccomp --test flush_first
 
 # Every C test program, built four ways: against liblatte.so, against
 # liblatte.a, with -DLATTE_DISABLE and no liblatte, and with ASan+UBSan.
@@ -136,13 +136,26 @@ $(B)/cpp/%.tsan: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_T) $(TSAN) $< $(CXX_TU) -o $@ -L$(REL) -llatte $(RPATH)
 
-# The hot path against both libraries (cdylib and staticlib), then the
-# extraction paths, then the calibrated report.
+# make speedtest: speedtest/run.py runs speedtest/hot.cpp built against our
+# header (and, with ORIGINAL=/path/to/Latte.hpp, a second time against that
+# header, alternately), then the latte-only extraction and flush goals of
+# speedtest/speedtest.cpp; it prints every goal row with PASS or FAIL and
+# exits 0 (all pass), 1 (a goal failed) or 3 (machine too busy to judge);
+# make reports a non-zero one as "Error 1" / "Error 3" (and exits 2).
 SPEED_FLAGS := -O3 -march=native -std=c++17 -Wall -Wextra -Icpp_compat -Iinclude -pthread
+ORIGINAL ?=
+SPEED_RUN := $(PYTHON) speedtest/run.py
 
-$(B)/speedtest.so: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(LIB_SO)
+$(B)/hot.ours: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
 	@mkdir -p $(@D)
-	$(CXX) $(SPEED_FLAGS) $< -o $@ -L$(REL) -llatte $(RPATH)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+# The original engine's build: its header alone (header-only), by path.
+.PHONY: FORCE
+$(B)/hot.original: speedtest/hot.cpp FORCE
+	@test -f "$(ORIGINAL)" || { echo "make: ORIGINAL=$(ORIGINAL) is not a file"; exit 1; }
+	@mkdir -p $(@D)
+	$(CXX) -O3 -march=native -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(abspath $(ORIGINAL))"' $< -o $@
 
 $(B)/speedtest.static: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
 	@mkdir -p $(@D)
@@ -156,10 +169,20 @@ $(B)/speedtest.uring: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $
 	@mkdir -p $(@D)
 	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
 
-speedtest: lib $(B)/speedtest.so $(B)/speedtest.static $(B)/speedtest.uring
-	./$(B)/speedtest.so --label "cdylib: liblatte.so" --no-report
-	./$(B)/speedtest.static --label "staticlib: liblatte.a" --shared /latte-speedtest-$$$$
-	./$(B)/speedtest.uring --flush-only
+speedtest: lib $(B)/hot.ours $(B)/speedtest.static $(B)/speedtest.uring $(if $(ORIGINAL),$(B)/hot.original)
+	$(SPEED_RUN) --ours $(B)/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
+	  --extra "./$(B)/speedtest.static --shared /latte-speedtest-$$$$" --extra "./$(B)/speedtest.uring --flush-only"
+
+# The ORIGINAL= mechanism end to end, against a stand-in engine written for
+# this test (tests/speedtest/standin/Latte.hpp), in a quick run: every row is
+# printed with ours/original and a verdict, and the driver exits 0, 1 or 3.
+# Judges nothing about speed.
+$(B)/hot.standin: speedtest/hot.cpp tests/speedtest/standin/Latte.hpp
+	@mkdir -p $(@D)
+	$(CXX) -O2 -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(CURDIR)/tests/speedtest/standin/Latte.hpp"' $< -o $@
+
+speedtest-test: lib $(B)/hot.ours $(B)/hot.standin
+	$(PYTHON) tests/speedtest/check_mechanism.py $(B)/hot.ours $(B)/hot.standin
 
 clean:
 	$(CARGO) clean

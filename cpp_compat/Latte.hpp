@@ -414,6 +414,8 @@ inline void DumpToJson(const std::string &path) {
 inline int InitSharedRegion(const char *shm_name) { return latte_init_shared_region(shm_name); }
 inline int InitSharedRegion(const std::string &shm_name) { return InitSharedRegion(shm_name.c_str()); }
 inline uint32_t InternID(ID id) { return latte_intern_id(id); }
+// Commits this thread's ring for `id` before a hot loop: see latte_prefault.
+inline int64_t Prefault(ID id) { return latte_prefault(id); }
 inline int FlushAsync(int fd, Parameter::Unit unit = Parameter::Time) {
   return latte_flush_async(fd, unit == Parameter::Time ? LATTE_UNIT_TIME : LATTE_UNIT_CYCLE);
 }

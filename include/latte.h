@@ -9,6 +9,12 @@
 #define LATTE_ALIGNED(n) __attribute__((aligned(n)))
 
 
+// How old the region's anchor must be for the ratio of the anchor to a
+// (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
+// window `LATTE_FREQ` measures over, so the kept figure is at least as exact
+// as that measurement (each pair is exact to a clock read, tens of ns).
+#define ANCHOR_WINDOW_NS 120000000
+
 // The function exists but this build or this platform does not provide it.
 #define LATTE_ERR_NOT_SUPPORTED -95
 
@@ -31,7 +37,7 @@
 #define LATTE_FLUSH_PENDING 1
 
 // Layout version; a reader refuses any other.
-#define LATTE_LAYOUT_VERSION 1
+#define LATTE_LAYOUT_VERSION 2
 
 // Size of the region header in bytes.
 #define LATTE_HEADER_SIZE 512
@@ -57,8 +63,23 @@
 // Slot capacity of the default, process-private region.
 #define LATTE_DEFAULT_PRIVATE_SLOTS 4096
 
-// Entries of the per-thread pointer-keyed ID cache (a power of two).
-#define LATTE_CACHE_SIZE 128
+// Entries of the per-thread pointer-keyed ID cache (a power of two): four
+// per entry of the ID table, so that a thread with every ID, each under a
+// few pointers, keeps it at most half full.
+#define LATTE_CACHE_SIZE 1024
+
+// The cache's hash: an ID pointer's home entry is
+// `(ptr * LATTE_CACHE_HASH) >> LATTE_CACHE_SHIFT`.
+#define LATTE_CACHE_HASH 11400714819323198485ull
+
+// 64 - log2(LATTE_CACHE_SIZE).
+#define LATTE_CACHE_SHIFT 54
+
+// The cache is emptied before an insert would fill more than this many entries.
+#define LATTE_CACHE_MAX_USED (LATTE_CACHE_SIZE / 2)
+
+// log2(LATTE_SAMPLE_SIZE): a sample's offset in its ring is `(idx & mask) << LATTE_SAMPLE_SHIFT`.
+#define LATTE_SAMPLE_SHIFT 4
 
 // Token returned when an ID cannot be interned.
 #define LATTE_INVALID_ID 4294967295
@@ -78,7 +99,9 @@
 // Slot state: its thread has exited; every sample in it is final.
 #define LATTE_SLOT_CLOSED 2
 
-
+// Key of an unused cache entry: NULL (a zero-initialised state is an empty
+// cache; NULL IDs are never cached).
+#define LATTE_CACHE_EMPTY 0
 
 // The bits of a `frame_word` that hold the outer span's ring.
 #define LATTE_FRAME_RING_MASK ((1ull << 48) - 1)
@@ -200,10 +223,14 @@ typedef struct LATTE_ALIGNED(64) latte_thread {
   uint64_t sample_mask;
   // Ring of the innermost open span (stale when `depth` is 0).
   struct latte_slot_header *top_slot;
-  uint64_t _reserved;
-  // Pointer-keyed cache: 64 sets of two ways; an ID is looked up at
-  // `cache_index(id)`, then at `cache_index(id) ^ 1`.
-  struct latte_cache_entry cache[128];
+  // Rust-private: entries of `cache` in use.
+  uint64_t cache_used;
+  // Pointer-keyed cache, open addressing with linear probing: an ID is
+  // looked up at `cache_index(id)`, then at each next entry (wrapping)
+  // until its key or an empty entry. At most half full
+  // (`LATTE_CACHE_MAX_USED`), so nearly every hit is at the first or
+  // second entry and every miss ends.
+  struct latte_cache_entry cache[LATTE_CACHE_SIZE];
   // `frame_tsc[d]`: the TSC span `d` started at.
   uint64_t frame_tsc[64];
   // `frame_word[d]`: bits 0..47, `top_slot` as it was when span `d`
@@ -427,7 +454,11 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   uint64_t reuse_discarded;
   // Spans recorded after the thread's recorder was torn down.
   uint64_t late_drops;
-  uint64_t _reserved[31];
+  // CLOCK_MONOTONIC_RAW in ns read next to `anchor_tsc` (0 in images of
+  // producers that did not keep it). With a second (TSC, clock) pair it
+  // gives cycles per ns without a measurement window (src/calibrate.rs).
+  uint64_t anchor_monotonic_ns;
+  uint64_t _reserved[30];
 } latte_region_header;
 
 // One recorded span: 16 bytes.
@@ -479,6 +510,14 @@ extern "C" {
 // content; NULL records as `<null-id>`). Beyond 64 open spans the call is
 // ignored and counted.
 void latte_start(const char *id, latte_mode mode);
+
+// Gives the calling thread its ring for `id` now (as its first Start
+// would) and commits the ring's pages not written yet, so that the first
+// samples under `id` on this thread take no page fault. Call it before a
+// hot loop, where the cost (about a microsecond a page, 256 pages for a ring
+// of 65,536 samples) is welcome. Returns the pages touched (0 when the ring
+// has wrapped already), or -ENOSPC when the ID or a slot does not fit.
+int64_t latte_prefault(const char *id);
 
 // Closes the innermost open span of the calling thread, whatever `id` is
 // (it may be NULL), records it, and returns its duration in cycles; 0 when
@@ -593,7 +632,10 @@ const char *latte_calibration_id(void);
 // mode pairs, `out_pulse` the pulse. Zeros before calibration.
 int latte_calibration_overheads(double *out9, double *out_pulse);
 
-// TSC cycles per ns, measured once (about 120 ms) and then cached.
+// TSC cycles per ns, kept once known: the ratio of the region's anchor
+// (a TSC and CLOCK_MONOTONIC_RAW pair taken when the region was made) to a
+// pair taken now. Within 120 ms of the region's creation the first call
+// sleeps until the anchor is 120 ms old (not for a measuring thread).
 double latte_cycles_per_ns(void);
 
 // Measures TSC cycles per ns anew over `window_ms` milliseconds against

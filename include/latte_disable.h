@@ -56,6 +56,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_start(id, mode) latte__off_void(sizeof(id) + sizeof(mode))
 #define latte_stop(id, mode) latte__off_u64(sizeof(id) + sizeof(mode))
 #define latte_pulse(site, id) latte__off_void(sizeof(site) + sizeof(id))
+#define latte_prefault(id) ((int64_t)latte__off_int(sizeof(id)))
 #define latte_thread_resolve(t, id) ((struct latte_slot_header *)latte__off_string(sizeof(t) + sizeof(id)))
 #define latte_thread_note_overflow(t) latte__off_void(sizeof(t))
 #define latte_thread_stop_slow(t, mode, now) latte__off_u64(sizeof(t) + sizeof(mode) + sizeof(now))

@@ -80,8 +80,24 @@ LATTE__FN uint64_t latte__tsc_stop(latte_mode m) {
   return __rdtsc();
 }
 
+/* Home entry of an ID pointer in the per-thread cache: the constants come
+ * from latte.h, generated from src/layout.rs (cache_index). */
 LATTE__FN size_t latte__cache_index(const char *id) {
-  return (size_t)(((uint64_t)(uintptr_t)id * 0x9E3779B97F4A7C15ull) >> 57);
+  return (size_t)(((uint64_t)(uintptr_t)id * (uint64_t)LATTE_CACHE_HASH) >> LATTE_CACHE_SHIFT);
+}
+
+/* Not at its home entry: probe on, as Rust's cache_probe does (the cache is
+ * at most half full, so an empty entry ends the probe); the slow path when
+ * it is not cached. Kept out of the hot path's layout. */
+LATTE__FN latte_slot_header *latte__probe(latte_thread *t, const char *id, size_t i) {
+  const char *k;
+  if (id != NULL)
+    for (;; i = (i + 1) & (LATTE_CACHE_SIZE - 1)) {
+      k = t->cache[i].key;
+      if (k == id) return t->cache[i].slot;
+      if (k == NULL) break;
+    }
+  return latte_thread_resolve(t, id);
 }
 
 /* Duration stop - start; one that does not fit 48 bits is made defined as
@@ -95,7 +111,7 @@ LATTE__FN uint64_t latte__duration(uint64_t start, uint64_t stop) {
 /* Writes a sample at idx, which must be the ring's write_idx; returns the new one. */
 LATTE__FN uint64_t latte__write_at(latte_slot_header *s, uint64_t mask, uint64_t idx, uint64_t tsc, uint64_t packed) {
   /* The ring starts right after the header: its offset folds into the stores. */
-  latte_sample *smp = (latte_sample *)((char *)s + ((idx & mask) << 4) + LATTE_SLOT_HEADER_SIZE);
+  latte_sample *smp = (latte_sample *)((char *)s + ((idx & mask) << LATTE_SAMPLE_SHIFT) + LATTE_SLOT_HEADER_SIZE);
   __atomic_store_n(&smp->start_tsc, tsc, __ATOMIC_RELEASE);
   __atomic_store_n(&smp->packed, packed, __ATOMIC_RELEASE);
   __atomic_store_n(&s->write_idx, idx + 1, __ATOMIC_RELEASE);
@@ -111,20 +127,20 @@ LATTE__FN void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, u
 LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode) {
   latte_cache_entry *e;
   latte_slot_header *slot;
+  size_t i;
   uint32_t d = t->depth;
   if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
     latte_thread_note_overflow(t);
     return;
   }
   mode = latte__norm(mode);
-  e = &t->cache[latte__cache_index(id)];
+  i = latte__cache_index(id);
+  e = &t->cache[i];
   if (__builtin_expect(e->key == id && id != NULL, 1)) {
     slot = e->slot;
-  } else if (e = &t->cache[latte__cache_index(id) ^ 1], e->key == id && id != NULL) {
-    slot = e->slot; /* the other way of the set */
   } else {
     /* The slow path may have moved open spans onto t: read the depth again. */
-    slot = latte_thread_resolve(t, id);
+    slot = latte__probe(t, id, i);
     d = t->depth;
     if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
       latte_thread_note_overflow(t);

@@ -1,24 +1,20 @@
-// speedtest: the cost of latte's hot path, in the methodology of the original
-// Latte benchmark. A pinned thread, a warm-up, then ITER iterations of BATCH
-// operations each, timed between `lfence; rdtsc` and `rdtscp; lfence`; the
-// per-operation cost of an iteration is its cycles / BATCH; the row's Cost
-// is the median of those minus the empty loop's median (same run). Rows run
-// interleaved, 200 iterations at a time (a paired round), so that the drift of a shared
-// machine's speed hits every row alike.
+// speedtest.cpp: the parts of `make speedtest` that only latte has, run by
+// speedtest/run.py after the engine-agnostic rows of speedtest/hot.cpp.
 //
-// Bookkeeping of a call = its Cost minus the Cost of the timer instructions
-// it must execute (same run): Fast = 2 rdtsc, Mid = 2 rdtscp, Hard = 2 rdtscp
-// + 2 lfence, pulse = 1 rdtsc. The budget is what the original header-only
-// engine spends on the reference machine: Fast 10, Mid 19, Hard 22, pulse 4.
+// --shared NAME: records into a shared region and measures extraction: the
+// full Snapshot copy, a reader process copying a live ring beside memcpy of
+// the same bytes (goal: at least 0.9 x), and the producer's Start+Stop
+// latency while nothing reads, while a reader process polls (with the
+// reader's pacing, and without it), and while an in-process Snapshot loops
+// (goal: p99.9 within 1.2 x of nothing reading).
+// --flush-only (a build with the uring feature): the first latte_flush_async
+// of a fresh process that recorded 20,000 spans (goal: returns within 1 ms;
+// five processes, median), then the flush of a full region and the
+// producer's latency while it is in flight.
+// Goal rows are printed as "GOAL PASS|FAIL|BUSY text", each with its
+// criterion for a machine too busy to judge.
 //
-// With --shared NAME the run records into a shared region and adds the
-// extraction benchmarks: the old path (a full Snapshot copy), a reader
-// process copying out of the live region beside memcpy of the same bytes,
-// and the producer's Start+Stop latency while nothing reads, while a reader
-// process polls back to back (with the reader's pacing, and without it), and
-// while an in-process Snapshot loops.
-//
-// Usage: speedtest [--iters N] [--quick] [--no-report] [--label TEXT] [--shared NAME]
+// Usage: speedtest [--shared NAME] [--flush-only] [--report]
 #include "Latte.hpp"
 
 #include <algorithm>
@@ -41,194 +37,7 @@
 
 namespace {
 
-int ITER = 100000;
-constexpr int BATCH = 100;
-constexpr int ROUND = 200;  // iterations per row before moving to the next row (one paired round)
 volatile uint64_t g_sink;
-
-struct Row {
-  std::string name;
-  double total = 0, median = 0, avg = 0, min = 0, max = 0, sd = 0, cost = 0;
-  std::vector<double> round_medians;  // median of each interleaved round
-};
-
-// One chunk of `n` timed iterations of BATCH calls of F.
-template <void (*F)()>
-void Chunk(std::vector<double> &out, int n) {
-  for (int it = 0; it < n; it++) {
-    _mm_lfence();
-    uint64_t t0 = __rdtsc();
-    for (int b = 0; b < BATCH; b++) F();
-    unsigned aux;
-    uint64_t t1 = __rdtscp(&aux);
-    _mm_lfence();
-    out.push_back(double(t1 - t0) / BATCH);
-  }
-}
-
-struct Def {
-  const char *name;
-  void (*chunk)(std::vector<double> &, int);
-};
-
-// Runs every row in interleaved rounds (so that drift of the machine's
-// speed affects all rows alike), then summarises each.
-std::vector<Row> MeasureAll(const std::vector<Def> &defs) {
-  std::vector<std::vector<double>> per(defs.size());
-  std::vector<double> warm;
-  for (auto &d : defs) d.chunk(warm, ROUND);  // warm-up
-  for (auto &p : per) p.reserve(ITER);
-  for (int done = 0; done < ITER; done += ROUND)
-    for (size_t k = 0; k < defs.size(); k++) defs[k].chunk(per[k], std::min(ROUND, ITER - done));
-  std::vector<Row> rows;
-  for (size_t k = 0; k < defs.size(); k++) {
-    auto &v = per[k];
-    Row r;
-    r.name = defs[k].name;
-    for (size_t at = 0; at < v.size(); at += ROUND) {
-      std::vector<double> round(v.begin() + at, v.begin() + std::min(v.size(), at + ROUND));
-      std::nth_element(round.begin(), round.begin() + round.size() / 2, round.end());
-      r.round_medians.push_back(round[round.size() / 2]);
-    }
-    double sum = 0;
-    for (double x : v) sum += x;
-    r.total = sum * BATCH;
-    r.avg = sum / v.size();
-    double var = 0;
-    for (double x : v) var += (x - r.avg) * (x - r.avg);
-    r.sd = std::sqrt(var / v.size());
-    std::sort(v.begin(), v.end());
-    r.median = v[v.size() / 2];
-    r.min = v.front();
-    r.max = v.back();
-    rows.push_back(r);
-  }
-  return rows;
-}
-
-// A reference, not latte: the least a header-only engine can do (push the
-// ID and TSC on a thread-local stack; pop, and append to one fixed ring with
-// no ID lookup). Its row shows the floor of this machine and methodology.
-// Two traps it must avoid to be a fair floor: a thread_local with a
-// non-constant initialiser gets a TLS guard test on every access, and a
-// ring nobody reads has its stores removed by the compiler (an earlier
-// version measured ~5 cycles that way, without writing any sample). So the
-// state is constant-initialised and the ring is read at the end (Checksum).
-namespace reference {
-struct Frame {
-  const char *id;
-  uint64_t tsc;
-};
-struct Sample {
-  uint64_t tsc, dur;
-};
-struct Thread {
-  uint32_t depth;
-  Frame frames[64];
-};
-thread_local Thread t{};
-Sample ring[1 << 16];
-uint64_t idx;
-inline void Start(const char *id) {
-  uint32_t d = t.depth;
-  if (d >= 64) return;
-  t.frames[d].id = id;
-  t.depth = d + 1;
-  t.frames[d].tsc = __rdtsc();
-}
-inline void Stop() {
-  uint64_t now = __rdtsc();
-  uint32_t d = t.depth;
-  if (d == 0) return;
-  t.depth = --d;
-  uint64_t s = t.frames[d].tsc;
-  ring[idx & 0xFFFF] = Sample{s, now - s};
-  idx++;
-}
-// Reads every sample, so that the stores above are observable.
-uint64_t Checksum() {
-  uint64_t sum = idx;
-  for (auto &x : ring) sum += x.tsc ^ x.dur;
-  return sum;
-}
-}  // namespace reference
-
-#define OP(name) inline __attribute__((always_inline)) void name()
-OP(op_reference) {
-  reference::Start("Ref");
-  reference::Stop();
-}
-OP(op_empty) { asm volatile("" ::: "memory"); }
-OP(op_rdtsc) { g_sink = __rdtsc(); }
-OP(op_rdtscp) {
-  unsigned a;
-  g_sink = __rdtscp(&a);
-}
-OP(op_lfence) { _mm_lfence(); }
-OP(op_fast) {
-  Latte::Fast::Start("BenchFast");
-  Latte::Fast::Stop(nullptr);
-}
-OP(op_mid) {
-  Latte::Mid::Start("BenchMid");
-  Latte::Mid::Stop(nullptr);
-}
-OP(op_hard) {
-  Latte::Hard::Start("BenchHard");
-  Latte::Hard::Stop(nullptr);
-}
-OP(op_pulse) { LATTE_PULSE("BenchPulse"); }
-// Two IDs whose pointers share one set of the per-thread ID cache (found in
-// a buffer at start-up), alternating: two Start+Stop pairs per operation.
-char g_set_pool[1 << 16];
-const char *g_set_ids[2] = {"BenchSetA", "BenchSetB"};
-void FindSetIds() {
-  int n = 0;
-  size_t set = latte__cache_index(g_set_pool) & ~size_t(1);
-  for (int k = 0; k < (1 << 16) - 64 && n < 2; k += 64)
-    if ((latte__cache_index(g_set_pool + k) & ~size_t(1)) == set) {
-      std::snprintf(g_set_pool + k, 16, "BenchSet%c", 'A' + n);
-      g_set_ids[n++] = g_set_pool + k;
-    }
-}
-OP(op_fast_set) {
-  Latte::Fast::Start(g_set_ids[0]);
-  Latte::Fast::Stop(nullptr);
-  Latte::Fast::Start(g_set_ids[1]);
-  Latte::Fast::Stop(nullptr);
-}
-OP(op_abi_fast) {
-  latte_start("AbiFast", LATTE_MODE_FAST);
-  latte_stop(nullptr, LATTE_MODE_FAST);
-}
-OP(op_abi_mid) {
-  latte_start("AbiMid", LATTE_MODE_MID);
-  latte_stop(nullptr, LATTE_MODE_MID);
-}
-OP(op_abi_hard) {
-  latte_start("AbiHard", LATTE_MODE_HARD);
-  latte_stop(nullptr, LATTE_MODE_HARD);
-}
-latte_pulse_site abi_site;
-OP(op_abi_pulse) { latte_pulse(&abi_site, "AbiPulse"); }
-OP(op_chrono) {
-  auto a = std::chrono::steady_clock::now();
-  auto b = std::chrono::steady_clock::now();
-  g_sink = uint64_t((b - a).count());
-}
-
-void Pin() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  CPU_SET(n > 1 ? 1 : 0, &set);
-  int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-  if (rc != 0) std::fprintf(stderr, "speedtest: warning: could not pin the thread (%s); going on unpinned\n", std::strerror(rc));
-}
-
-void PrintRow(const Row &r) {
-  std::printf("%-28s %14.0f %9.2f %9.2f %9.2f %9.2f %9.2f\n", r.name.c_str(), r.total, r.cost, r.avg, r.min, r.max, r.sd);
-}
 
 // ------------------------------------------------------------ extraction --
 
@@ -288,6 +97,7 @@ int CopyChild(const char *name, const char *id, double secs) {
   const char *ring = static_cast<const char *>(m) + h->slots_offset + uint64_t(slots[0].index) * h->slot_stride + LATTE_SLOT_HEADER_SIZE;
   double bytes = 0, secs_reader = 0, secs_memcpy = 0, t0 = Now();
   int passes = 0;
+  std::vector<double> ratios;  // reader rate / memcpy rate, pass by pass
   while (Now() - t0 < secs) {
     latte_cursor cur{};
     size_t n = 0;
@@ -299,11 +109,15 @@ int CopyChild(const char *name, const char *id, double secs) {
     double c = Now();
     secs_reader += b - a;
     secs_memcpy += c - b;
+    if (b > a && c > b) ratios.push_back((c - b) / (b - a));
     bytes += double(n * sizeof(latte_raw_sample));
     passes++;
   }
   munmap(m, size_t(st.st_size));
-  std::printf("COPY %.0f %.0f %zu\n", bytes / secs_reader, bytes / secs_memcpy, size_t(bytes / passes));
+  std::sort(ratios.begin(), ratios.end());
+  size_t q = ratios.size();
+  std::printf("COPY %.0f %.0f %zu %.4f %.4f %.4f\n", bytes / secs_reader, bytes / secs_memcpy, size_t(bytes / passes),
+              q ? ratios[q / 2] : 0.0, q ? ratios[q / 4] : 0.0, q ? ratios[(3 * q) / 4] : 0.0);
   return 0;
 }
 
@@ -374,7 +188,7 @@ Stall Summarize(std::vector<uint64_t> &lat) {
 // (b') a reader process polls with pacing off, (c) an in-process thread runs
 // Snapshot in a loop. Interleaving makes them comparable on a machine whose
 // speed drifts.
-void StallPhases(pid_t paced, pid_t spinning, Stall out[4]) {
+void StallPhases(pid_t paced, pid_t spinning, Stall out[4], std::vector<double> round_p999[4]) {
   std::vector<uint64_t> lat[4];
   std::atomic<bool> snap{false}, done{false};
   std::thread snapper([&] {
@@ -395,6 +209,7 @@ void StallPhases(pid_t paced, pid_t spinning, Stall out[4]) {
         if (phase == 2) kill(spinning, SIGCONT);
         if (phase == 3) snap = true;
         usleep(20000);  // let the phase settle
+        size_t from = lat[phase].size();
         double t0 = Now();
         while (Now() - t0 < 0.05)
           for (int i = 0; i < 1000; i++) {
@@ -406,6 +221,8 @@ void StallPhases(pid_t paced, pid_t spinning, Stall out[4]) {
         if (phase == 1) kill(paced, SIGSTOP);
         if (phase == 2) kill(spinning, SIGSTOP);
         if (phase == 3) snap = false;
+        std::vector<uint64_t> mine(lat[phase].begin() + from, lat[phase].end());
+        round_p999[phase].push_back(Percentile(mine, 0.999));
       }
   });
   producer.join();
@@ -447,20 +264,25 @@ void Extraction(const char *name) {
   while (Latte::Snapshot("ExtractLive").size() < Latte::MAX_SAMPLES - 1) usleep(1000);  // a live ring reads capacity - 1
   FILE *out = nullptr;
   pid_t pid = SpawnChild("--copy", name, "ExtractLive", 1.0, &out);
-  double reader_rate = 0, memcpy_rate = 0;
+  double reader_rate = 0, memcpy_rate = 0, r_med = 0, r_q1 = 0, r_q3 = 0;
   size_t per_pass = 0;
   char line[256];
   while (out && fgets(line, sizeof line, out))
-    if (std::sscanf(line, "COPY %lf %lf %zu", &reader_rate, &memcpy_rate, &per_pass) == 3) break;
+    if (std::sscanf(line, "COPY %lf %lf %zu %lf %lf %lf", &reader_rate, &memcpy_rate, &per_pass, &r_med, &r_q1, &r_q3) == 6) break;
   int status = 0;
   waitpid(pid, &status, 0);
   if (out) fclose(out);
   go = false;
   producer.join();
-  double ratio = memcpy_rate > 0 ? reader_rate / memcpy_rate : 0;
-  std::printf("reader process, live ring (%zu bytes a pass): %.2f GB/s; memcpy of the same bytes: %.2f GB/s; ratio %.2f  %s\n",
-              per_pass, reader_rate / 1e9, memcpy_rate / 1e9, ratio,
-              ratio >= 0.5 ? "PASS (goal: at least half of memcpy)" : "FAIL (goal: at least half of memcpy)");
+  // The goal: the reader's copy of a live ring at 0.9 x memcpy of the same
+  // bytes at least, judged on the median of pass-by-pass ratios (reader and
+  // memcpy passes alternate). Too busy to judge: the quartiles of those
+  // ratios lie more than 0.2 apart.
+  std::printf("reader process, live ring (%zu bytes a pass): %.2f GB/s; memcpy of the same bytes: %.2f GB/s\n", per_pass,
+              reader_rate / 1e9, memcpy_rate / 1e9);
+  bool copy_busy = r_q3 - r_q1 > 0.2;
+  std::printf("GOAL %s reader copy / memcpy = %.2f [quartiles %.2f %.2f] (goal >= 0.90; busy when the quartiles lie > 0.2 apart)\n",
+              copy_busy ? "BUSY" : r_med >= 0.9 ? "PASS" : "FAIL", r_med, r_q1, r_q3);
 
   // Producer stall: (a) nothing reads, (b) a reader process polls, (c) in-process Snapshot loops.
   for (int i = 0; i < 1000; i++) {  // the slot exists before the poller lists it
@@ -474,7 +296,8 @@ void Extraction(const char *name) {
   kill(pid, SIGSTOP);
   kill(spin, SIGSTOP);
   Stall st[4];
-  std::thread([&] { StallPhases(pid, spin, st); }).join();
+  std::vector<double> rp[4];
+  std::thread([&] { StallPhases(pid, spin, st, rp); }).join();
   for (pid_t p : {pid, spin}) {
     kill(p, SIGKILL);
     waitpid(p, &status, 0);
@@ -488,10 +311,28 @@ void Extraction(const char *name) {
                          "   (informational: looks at the writer's index on every call)", ""};
   for (int k = 0; k < 4; k++)
     std::printf("  %s  %6.0f %7.0f %8.0f %9.0f%s\n", what[k], st[k].p50, st[k].p99, st[k].p999, st[k].max, note[k]);
-  for (int k : {1, 3})
-    std::printf("  p99.9 %.3s/(a) = %.2f  %s\n", what[k], st[k].p999 / st[0].p999,
-                st[k].p999 <= 1.2 * st[0].p999 ? "PASS (goal: within 1.2x)" : "FAIL (goal: within 1.2x)");
-  std::printf("  p99.9 (b')/(a) = %.2f  (informational)\n", st[2].p999 / st[0].p999);
+  // The goals: p99.9 with a reader within 1.2 x p99.9 with none, judged on
+  // the median over rounds of the per-round ratio (the phases of a round
+  // are 50 ms apart). Too busy to judge: the quiet phase's own p99.9 moves
+  // by more than that tolerance between rounds (quartiles over 1.2 apart).
+  auto median_q = [](std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))];
+  };
+  double a_q1 = median_q(rp[0], 0.25), a_q3 = median_q(rp[0], 0.75);
+  bool stall_busy = a_q1 <= 0 || a_q3 / a_q1 > 1.2;
+  for (int k : {1, 3, 2}) {
+    std::vector<double> r;
+    for (size_t i = 0; i < rp[0].size() && i < rp[k].size(); i++)
+      if (rp[0][i] > 0) r.push_back(rp[k][i] / rp[0][i]);
+    double m = median_q(r, 0.5);
+    if (k == 2) {
+      std::printf("  p99.9 (b')/(a) = %.2f per round, median  (informational)\n", m);
+      continue;
+    }
+    std::printf("GOAL %s producer p99.9 %.3s/(a) = %.2f per round, median (goal <= 1.20; busy when (a)'s per-round p99.9 quartiles %.0f %.0f lie over 1.2x apart)\n",
+                stall_busy ? "BUSY" : m <= 1.2 ? "PASS" : "FAIL", what[k], m, a_q1, a_q3);
+  }
 }
 
 // ----------------------------------------------------------------- flush --
@@ -500,11 +341,81 @@ void Extraction(const char *name) {
 // region, and the producer's Start+Stop latency (a) while nothing happens,
 // (b) while an io_uring flush is in flight, (c) while the main thread write()s
 // the same bytes: interleaved rounds, one producer thread pinned to CPU 1.
+// Child mode "--first-flush": a fresh process records 20,000 spans and
+// then calls latte_flush_async first thing; prints how long it took to
+// return (microseconds) and whether the flush then completed.
+int FirstFlushChild() {
+  for (int i = 0; i < 20000; i++) {
+    Latte::Fast::Start("FirstFlush");
+    Latte::Fast::Stop(nullptr);
+  }
+  char path[96];
+  std::snprintf(path, sizeof path, "/tmp/latte-speedtest-first-%d.img", int(getpid()));
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  timespec c0, c1;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+  double t0 = Now();
+  int rc = latte_flush_async(fd, LATTE_UNIT_TIME);
+  double t1 = Now();
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+  double cpu_us = double(c1.tv_sec - c0.tv_sec) * 1e6 + double(c1.tv_nsec - c0.tv_nsec) * 1e-3;
+  while (rc == 0 && latte_poll_flush() == LATTE_FLUSH_PENDING) usleep(50);
+  bool ok = rc == 0 && latte_poll_flush() == LATTE_FLUSH_IDLE;
+  close(fd);
+  unlink(path);
+  std::printf("FIRST %.1f %d %.1f\n", (t1 - t0) * 1e6, ok ? 1 : 0, cpu_us);
+  return 0;
+}
+
 void FlushBench() {
   std::printf("\n== flush to disk ==\n");
   if (!latte_flush_supported()) {
     std::printf("flush: this build has no io_uring flush (cargo build --features uring)\n");
     return;
+  }
+  {
+    // The first flush of a process, in five fresh processes (median).
+    std::vector<double> us;
+    std::vector<std::pair<double, double>> wall_cpu;
+    bool all_ok = true;
+    for (int k = 0; k < 5; k++) {
+      FILE *out = nullptr;
+      int p[2];
+      if (pipe(p) != 0) break;
+      pid_t pid = fork();
+      if (pid == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        execl("/proc/self/exe", "speedtest", "--first-flush", (char *)nullptr);
+        _exit(99);
+      }
+      close(p[1]);
+      out = fdopen(p[0], "r");
+      char line[128];
+      double t = -1, cpu = 0;
+      int ok = 0;
+      while (out && fgets(line, sizeof line, out))
+        if (std::sscanf(line, "FIRST %lf %d %lf", &t, &ok, &cpu) == 3) break;
+      if (out) fclose(out);
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (t < 0 || !ok) all_ok = false;
+      if (t >= 0) {
+        us.push_back(t);
+        wall_cpu.push_back({t, cpu});
+      }
+    }
+    std::sort(us.begin(), us.end());
+    std::sort(wall_cpu.begin(), wall_cpu.end());
+    double m = us.empty() ? 1e9 : us[us.size() / 2];
+    // Too busy to judge: in the median process the call spent more time
+    // waiting for a CPU than running on one (wall > 2 x the thread's CPU
+    // time), i.e. the figure is the machine's load, not the call.
+    double m_cpu = wall_cpu.empty() ? 0 : wall_cpu[wall_cpu.size() / 2].second;
+    bool busy = all_ok && m >= 1000 && m > 2 * m_cpu;
+    std::printf("GOAL %s first latte_flush_async of a process (20,000 spans recorded) returns in %.0f us (%.0f us on the CPU), median of 5 processes [%.0f .. %.0f]%s (goal < 1000 us; busy when the median process waited for a CPU longer than it ran)\n",
+                busy ? "BUSY" : all_ok && m < 1000 ? "PASS" : "FAIL", m, m_cpu, us.empty() ? 0 : us.front(), us.empty() ? 0 : us.back(),
+                all_ok ? "" : ", A FLUSH FAILED");
   }
   const int rings = 16;
   std::thread filler([] {
@@ -517,7 +428,6 @@ void FlushBench() {
       }
   });
   filler.join();
-  (void)latte_cycles_per_ns();
   char path[96];
   std::snprintf(path, sizeof path, "/tmp/latte-speedtest-flush-%d.img", int(getpid()));
   auto flush_once = [&](double *ret_us, double *done_ms) {
@@ -600,17 +510,18 @@ void FlushBench() {
 int main(int argc, char **argv) {
   if (argc == 6 && !std::strcmp(argv[1], "--copy")) return CopyChild(argv[2], argv[3], std::atof(argv[4]));
   if (argc == 6 && !std::strcmp(argv[1], "--poll")) return PollChild(argv[2], argv[3], std::atof(argv[4]), argv[5]);
-  bool report = true;
-  const char *label = "liblatte";
+  if (argc == 2 && !std::strcmp(argv[1], "--first-flush")) return FirstFlushChild();
+  bool report = false;
   const char *shared = nullptr;
   bool flush_only = false;
   for (int i = 1; i < argc; i++) {
-    if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) ITER = std::max(1000, std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--quick")) ITER = 20000;
-    else if (!std::strcmp(argv[i], "--no-report")) report = false;
-    else if (!std::strcmp(argv[i], "--label") && i + 1 < argc) label = argv[++i];
+    if (!std::strcmp(argv[i], "--report")) report = true;
     else if (!std::strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
     else if (!std::strcmp(argv[i], "--flush-only")) flush_only = true;
+  }
+  if (flush_only) {
+    FlushBench();
+    return 0;
   }
   if (shared) {
     latte_region_config cfg{};
@@ -620,103 +531,14 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "speedtest: InitSharedRegion(%s): %s\n", shared, latte_strerror(rc));
       return 1;
     }
-  }
-  if (flush_only) {
-    FlushBench();
-    return 0;
-  }
-  Pin();
-  FindSetIds();
-  std::printf("\n== latte speedtest (%s, %s region): %d iterations x %d operations, cycles per operation ==\n", label,
-              shared ? "shared" : "private", ITER, BATCH);
-
-  std::vector<Row> rows = MeasureAll({
-      {"(empty loop)", Chunk<op_empty>},
-      {"__rdtsc", Chunk<op_rdtsc>},
-      {"__rdtscp", Chunk<op_rdtscp>},
-      {"_LFENCE", Chunk<op_lfence>},
-      {"Fast Start+Stop", Chunk<op_fast>},
-      {"Mid Start+Stop", Chunk<op_mid>},
-      {"Hard Start+Stop", Chunk<op_hard>},
-      {"LATTE_PULSE", Chunk<op_pulse>},
-      {"Fast x2, IDs in one set", Chunk<op_fast_set>},
-      {"(reference) minimal engine", Chunk<op_reference>},
-      {"C ABI Fast start+stop", Chunk<op_abi_fast>},
-      {"C ABI Mid start+stop", Chunk<op_abi_mid>},
-      {"C ABI Hard start+stop", Chunk<op_abi_hard>},
-      {"C ABI pulse", Chunk<op_abi_pulse>},
-      {"std::chrono::now() pair", Chunk<op_chrono>},
-  });
-  g_sink = reference::Checksum();
-  Row base = rows.front();
-  rows.erase(rows.begin());
-  for (auto &r : rows) r.cost = r.median - base.median;
-
-  std::printf("%-28s %14s %9s %9s %9s %9s %9s\n", "operation", "Total", "Cost", "Avg", "Min", "Max", "StdDev");
-  PrintRow(base);
-  for (auto &r : rows) PrintRow(r);
-
-  auto find = [&](const char *n) -> const Row & {
-    for (auto &r : rows)
-      if (r.name == n) return r;
-    return base;
-  };
-  // Bookkeeping is estimated round by round: in each interleaved round,
-  // row - empty loop - the row's timer instructions (all measured in that
-  // round), then the median over rounds with its quartiles. Pairing within
-  // a round cancels the machine's drift between rounds, which otherwise
-  // dominates a difference of a few cycles between rows ~100 cycles long.
-  struct Book {
-    double median, q1, q3;
-  };
-  auto bookkeeping = [&](const char *row, double n_tsc, double n_tscp, double n_lf) {
-    const Row &r = find(row), &t = find("__rdtsc"), &tp = find("__rdtscp"), &l = find("_LFENCE");
-    std::vector<double> b;
-    for (size_t i = 0; i < r.round_medians.size(); i++) {
-      double e = base.round_medians[i];
-      b.push_back(r.round_medians[i] - e - n_tsc * (t.round_medians[i] - e) - n_tscp * (tp.round_medians[i] - e) -
-                  n_lf * (l.round_medians[i] - e));
-    }
-    std::sort(b.begin(), b.end());
-    size_t n = b.size();
-    return Book{b[n / 2], b[n / 4], b[(3 * n) / 4]};
-  };
-  struct Budget {
-    const char *row;
-    double n_tsc, n_tscp, n_lf;
-    double budget;
-  } budgets[] = {
-      {"Fast Start+Stop", 2, 0, 0, 10},       {"Mid Start+Stop", 0, 2, 0, 19},         {"Hard Start+Stop", 0, 2, 2, 22},
-      {"LATTE_PULSE", 1, 0, 0, 4},            {"(reference) minimal engine", 2, 0, 0, 10}, {"C ABI Fast start+stop", 2, 0, 0, 10},
-      {"C ABI Mid start+stop", 0, 2, 0, 19},  {"C ABI Hard start+stop", 0, 2, 2, 22},  {"C ABI pulse", 1, 0, 0, 4},
-  };
-  std::printf("\nbookkeeping (cost minus the timer instructions it executes; median over %zu paired rounds [quartiles]),\n"
-              "against the original engine's budget:\n",
-              base.round_medians.size());
-  int fails = 0;
-  for (auto &b : budgets) {
-    Book k = bookkeeping(b.row, b.n_tsc, b.n_tscp, b.n_lf);
-    bool ok = k.median <= b.budget;
-    bool is_abi = std::strncmp(b.row, "C ABI", 5) == 0, is_reference = b.row[0] == '(';
-    if (!ok && !is_abi && !is_reference) fails++;
-    std::printf("  %-26s %6.2f cycles [%6.2f %6.2f]  (budget %4.0f)  %s\n", b.row, k.median, k.q1, k.q3, b.budget,
-                ok ? "PASS"
-                   : is_abi     ? "over (informational: plain calls, see README)"
-                   : is_reference ? "over (informational: not latte; the machine is busy)"
-                                  : "FAIL");
-  }
-  {
-    Book k = bookkeeping("Fast x2, IDs in one set", 4, 0, 0);
-    std::printf("  %-26s %6.2f cycles [%6.2f %6.2f]  per Start+Stop (informational: two IDs that share a cache set)\n",
-                "Fast, IDs in one set", k.median / 2, k.q1 / 2, k.q3 / 2);
-  }
-  std::printf("verdict (%s): %s\n", label, fails ? "FAIL: the inline path is over budget" : "PASS: the inline path is within the original engine's budget");
-
-  if (shared) {
     Extraction(shared);
     latte_shm_unlink(shared);
   }
   if (report) {
+    for (int i = 0; i < 10000; i++) {
+      Latte::Fast::Start("ReportSpan");
+      Latte::Fast::Stop(nullptr);
+    }
     std::printf("\n");
     Latte::DumpToStream(std::cout, Latte::Parameter::Cycle, Latte::Parameter::Calibrated);
   }

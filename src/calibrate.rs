@@ -25,7 +25,57 @@ pub fn is_calibration_name(name: &[u8]) -> bool {
     name == CALIBRATION_ID.to_bytes()
 }
 
-/// The measured cycles per ns, measuring (120 ms) on first need.
+/// How old the region's anchor must be for the ratio of the anchor to a
+/// (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
+/// window `LATTE_FREQ` measures over, so the kept figure is at least as exact
+/// as that measurement (each pair is exact to a clock read, tens of ns).
+pub const ANCHOR_WINDOW_NS: u64 = 120_000_000;
+
+/// Cycles per ns from the region's anchor and a pair taken now, with the
+/// time between them in ns; None without an anchor.
+fn from_anchor(h: &latte_region_header) -> Option<(f64, u64)> {
+    if h.anchor_monotonic_ns == 0 {
+        return None;
+    }
+    let a = (h.anchor_tsc, h.anchor_monotonic_ns);
+    let now = crate::tsc::anchor_pair();
+    let f = crate::tsc::cycles_per_ns_between(a, now)?;
+    Some((f, now.1 - a.1))
+}
+
+/// Cycles per ns without waiting, for calls a service makes while it
+/// measures (the flush): the region's figure when known; else the ratio of
+/// the region's anchor to a (TSC, clock) pair taken now, kept as the
+/// region's figure once the anchor is `ANCHOR_WINDOW_NS` old (younger, it is
+/// returned but not kept: exact to about 1e-4 after a millisecond). 0.0 when
+/// neither exists. Three clock reads; no window, no sleep.
+pub fn cycles_per_ns_now() -> f64 {
+    let region = match REGISTRY.lock().region() {
+        Ok(r) => r,
+        Err(_) => return 0.0,
+    };
+    let h = region.header();
+    let v = load_f64(&h.cycles_per_ns_bits);
+    if v > 0.0 {
+        return v;
+    }
+    match from_anchor(h) {
+        Some((f, elapsed)) => {
+            if elapsed >= ANCHOR_WINDOW_NS {
+                store_f64(&h.cycles_per_ns_bits, f);
+            }
+            f
+        }
+        None => 0.0,
+    }
+}
+
+/// The region's cycles per ns, kept once known. The first call within
+/// `ANCHOR_WINDOW_NS` of the region's creation sleeps until the anchor is
+/// that old (at most 120 ms, once per process); later calls take a (TSC,
+/// clock) pair and divide. Used where a caller asks for exact figures and
+/// is not measuring (the report, calibration, the trace, `latte_cycles_per_ns`);
+/// the flush uses `cycles_per_ns_now`, which never waits.
 pub fn cycles_per_ns() -> f64 {
     let region = match REGISTRY.lock().region() {
         Ok(r) => r,
@@ -36,7 +86,19 @@ pub fn cycles_per_ns() -> f64 {
     if v > 0.0 {
         return v;
     }
-    let f = crate::tsc::measure_cycles_per_ns(120);
+    let f = match from_anchor(h) {
+        Some((f, elapsed)) if elapsed >= ANCHOR_WINDOW_NS => f,
+        Some((_, elapsed)) => {
+            // Relaxed: a counter for tests, ordered with nothing.
+            crate::tsc::STALLS.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_nanos(ANCHOR_WINDOW_NS - elapsed));
+            match from_anchor(h) {
+                Some((f, _)) => f,
+                None => crate::tsc::measure_cycles_per_ns(120),
+            }
+        }
+        None => crate::tsc::measure_cycles_per_ns(120),
+    };
     store_f64(&h.cycles_per_ns_bits, f);
     f
 }

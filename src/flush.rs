@@ -68,6 +68,9 @@ struct Captured {
 pub(crate) struct Plan {
     region: &'static Region,
     unit: latte_unit,
+    /// Cycles per ns written into the image (`calibrate::cycles_per_ns_now`:
+    /// from the region's anchor, never a measurement on the caller).
+    cycles_per_ns: f64,
     slots: Vec<Captured>,
     n_slots: u32,
     pub total: u64,
@@ -116,7 +119,8 @@ impl Plan {
         }
         let total = Geometry::new(g.id_capacity, n.max(1), g.samples_per_slot).map(|x| x.total_size).unwrap_or(g.slots_offset);
         let total = if n == 0 { g.slots_offset } else { total };
-        Plan { region, unit, slots, n_slots: n, total, slot_headers: Vec::new(), file_header: Vec::new() }
+        let cycles_per_ns = crate::calibrate::cycles_per_ns_now();
+        Plan { region, unit, cycles_per_ns, slots, n_slots: n, total, slot_headers: Vec::new(), file_header: Vec::new() }
     }
 
     /// Step 1: the sample arrays of the assigned slots, from region memory.
@@ -190,6 +194,11 @@ impl Plan {
         put_u32(&mut fh, offset_of!(H, ids_used), ids);
         put_u64(&mut fh, offset_of!(H, total_size), self.total);
         put_u32(&mut fh, offset_of!(H, display_unit), self.unit);
+        if crate::region::load_f64(&h.cycles_per_ns_bits) <= 0.0 {
+            // Not yet kept for the region (younger than the anchor window):
+            // the image carries the anchor-derived figure of this flush.
+            put_u64(&mut fh, offset_of!(H, cycles_per_ns_bits), self.cycles_per_ns.to_bits());
+        }
         if self.n_slots == 0 {
             // No slot at all: an image of one empty slot keeps the geometry valid.
             self.total = Geometry::new(g.id_capacity, 1, g.samples_per_slot).unwrap().total_size;
@@ -270,7 +279,6 @@ pub fn flush_sync(fd: i32, unit: latte_unit) -> Result<u64, i32> {
     let target = own_target(fd)?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&target);
     let region = crate::recorder::REGISTRY.lock().region()?;
-    crate::calibrate::cycles_per_ns();
     let mut plan = Plan::new(region, unit);
     let mut bytes = 0;
     for w in plan.data_writes() {
@@ -428,8 +436,6 @@ mod uring {
             Ok(r) => r,
             Err(e) => return crate::error::io_code(&e),
         };
-        // Cycles per ns goes into the image; measured once per process.
-        crate::calibrate::cycles_per_ns();
         let plan = Plan::new(region, unit);
         let queue: VecDeque<Write> = plan.data_writes().into();
         let mut f = Box::new(Flight { ring, fd, plan, step: Step::Data, queue, inflight: Vec::new(), outstanding: 0, written: 0, plan_file_header: None });

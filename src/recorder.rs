@@ -2,8 +2,9 @@
 //! the innermost span and appends a sample to the thread's ring for that ID.
 //!
 //! Hot path (`start`, `stop`, `pulse`): no lock, no atomic read-modify-write,
-//! no allocation. Start finds the ring through a per-thread direct-mapped
-//! cache keyed by the ID pointer and pushes it with the TSC; Stop pops it
+//! no allocation. Start finds the ring through a per-thread open-addressed
+//! cache keyed by the ID pointer (at most half full: nearly always found at
+//! its home entry or the next) and pushes it with the TSC; Stop pops it
 //! and writes the sample. A cache miss goes to `resolve`, which interns the
 //! ID, finds or allocates the (thread, ID) slot under the registry lock and
 //! fills the cache. A pulse keeps its ring in its call-site state.
@@ -506,9 +507,61 @@ impl Drop for ExitGuard {
 fn detach(t: &mut latte_thread) {
     t.depth = 0;
     t.attached = 0;
+    clear_cache(t);
+}
+
+/// Empties a hot state's ID cache.
+fn clear_cache(t: &mut latte_thread) {
     for e in t.cache.iter_mut() {
         e.key = LATTE_CACHE_EMPTY as *const c_char;
         e.slot = core::ptr::null_mut();
+    }
+    t.cache_used = 0;
+}
+
+/// The cached ring of `id`, probing from `i` (its home entry); None at the
+/// first empty entry. The
+/// cache is never full, so the probe ends. NULL is never cached.
+#[inline(always)]
+pub fn cache_probe(t: &latte_thread, id: *const c_char, mut i: usize) -> Option<*mut latte_slot_header> {
+    if id.is_null() {
+        return None;
+    }
+    loop {
+        let e = &t.cache[i];
+        if e.key == id {
+            return Some(e.slot);
+        }
+        if e.key as usize == LATTE_CACHE_EMPTY {
+            return None;
+        }
+        i = cache_next(i);
+    }
+}
+
+/// Adds `id` -> `slot` to the cache at the first empty entry of its probe
+/// order, emptying the cache first when it is half full.
+fn cache_insert(t: &mut latte_thread, id: *const c_char, slot: *mut latte_slot_header) {
+    if id.is_null() {
+        return;
+    }
+    if t.cache_used >= LATTE_CACHE_MAX_USED as u64 {
+        clear_cache(t);
+    }
+    let mut i = cache_index(id);
+    loop {
+        let e = &mut t.cache[i];
+        if e.key == id {
+            e.slot = slot;
+            return;
+        }
+        if e.key as usize == LATTE_CACHE_EMPTY {
+            e.key = id;
+            e.slot = slot;
+            t.cache_used += 1;
+            return;
+        }
+        i = cache_next(i);
     }
 }
 
@@ -690,10 +743,11 @@ pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     let h = cache_index(id);
     let slot = if t.cache[h].key == id && !id.is_null() {
         t.cache[h].slot
-    } else if t.cache[h ^ 1].key == id && !id.is_null() {
-        t.cache[h ^ 1].slot // the other way of the set
     } else {
-        resolve(t, id)
+        match cache_probe(t, id, h) {
+            Some(s) => s, // further along the probe order
+            None => resolve(t, id),
+        }
     };
     // (Unlike the C path, `t` here is already the active state, so the
     // slow path cannot have moved spans onto it: the depth still holds.)
@@ -831,17 +885,7 @@ pub fn region_if_any() -> Option<&'static Region> {
 pub fn resolve(t: &mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
     match resolve_slot(t, id) {
         Some(slot) => {
-            if !id.is_null() {
-                // Two-way sets: the new entry goes first, the one it
-                // displaces moves to the other way (dropping what was there).
-                let h = cache_index(id);
-                if t.cache[h].key != LATTE_CACHE_EMPTY as *const c_char {
-                    t.cache[h ^ 1].key = t.cache[h].key;
-                    t.cache[h ^ 1].slot = t.cache[h].slot;
-                }
-                t.cache[h].key = id;
-                t.cache[h].slot = slot;
-            }
+            cache_insert(t, id, slot);
             slot
         }
         None => unrecordable(t),
@@ -891,6 +935,63 @@ pub fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut lat
     }
     c.by_ptr.insert(id as usize, slot);
     Some(slot)
+}
+
+/// Resolves the calling thread's ring for `id` as a first Start would (and
+/// caches it in the thread's active state), then commits the pages of that
+/// ring which no sample has been written to yet, so that its first samples
+/// take no page fault. Returns the pages touched (0 for a ring that has
+/// wrapped: all of them were written). A service calls it before its hot
+/// loop, where it chooses to pay the faults (about a microsecond each, 256
+/// for a ring of 65,536 samples); nothing records meanwhile.
+///
+/// Each page is touched by a locked add of 0 to the first word of its
+/// first not-yet-written sample: a write fault that changes no value. Only
+/// this thread writes the ring, and no reader looks at an index at or above
+/// `write_idx`, so the touch races with nothing.
+pub fn prefault(id: *const c_char) -> Result<u64, i32> {
+    let t = current();
+    if t.is_null() {
+        return Err(-libc::ESRCH);
+    }
+    // SAFETY: the calling thread's active state.
+    let t = unsafe { &mut *t };
+    let slot = match cache_probe(t, id, cache_index(id)) {
+        Some(s) => s,
+        None => {
+            let s = resolve_slot(t, id).ok_or(-libc::ENOSPC)?;
+            cache_insert(t, id, s);
+            s
+        }
+    };
+    let cap = t.sample_mask + 1;
+    // SAFETY: a slot of this thread inside the region.
+    let sh = unsafe { &*slot };
+    // Relaxed: this thread is the ring's only writer.
+    let w = sh.write_idx.load(Ordering::Relaxed);
+    if w >= cap {
+        return Ok(0);
+    }
+    let samples = (slot as usize) + LATTE_SLOT_HEADER_SIZE as usize;
+    let page = 4096usize;
+    let mut touched = 0u64;
+    let mut i = w;
+    while i < cap {
+        let addr = samples + (i as usize) * LATTE_SAMPLE_SIZE as usize;
+        // SAFETY: index i < cap lies inside the ring, mapped read-write;
+        // the sample's first word is 8-byte aligned (the ring is, and
+        // samples are 16 bytes). `lock add $0` is an atomic read-modify-write
+        // that stores the value it read: a write access (so the page is
+        // committed writable, not mapped to the shared zero page as a load
+        // would) that changes nothing. In asm because the compiler turns an
+        // atomic add of 0 into a plain load.
+        unsafe { core::arch::asm!("lock add qword ptr [{0}], 0", in(reg) addr, options(nostack)) };
+        touched += 1;
+        // The first sample of the next page.
+        let next_page = (addr / page + 1) * page;
+        i += ((next_page - addr) as u64).div_ceil(LATTE_SAMPLE_SIZE as u64);
+    }
+    Ok(touched)
 }
 
 /// Slow path of a Stop that found no open span on `t`: when `t` is the
@@ -1083,6 +1184,37 @@ mod tests {
 
     fn slot(n: usize) -> *mut latte_slot_header {
         (n * 128) as *mut latte_slot_header
+    }
+
+    #[test]
+    fn id_cache_probes_on_and_empties_itself_when_half_full() {
+        // SAFETY: an all-zero latte_thread is valid (integers, null pointers).
+        let mut t: Box<latte_thread> = unsafe { Box::new(core::mem::zeroed()) };
+        let key = |n: usize| (0x10_0000 + n * 24) as *const c_char;
+        assert_eq!(cache_probe(&t, key(0), cache_index(key(0))), None);
+        assert_eq!(cache_probe(&t, core::ptr::null(), 0), None, "NULL is never cached");
+        // Keys sharing a home entry go to the following entries.
+        let home = cache_index(key(0));
+        let same: Vec<usize> = (1..200_000).filter(|&n| cache_index(key(n)) == home).take(3).collect();
+        cache_insert(&mut t, key(0), slot(1));
+        for (k, &n) in same.iter().enumerate() {
+            cache_insert(&mut t, key(n), slot(k + 2));
+        }
+        assert_eq!(cache_probe(&t, key(0), home), Some(slot(1)));
+        for (k, &n) in same.iter().enumerate() {
+            assert_eq!(cache_probe(&t, key(n), home), Some(slot(k + 2)));
+            assert_eq!(t.cache[(home + k + 1) % LATTE_CACHE_SIZE as usize].key, key(n));
+        }
+        // Never more than half full: the insert that would pass it empties it first.
+        let mut n = 1_000_000;
+        while t.cache_used < LATTE_CACHE_MAX_USED as u64 {
+            cache_insert(&mut t, key(n), slot(7));
+            n += 1;
+        }
+        cache_insert(&mut t, key(n), slot(8));
+        assert_eq!(t.cache_used, 1);
+        assert_eq!(cache_probe(&t, key(n), cache_index(key(n))), Some(slot(8)));
+        assert_eq!(cache_probe(&t, key(0), home), None);
     }
 
     #[test]

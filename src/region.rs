@@ -179,7 +179,9 @@ impl Region {
             (*h).producer_pid = libc::getpid() as u32;
             (*h).flags = flags;
             (*h).anchor_realtime_ns = tsc::clock_ns(libc::CLOCK_REALTIME);
-            (*h).anchor_tsc = tsc::rdtsc();
+            let (anchor_tsc, anchor_ns) = tsc::anchor_pair();
+            (*h).anchor_tsc = anchor_tsc;
+            (*h).anchor_monotonic_ns = anchor_ns;
             // Release: everything above is visible to a reader that sees the magic.
             core::sync::atomic::fence(Ordering::Release);
             (*h).magic = LATTE_MAGIC;

@@ -75,9 +75,47 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// A TSC reading and the CLOCK_MONOTONIC_RAW time (ns) it was taken at:
+/// the clock is read before and after the TSC, and the pair whose two clock
+/// readings lie closest together (of three tries) is kept, with the TSC
+/// placed at their midpoint. Two such pairs taken far enough apart give
+/// cycles per ns (`cycles_per_ns_between`) without spinning through a
+/// window. Costs three clock reads (vDSO, no syscall on a TSC clocksource).
+pub fn anchor_pair() -> (u64, u64) {
+    let mut best = (0u64, 0u64, u64::MAX);
+    for _ in 0..3 {
+        let c0 = clock_ns(libc::CLOCK_MONOTONIC_RAW);
+        let t = rdtscp();
+        let c1 = clock_ns(libc::CLOCK_MONOTONIC_RAW);
+        let gap = c1.saturating_sub(c0);
+        if gap < best.2 {
+            best = (t, c0 + gap / 2, gap);
+        }
+    }
+    (best.0, best.1)
+}
+
+/// Cycles per ns between two `anchor_pair` readings; None when the clock
+/// did not advance or the TSC went backwards.
+pub fn cycles_per_ns_between(a: (u64, u64), b: (u64, u64)) -> Option<f64> {
+    let cycles = b.0.checked_sub(a.0)?;
+    let ns = b.1.checked_sub(a.1)?;
+    if ns == 0 || cycles == 0 {
+        return None;
+    }
+    Some(cycles as f64 / ns as f64)
+}
+
+/// Calls of `measure_cycles_per_ns` and waits in `calibrate::cycles_per_ns`
+/// so far in this process: how a test sees that a call did not stall.
+pub static STALLS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
 /// Measures TSC cycles per nanosecond against CLOCK_MONOTONIC_RAW over about
-/// `window_ms` milliseconds (the old LATTE_FREQ used 120 ms).
+/// `window_ms` milliseconds (LATTE_FREQ uses 120 ms). Spins on the caller for
+/// the whole window.
 pub fn measure_cycles_per_ns(window_ms: u64) -> f64 {
+    // Relaxed: a counter for tests, ordered with nothing.
+    STALLS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     let window = window_ms.max(1) * 1_000_000;
     let t0 = clock_ns(libc::CLOCK_MONOTONIC_RAW);
     let c0 = rdtscp();
@@ -112,6 +150,15 @@ mod tests {
         }
         assert_eq!(normalize_mode(7), 0);
         assert_eq!(normalize_mode(2), 2);
+    }
+
+    #[test]
+    fn anchors_agree_with_a_measurement() {
+        let a = anchor_pair();
+        let f = measure_cycles_per_ns(30);
+        let g = cycles_per_ns_between(a, anchor_pair()).unwrap();
+        assert!((g / f - 1.0).abs() < 0.01, "anchors {g} measured {f}");
+        assert_eq!(cycles_per_ns_between(a, a), None);
     }
 
     #[test]

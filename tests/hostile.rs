@@ -99,9 +99,11 @@ fn each_hostile_object_gives_its_error() {
     let mut b = img.clone();
     b[0] = b'X';
     check(&b, LATTE_ERR_NOT_LATTE);
-    // A future version.
+    // A future version, and a past one.
     let mut b = img.clone();
-    put_u32(&mut b, offset_of!(H, version), 2);
+    put_u32(&mut b, offset_of!(H, version), LATTE_LAYOUT_VERSION + 1);
+    check(&b, LATTE_ERR_VERSION);
+    put_u32(&mut b, offset_of!(H, version), LATTE_LAYOUT_VERSION - 1);
     check(&b, LATTE_ERR_VERSION);
     // Capacities that overflow.
     let mut b = img.clone();

@@ -30,7 +30,10 @@ fn write(r: &Ring, value: u64) {
 
 /// One pass of the reader, as in View::read_protocol (live slot: margin 1),
 /// with chunks of one sample: after each, an acquire fence and a load of
-/// write_idx decide whether it was safe while copied.
+/// write_idx decide whether it was safe while copied. The reader copies
+/// with `copy_shared` (rep movsb, then lfence); the model copies each word
+/// with a relaxed load, which promises no more than that copy gives: some
+/// value a store wrote, every load done before the index is loaded.
 /// Returns (index, word0, word1) of every accepted sample and the lost count.
 fn read(r: &Ring, next: u64) -> (Vec<(u64, u64, u64)>, u64, u64) {
     let w1 = r.write_idx.load(Ordering::Acquire);

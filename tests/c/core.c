@@ -202,16 +202,28 @@ static void report_and_trace(void) {
 }
 
 #ifndef LATTE_DISABLE
-/* IDs whose pointers fall into one set of the per-thread cache (two ways):
- * two alternate from the cache, a third one pushes through the slow path;
+/* Where the inline Start looks for id: its cache entry on the probe order
+ * from its home (-1 when absent), as latte__start_on / latte__probe do. */
+static int probe_distance(const char *id) {
+  size_t i = latte__cache_index(id);
+  int n;
+  for (n = 0; n < (int)LATTE_CACHE_SIZE; n++, i = (i + 1) & (LATTE_CACHE_SIZE - 1)) {
+    if (latte__state.cache[i].key == id) return n;
+    if (latte__state.cache[i].key == NULL) return -1;
+  }
+  return -1;
+}
+
+/* IDs whose pointers share a home entry of the per-thread cache: linear
+ * probing keeps all of them, each is found without the slow path, and
  * every span lands under its own ID. */
-static char id_pool[1 << 16];
-static void cache_set_collisions(void) {
+static char id_pool[1 << 18];
+static void cache_home_collisions(void) {
   char *p[3];
   int n = 0, k, i;
-  size_t set = latte__cache_index(id_pool) & ~(size_t)1;
-  for (k = 0; k < (1 << 16) - 64 && n < 3; k += 64)
-    if ((latte__cache_index(id_pool + k) & ~(size_t)1) == set) p[n++] = id_pool + k;
+  size_t home = latte__cache_index(id_pool);
+  for (k = 16; k < (1 << 18) - 16 && n < 3; k += 16)
+    if (latte__cache_index(id_pool + k) == home) p[n++] = id_pool + k;
   CHECK_EQ_U(n, 3);
   if (n < 3) return;
   strcpy(p[0], "set.a");
@@ -223,17 +235,80 @@ static void cache_set_collisions(void) {
       latte_start_inline(p[k], LATTE_MODE_FAST);
       latte_stop_inline(NULL, LATTE_MODE_FAST);
     }
+  for (k = 0; k < 3; k++) CHECK(probe_distance(p[k]) >= 0);
   CHECK_EQ_U(count_of("set.a"), 1000);
   CHECK_EQ_U(count_of("set.b"), 1000);
   CHECK_EQ_U(count_of("set.c"), 100);
 }
+
+/* After its first Start, an ID's second inline Start is a cache hit: the
+ * entry on its probe order holds the ring its span went to. For one ID and
+ * for 200 on one thread (the ID table less what the other tests use). */
+static char sweep_pool[200 * 16];
+static void second_start_is_a_hit(void) {
+  const char *ids[200];
+  latte_slot_header *ring;
+  size_t at;
+  int k, far = 0;
+  for (k = 0, at = 0; k < 200; k++) {
+    ids[k] = sweep_pool + at;
+    at += (size_t)sprintf(sweep_pool + at, "hit.%d", k) + 1;
+  }
+  for (k = 0; k < 200; k++) {
+    latte_start_inline(ids[k], LATTE_MODE_FAST);
+    ring = latte__state.top_slot;
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+    CHECK(probe_distance(ids[k]) >= 0);
+    /* The second Start finds that entry and pushes the same ring. */
+    latte_start_inline(ids[k], LATTE_MODE_FAST);
+    CHECK(latte__state.top_slot == ring);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  for (k = 0; k < 200; k++) {
+    int d = probe_distance(ids[k]);
+    CHECK(d >= 0);
+    if (d > 1) far++;
+  }
+  /* Few IDs in a table of 1,024: nearly all at their home or the next entry. */
+  CHECK(far < 20);
+  CHECK(latte__state.cache_used <= LATTE_CACHE_MAX_USED);
+  for (k = 0; k < 200; k++) CHECK_EQ_U(count_of(ids[k]), 2);
+}
+
+/* latte_prefault commits a fresh ring's pages (one touch a page, the ring
+ * of 65,536 samples of 16 bytes plus its header: 257 pages), caches the ID
+ * for the inline path, and changes no sample: the spans after it read back
+ * exactly. On a ring that has wrapped there is nothing left to touch. */
+static void prefault_commits_a_fresh_ring(void) {
+  int64_t pages = latte_prefault("prefault.fresh");
+  int k;
+  CHECK(pages >= 256 && pages <= 257);
+  CHECK(probe_distance("prefault.fresh") >= 0);
+  CHECK_EQ_U(count_of("prefault.fresh"), 0);
+  for (k = 0; k < 10; k++) {
+    latte_start_inline("prefault.fresh", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  CHECK_EQ_U(count_of("prefault.fresh"), 10);
+  /* Ten samples in: the first page is still touched (it holds index 10). */
+  CHECK(latte_prefault("prefault.fresh") == pages);
+  for (k = 0; k < (int)LATTE_DEFAULT_SAMPLES; k++) {
+    latte_start_inline("prefault.fresh", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  CHECK(latte_prefault("prefault.fresh") == 0);
+}
 #else
-static void cache_set_collisions(void) {}
+static void prefault_commits_a_fresh_ring(void) { CHECK(latte_prefault("prefault.fresh") == 0); }
+static void cache_home_collisions(void) {}
+static void second_start_is_a_hit(void) {}
 #endif
 
 int main(void) {
   exact_counts();
-  cache_set_collisions();
+  cache_home_collisions();
+  second_start_is_a_hit();
+  prefault_commits_a_fresh_ring();
   ring_wrap();
   depth_limit_and_orphans();
   odd_ids();

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""The driver of `make speedtest`: runs the benchmark programs, judges every
+goal row, prints the verdict and exits with it.
+
+Exit codes (the recipe's; make itself reports a failed recipe as
+"Error N" and exits 2):
+  0  every goal row passed
+  1  a goal row failed: its median over runs misses the goal, and its runs
+     are steady (spread within 0.05) or all miss it
+  3  machine too busy to judge (see below): no row failed, and some row
+     could not be judged
+
+Method. speedtest/hot.cpp is built against our header and, with
+ORIGINAL=/path/to/Latte.hpp, a second time against the original. Both
+binaries run alternately, REPEATS times each (the order swaps every repeat).
+Each hot.cpp run measures its rows interleaved in rounds, and gives each row
+its ratio to a base measured in the same run: the reference engine (a
+minimal engine compiled into hot.cpp) for Fast/Mid/Hard/pulse, the one-ID
+row for the ID sweep. A goal row's figure is the median over repeats.
+ours/original is the ratio of the two binaries' costs in adjacent runs,
+median over repeats.
+
+Busy machine. A figure that moves by more than the tolerance it is judged
+against, and whose runs fall on both sides of its goal, cannot be judged.
+For every goal figure of hot.cpp (ratio to its base; ours/original) two
+spreads are taken: across the runs, max - min of its per-run value; within
+a run, the interquartile range of its round-by-round ratio (median over
+runs). When either exceeds BUSY_SPREAD (0.05, the parity tolerance) and the
+runs straddle the goal, that row prints BUSY instead of PASS or FAIL, and
+the run, unless another row failed, prints "machine too busy to judge" with
+the figures concerned and exits 3. A figure whose every run lies on one
+side of its goal is judged, however much it moved. (A machine whose speed drifts uniformly,
+which moves every cost alike, leaves the ratios and so the verdict alone;
+the reference engine's own spread is printed for information.) The rows of
+speedtest.cpp carry their own criteria, printed with them.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+# Goals (ratio at most).
+HOT_GOAL = 1.10        # Fast/Mid/Hard/pulse vs the reference engine
+SWEEP_GOAL = 1.10      # N IDs vs one ID, same run
+PARITY_GOAL = 1.05     # ours / original, every row
+BUSY_SPREAD = 0.05     # a goal figure's spread across runs, or its ratio's IQR within a run
+
+HOT_ROWS = [("fast", "Fast Start+Stop"), ("mid", "Mid Start+Stop"), ("hard", "Hard Start+Stop"), ("pulse", "LATTE_PULSE")]
+SWEEP_NS = [8, 32, 64, 128, 200]
+REF_ROWS = ["ref.fast", "ref.mid", "ref.hard", "ref.pulse", "ref.fast.2"]
+
+
+def run(cmd):
+    """Runs one benchmark program; returns {key: fields} of its ROW lines and its other lines."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rows, other = {}, []
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "ROW":
+            rows[f[1]] = f[2:]
+        else:
+            other.append(line)
+    if p.returncode != 0:
+        sys.stdout.write("\n".join(other) + "\n")
+        raise SystemExit(f"speedtest: {' '.join(cmd)} exited {p.returncode}")
+    return rows, other
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def spread(xs):
+    m = med(xs)
+    return (max(xs) - min(xs)) / m if xs and m > 0 else 0.0
+
+
+class Verdicts:
+    def __init__(self):
+        self.fails = 0
+        self.busy = []
+
+    def goal(self, label, value, goal, note=""):
+        ok = value <= goal
+        self.fails += 0 if ok else 1
+        return f"{'PASS' if ok else 'FAIL'} (goal <= {goal:.2f}){note}"
+
+    def goal_min(self, label, value, goal, note=""):
+        ok = value >= goal
+        self.fails += 0 if ok else 1
+        return f"{'PASS' if ok else 'FAIL'} (goal >= {goal:.2f}){note}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ours", required=True, help="hot.cpp built against our header")
+    ap.add_argument("--original", help="hot.cpp built against the original header")
+    ap.add_argument("--original-path", default="", help="the original header's path (printed)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20000)
+    ap.add_argument("--stall-repeats", type=int, default=3)
+    ap.add_argument("--extra", action="append", default=[], help="a command printing GOAL/BUSY lines (ours only)")
+    ap.add_argument("--no-warmup", action="store_true")
+    a = ap.parse_args()
+    v = Verdicts()
+    engines = [("ours", a.ours)] + ([("original", a.original)] if a.original else [])
+
+    # --- hot rows and the ID sweep, alternating the binaries ---
+    hot = {e: [] for e, _ in engines}
+    for r in range(a.repeats):
+        order = engines if r % 2 == 0 else engines[::-1]
+        for e, b in order:
+            hot[e].append(run([b, "hot", str(a.iters)])[0])
+    snap = {e: [] for e, _ in engines}
+    for r in range(a.repeats):
+        for e, b in (engines if r % 2 == 0 else engines[::-1]):
+            snap[e].append(float(run([b, "snapshot"])[0]["snapshot"][0]))
+    stall = {e: [] for e, _ in engines}
+    for r in range(a.stall_repeats):
+        for e, b in (engines if r % 2 == 0 else engines[::-1]):
+            stall[e].append(run([b, "stall"])[0])
+
+    def col(e, key, i):
+        return [float(x[key][i]) for x in hot[e] if key in x]
+
+    # Busy: the reference engine's spread over every run of every binary.
+    ref_spreads = {}
+    for k in REF_ROWS:
+        xs = [float(x[k][0]) for e, _ in engines for x in hot[e] if k in x]
+        ref_spreads[k] = spread(xs)
+    # Busy: a judged figure too noisy to judge (see the module doc).
+    noisy = []
+    judged = [(k, HOT_GOAL) for k, _ in HOT_ROWS] + [(f"sweep.{o}.{nn}", SWEEP_GOAL) for nn in SWEEP_NS for o in ("rr", "rand")]
+
+    def undecided(xs, goal, iqr=0.0):
+        # Moves by more than BUSY_SPREAD, and its runs lie on both sides of the goal.
+        return bool(xs) and (max(xs) - min(xs) > BUSY_SPREAD or iqr > BUSY_SPREAD) and min(xs) <= goal < max(xs)
+
+    for k, goal in judged:
+        per_run = col("ours", k, 3)
+        iqr = med([q3 - q1 for q1, q3 in zip(col("ours", k, 4), col("ours", k, 5))])
+        if undecided(per_run, goal, iqr):
+            noisy.append(f"{k} (runs {min(per_run):.3f}..{max(per_run):.3f}, IQR {iqr:.3f}, goal {goal:.2f})")
+        if a.original:
+            oc = col("original", k, 0)
+            pairs = [x / y for x, y in zip(col("ours", k, 0), oc) if y > 0]
+            if undecided(pairs, PARITY_GOAL):
+                noisy.append(f"{k} ours/original (runs {min(pairs):.3f}..{max(pairs):.3f})")
+    undecided_keys = {n.split(" ")[0] + (" orig" if "ours/original" in n else "") for n in noisy}
+
+    def judge(label, xs_key, value, goal, values):
+        """PASS/FAIL for a decided figure, BUSY for an undecided one."""
+        if xs_key in undecided_keys:
+            return "BUSY (runs on both sides of the goal, spread > %.2f)" % BUSY_SPREAD
+        return v.goal(label, value, goal)
+
+    n = a.repeats
+    print(f"\n== hot path: cycles per call (median over {n} runs of {a.iters} iterations x 100 calls, rows interleaved; "
+          f"{'alternating with the original' if a.original else 'ours only'}) ==")
+    hdr = f"{'row':<26} {'cost':>8} {'timer':>8} {'vs base':>8}  {'base':<10}"
+    if a.original:
+        hdr += f" {'original':>9} {'ours/orig':>9}"
+    print(hdr + "  verdict")
+    timers = [("rdtsc", "rdtsc"), ("rdtscp", "rdtscp"), ("lfence", "lfence")]
+    for k, name in timers:
+        print(f"{name:<26} {med(col('ours', k, 0)):8.2f}")
+    for k in REF_ROWS[:4]:
+        print(f"{'(reference) ' + k[4:]:<26} {med(col('ours', k, 0)):8.2f} {med(col('ours', k, 1)):8.2f}")
+
+    def row(key, label, goal, base_label):
+        cost = med(col("ours", key, 0))
+        timer = med(col("ours", key, 1))
+        ratio = med(col("ours", key, 3))
+        line = f"{label:<26} {cost:8.2f} {timer:8.2f} {ratio:8.3f}  {base_label:<10}"
+        verdicts = [judge(label, key, ratio, goal, None)]
+        if a.original:
+            oc = col("original", key, 0)
+            pairs = [x / y for x, y in zip(col("ours", key, 0), oc) if y > 0]
+            p = med(pairs)
+            line += f" {med(oc):9.2f} {p:9.3f}"
+            verdicts.append("vs original " + judge(label, key + " orig", p, PARITY_GOAL, None))
+        print(line + "  " + "; ".join(verdicts))
+
+    for key, label in HOT_ROWS:
+        row(key, label, HOT_GOAL, "reference")
+    print(f"\nID sweep: N distinct IDs on one thread, Fast Start+Stop, vs one ID in the same run (goal <= {SWEEP_GOAL:.2f})")
+    one = med(col("ours", "sweep.1", 0))
+    line = f"{'1 ID (base)':<26} {one:8.2f} {med(col('ours', 'sweep.1', 1)):8.2f}"
+    if a.original:
+        oc = col("original", "sweep.1", 0)
+        p = med([x / y for x, y in zip(col("ours", "sweep.1", 0), oc) if y > 0])
+        pairs1 = [x / y for x, y in zip(col("ours", "sweep.1", 0), oc) if y > 0]
+        if undecided(pairs1, PARITY_GOAL):
+            noisy.append(f"sweep.1 ours/original (runs {min(pairs1):.3f}..{max(pairs1):.3f})")
+            undecided_keys.add("sweep.1 orig")
+        line += f" {'':8}  {'':<10} {med(oc):9.2f} {p:9.3f}  " + "vs original " + judge("sweep.1", "sweep.1 orig", p, PARITY_GOAL, None)
+    print(line)
+    for nn in SWEEP_NS:
+        for order in ("rr", "rand"):
+            key = f"sweep.{order}.{nn}"
+            row(key, f"{nn} IDs, {'round-robin' if order == 'rr' else 'random'}", SWEEP_GOAL, "1 ID")
+
+    print("\n== extraction through the Latte API (ours" + (" vs original" if a.original else "") + ") ==")
+    s_ours = med(snap["ours"])
+    line = f"Snapshot of 65,536 samples: {s_ours:.1f} us (median of {n} runs x 60)"
+    if a.original:
+        s_orig = med(snap["original"])
+        pairs_s = [x / y for x, y in zip(snap["ours"], snap["original"]) if y > 0]
+        p = med(pairs_s)
+        if undecided(pairs_s, PARITY_GOAL):
+            noisy.append(f"snapshot ours/original (runs {min(pairs_s):.3f}..{max(pairs_s):.3f})")
+            undecided_keys.add("snapshot orig")
+        line += f"; original {s_orig:.1f} us; ours/original {p:.3f}  " + judge("snapshot", "snapshot orig", p, PARITY_GOAL, None)
+    print(line)
+    q = med([float(x["stall.quiet"][0]) for x in stall["ours"]])
+    c = med([float(x["stall.snapshot"][0]) for x in stall["ours"]])
+    line = f"producer Start+Stop p99.9 (cycles): {q:.0f} alone, {c:.0f} while another thread loops Snapshot"
+    if a.original:
+        oq = med([float(x["stall.quiet"][0]) for x in stall["original"]])
+        oc = med([float(x["stall.snapshot"][0]) for x in stall["original"]])
+        pairs_t = [float(x["stall.snapshot"][0]) / float(y["stall.snapshot"][0]) for x, y in zip(stall["ours"], stall["original"])
+                   if float(y["stall.snapshot"][0]) > 0]
+        p = med(pairs_t)
+        if undecided(pairs_t, PARITY_GOAL):
+            noisy.append(f"stall ours/original (runs {min(pairs_t):.3f}..{max(pairs_t):.3f})")
+            undecided_keys.add("stall orig")
+        line += f"; original {oq:.0f} / {oc:.0f}; ours/original (while extracting) {p:.3f}  " + judge("stall", "stall orig", p, PARITY_GOAL, None)
+    print(line)
+    if not a.original:
+        print("(to see every row beside the engine you are migrating from: make speedtest ORIGINAL=/path/to/Latte.hpp)")
+
+    if not a.no_warmup:
+        rows, other = run([a.ours, "warmup"])
+        print("\n== warm-up: Fast Start+Stop, each timed alone, first 65,536 samples of a ring (cycles; 5 threads each) ==")
+        print(f"{'ring':<34} {'p50':>7} {'p99.99':>9} {'max':>10}")
+        labels = {"warmup.fresh": "fresh (pages committed on first write)", "warmup.prefaulted": "fresh, Latte::Prefault(id) first",
+                  "warmup.warm": "warm (written through once)"}
+        for k, label in labels.items():
+            if k in rows:
+                f = rows[k]
+                print(f"{label:<34} {float(f[0]):7.0f} {float(f[1]):9.0f} {float(f[2]):10.0f}")
+        for l in other:
+            if l.startswith("INFO prefault_us"):
+                print(f"Latte::Prefault of a fresh ring took {float(l.split()[2]):.0f} us (median), before the loop")
+
+    # --- extras: ours only, GOAL / BUSY lines ---
+    for cmd in a.extra:
+        p = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in p.stdout.splitlines():
+            f = line.split(maxsplit=1)
+            if f and f[0] == "GOAL":
+                # GOAL <PASS|FAIL|BUSY> text
+                g = f[1].split(maxsplit=1)
+                if g[0] == "FAIL":
+                    v.fails += 1
+                if g[0] == "BUSY":
+                    v.busy.append(g[1] if len(g) > 1 else "")
+                print(f"{g[1] if len(g) > 1 else ''}  {g[0]}")
+            else:
+                print(line)
+        if p.returncode != 0:
+            print(f"speedtest: {cmd} exited {p.returncode}")
+            v.fails += 1
+
+    print("\nsteadiness: the reference engine's cost, (max - min) / median over all runs (information): " +
+          ", ".join(f"{k} {x:.3f}" for k, x in ref_spreads.items()))
+    print(f"steadiness of the judged figures: busy when one moves by more than {BUSY_SPREAD:.2f} across runs "
+          f"or within a run (IQR) and its runs straddle its goal: " + ("; ".join(noisy) if noisy else "none does"))
+    # A clear FAIL is a verdict even when other rows could not be judged;
+    # a PASS needs every row judged.
+    if v.fails:
+        print(f"verdict: FAIL ({v.fails} goal rows failed)" + (" (other rows too noisy to judge)" if noisy or v.busy else "") + "; exit 1")
+        return 1
+    if noisy or v.busy:
+        why = "; ".join((["figures undecided"] if noisy else []) + v.busy)
+        print(f"verdict: machine too busy to judge ({why}); exit 3")
+        return 3
+    print("verdict: PASS (every goal row); exit 0")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Tests `make speedtest ORIGINAL=...` end to end against a stand-in engine:
+speedtest/run.py, given our build and the stand-in's, prints every row with
+its ours/original column and a verdict, and exits 0, 1 or 3. Speed is not
+judged here (a quick run on any machine): only that the mechanism works."""
+import subprocess
+import sys
+
+ours, standin = sys.argv[1], sys.argv[2]
+cmd = [sys.executable, "speedtest/run.py", "--ours", ours, "--original", standin, "--original-path", "stand-in",
+       "--repeats", "2", "--iters", "2000", "--stall-repeats", "1", "--no-warmup"]
+p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+out = p.stdout
+print(out)
+fails = []
+if p.returncode not in (0, 1, 3):
+    fails.append(f"exit code {p.returncode}, not 0, 1 or 3")
+if "ours/orig" not in out:
+    fails.append("no ours/original column")
+rows = ["Fast Start+Stop", "Mid Start+Stop", "Hard Start+Stop", "LATTE_PULSE", "1 ID (base)"]
+rows += [f"{n} IDs, {o}" for n in (8, 32, 64, 128, 200) for o in ("round-robin", "random")]
+for r in rows:
+    line = next((l for l in out.splitlines() if l.startswith(r)), None)
+    if line is None:
+        fails.append(f"row {r!r} missing")
+    elif not any(w in line for w in ("PASS", "FAIL", "BUSY")):
+        fails.append(f"row {r!r} has no verdict: {line}")
+    elif line.count(".") < 4:
+        fails.append(f"row {r!r} lacks figures: {line}")
+for needle in ("Snapshot of 65,536 samples", "ours/original (while extracting)", "verdict:"):
+    if needle not in out:
+        fails.append(f"missing {needle!r}")
+if " 0.00 " in out:
+    fails.append("a 0.00 figure")
+want = {0: "verdict: PASS", 1: "verdict: FAIL", 3: "machine too busy to judge"}.get(p.returncode)
+if want and want not in out:
+    fails.append(f"exit {p.returncode} without {want!r}")
+if fails:
+    print("speedtest mechanism: FAILED:\n  " + "\n  ".join(fails))
+    sys.exit(1)
+print(f"speedtest mechanism: every row printed with ours/original and a verdict; the driver exited {p.returncode}")
