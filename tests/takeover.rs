@@ -36,8 +36,10 @@ fn producer(name: &str, go: [i32; 2], report: [i32; 2], done: [i32; 2]) -> i32 {
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         let mut b = [0u8; 1];
-        // SAFETY: pipe ends of ours.
+        // SAFETY: pipe ends of ours; the alarm ends this child should the
+        // test fail before releasing it.
         unsafe {
+            libc::alarm(20);
             libc::close(go[1]);
             libc::read(go[0], b.as_mut_ptr() as *mut libc::c_void, 1);
         }
@@ -149,6 +151,8 @@ fn a_producer_in_another_pid_namespace_stays_alive() {
     let (report, done) = (pipe(), pipe());
     let nm = name.clone();
     let outer = in_other_pid_namespace(move || {
+        // SAFETY: ends this process should the test fail before releasing it.
+        unsafe { libc::alarm(20) };
         let ok = latte::recorder::install_shared(nm.as_bytes(), &cfg(0)).is_ok();
         let mut b = [0u8; 1];
         // SAFETY: pipe ends of ours.
