@@ -23,7 +23,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src -name '*.rs') Cargo.toml build.rs cbindgen.toml
 
-.PHONY: all lib header check-header test rust-test c-test cpp-test cli-test speedtest clean tools
+.PHONY: test-tools all lib header check-header test rust-test c-test cpp-test cli-test speedtest clean tools install uninstall install-test
 
 all: lib
 
@@ -55,7 +55,7 @@ check-header: tools
 	  if [ -n "$$other" ]; then echo "liblatte.so exports symbols outside latte_*: $$other"; exit 1; fi; \
 	  echo "exports: liblatte.so exports latte_* symbols only ($$(nm -D --defined-only $(LIB_SO) | grep -c ' T latte_') functions)"
 
-test: check-header rust-test c-test cpp-test cli-test
+test: check-header rust-test c-test cpp-test cli-test install-test
 	@echo "make test: all suites passed"
 
 # The `latte` command end to end, against a real instrumented C++ service.
@@ -154,6 +154,66 @@ speedtest: lib $(B)/speedtest.so $(B)/speedtest.static $(B)/speedtest.uring
 	./$(B)/speedtest.so --label "cdylib: liblatte.so" --no-report
 	./$(B)/speedtest.static --label "staticlib: liblatte.a" --shared /latte-speedtest-$$$$
 	./$(B)/speedtest.uring --flush-only
+
+# ------------------------------------------------------------ install ----
+# make install PREFIX=/usr/local DESTDIR= (LIBDIR, INCLUDEDIR, BINDIR, MANDIR
+# can be set one by one). The shared library is liblatte.so.VERSION with the
+# SONAME liblatte.so.MAJOR (build.rs) and the links .so.MAJOR and .so.
+VERSION    := $(shell sed -n 's/^version = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
+MAJOR      := $(word 1,$(subst ., ,$(VERSION)))
+DESCRIPTION := $(shell sed -n 's/^description = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
+MANDIR     ?= $(PREFIX)/share/man
+HEADERS    := include/latte.h include/latte_inline.h include/latte_disable.h cpp_compat/Latte.hpp
+CMAKEDIR    = $(LIBDIR)/cmake/latte
+SUBST       = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+                  -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' -e 's|@DESCRIPTION@|$(DESCRIPTION)|g'
+INSTALLED   = $(LIBDIR)/liblatte.so.$(VERSION) $(LIBDIR)/liblatte.so.$(MAJOR) $(LIBDIR)/liblatte.so \
+              $(LIBDIR)/liblatte.a $(addprefix $(INCLUDEDIR)/,$(notdir $(HEADERS))) $(BINDIR)/latte \
+              $(MANDIR)/man1/latte.1 $(LIBDIR)/pkgconfig/latte.pc \
+              $(CMAKEDIR)/latte-config.cmake $(CMAKEDIR)/latte-config-version.cmake
+
+# Installed libraries carry no debug info (the release profile strips the
+# shared library and the command; the static library is stripped here).
+install: lib
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/liblatte.so.$(VERSION)
+	ln -sf liblatte.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblatte.so.$(MAJOR)
+	ln -sf liblatte.so.$(MAJOR) $(DESTDIR)$(LIBDIR)/liblatte.so
+	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/liblatte.a
+	strip --strip-debug $(DESTDIR)$(LIBDIR)/liblatte.a
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	install -m 755 $(REL)/latte $(DESTDIR)$(BINDIR)/latte
+	install -m 644 packaging/latte.1 $(DESTDIR)$(MANDIR)/man1/latte.1
+	$(SUBST) packaging/latte.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/latte.pc
+	$(SUBST) packaging/latte-config.cmake.in > $(DESTDIR)$(CMAKEDIR)/latte-config.cmake
+	$(SUBST) packaging/latte-config-version.cmake.in > $(DESTDIR)$(CMAKEDIR)/latte-config-version.cmake
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null
+
+# System tools the tests need: installed with apt-get when make runs as root,
+# otherwise make stops and names the package. $(call need,COMMAND,PACKAGE)
+need = command -v $(1) >/dev/null 2>&1 || { \
+  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+    echo "make: $(1) not found: installing the $(2) package"; \
+    if [ ! -e $(B)/.apt-updated ]; then apt-get update -qq && mkdir -p $(B) && touch $(B)/.apt-updated; fi && \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null && command -v $(1) >/dev/null; \
+  else echo "make: $(1) not found: install the $(2) package (apt-get install $(2))"; exit 1; fi; }
+
+test-tools:
+	@$(call need,cmake,cmake)
+	@$(call need,pkg-config,pkg-config)
+	@$(call need,man,man-db)
+	@$(call need,readelf,binutils)
+
+# Installs the working tree into a temporary prefix and builds against it.
+install-test: lib test-tools
+	@MAKE="$(MAKE)" CC="$(CC)" sh tests/install/run.sh
 
 clean:
 	$(CARGO) clean

@@ -8,6 +8,12 @@
 /* Alignment of the shared-memory structs (cache lines). */
 #define LATTE_ALIGNED(n) __attribute__((aligned(n)))
 
+/* Version of this header (latte_version() gives the loaded library's). */
+#define LATTE_VERSION_MAJOR 0
+#define LATTE_VERSION_MINOR 1
+#define LATTE_VERSION_PATCH 0
+#define LATTE_VERSION_STRING "0.1.0"
+
 
 // The function exists but this build or this platform does not provide it.
 #define LATTE_ERR_NOT_SUPPORTED -95
@@ -595,6 +601,10 @@ double latte_cycles_per_ns(void);
 // Measures TSC cycles per ns anew over `window_ms` milliseconds against
 // CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with 120).
 double latte_measure_cycles_per_ns(uint32_t window_ms);
+
+// The library's version, "MAJOR.MINOR.PATCH" (a static string; compare
+// with LATTE_VERSION_STRING, the version of the header compiled against).
+const char *latte_version(void);
 
 // Describes an error code (a static string; never NULL).
 const char *latte_strerror(int code);

@@ -82,6 +82,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_cycles_per_ns() latte__off_f64(0)
 #define latte_measure_cycles_per_ns(ms) latte__off_f64(sizeof(ms))
 #define latte_strerror(code) latte__off_cstr(sizeof(code))
+#define latte_version() LATTE_VERSION_STRING
 #define latte_init_shared_region(name) latte__off_int(sizeof(name))
 #define latte_init_shared_region_with(name, cfg) latte__off_int(sizeof(name) + sizeof(cfg))
 #define latte_flush_async(fd, unit) latte__off_int(sizeof(fd) + sizeof(unit))

@@ -505,6 +505,14 @@ pub extern "C" fn latte_measure_cycles_per_ns(window_ms: u32) -> f64 {
     guard(0.0, || crate::tsc::measure_cycles_per_ns(window_ms as u64))
 }
 
+/// The library's version, "MAJOR.MINOR.PATCH" (a static string; compare
+/// with LATTE_VERSION_STRING, the version of the header compiled against).
+#[no_mangle]
+pub extern "C" fn latte_version() -> *const c_char {
+    const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
+    guard(VERSION.as_ptr().cast(), || VERSION.as_ptr().cast())
+}
+
 /// Describes an error code (a static string; never NULL).
 #[no_mangle]
 pub extern "C" fn latte_strerror(code: c_int) -> *const c_char {
