@@ -9,6 +9,8 @@ REL      := target/release
 LIB_SO   := $(REL)/liblatte.so
 LIB_A    := $(REL)/liblatte.a
 B        := build
+VERSION  := $(shell sed -n 's/^version = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
+MAJOR    := $(word 1,$(subst ., ,$(VERSION)))
 
 # Libraries a Rust staticlib needs (cargo rustc -- --print native-static-libs).
 STATIC_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
@@ -23,7 +25,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src -name '*.rs') Cargo.toml build.rs cbindgen.toml
 
-.PHONY: test-tools all lib header check-header test rust-test c-test cpp-test cli-test speedtest clean tools install uninstall install-test
+.PHONY: test-suites test-tools all lib header check-header test rust-test c-test cpp-test cli-test speedtest clean tools install uninstall install-test
 
 all: lib
 
@@ -34,7 +36,12 @@ tools:
 	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) not found (used to validate JSON in tests)"; exit 1; }
 
 # Release libraries (cdylib + staticlib) and the `latte` command.
-lib: tools $(LIB_SO)
+lib: tools $(LIB_SO) $(REL)/liblatte.so.$(MAJOR)
+
+# Programs linked against target/release/liblatte.so record its SONAME,
+# liblatte.so.MAJOR: the link lets them run from the build tree.
+$(REL)/liblatte.so.$(MAJOR): $(LIB_SO)
+	ln -sf liblatte.so $@
 
 $(LIB_SO) $(LIB_A): $(SRCS) include/latte.h
 	$(CARGO) build --release
@@ -55,8 +62,14 @@ check-header: tools
 	  if [ -n "$$other" ]; then echo "liblatte.so exports symbols outside latte_*: $$other"; exit 1; fi; \
 	  echo "exports: liblatte.so exports latte_* symbols only ($$(nm -D --defined-only $(LIB_SO) | grep -c ' T latte_') functions)"
 
-test: check-header rust-test c-test cpp-test cli-test install-test
-	@echo "make test: all suites passed"
+# Every suite, its output also kept in build/test.log, then one line with
+# the counts summed over the suites (tests/summary.py).
+test:
+	@mkdir -p $(B)
+	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
+	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
+
+test-suites: check-header rust-test c-test cpp-test cli-test install-test
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -159,8 +172,6 @@ speedtest: lib $(B)/speedtest.so $(B)/speedtest.static $(B)/speedtest.uring
 # make install PREFIX=/usr/local DESTDIR= (LIBDIR, INCLUDEDIR, BINDIR, MANDIR
 # can be set one by one). The shared library is liblatte.so.VERSION with the
 # SONAME liblatte.so.MAJOR (build.rs) and the links .so.MAJOR and .so.
-VERSION    := $(shell sed -n 's/^version = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
-MAJOR      := $(word 1,$(subst ., ,$(VERSION)))
 DESCRIPTION := $(shell sed -n 's/^description = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
 PREFIX     ?= /usr/local
 LIBDIR     ?= $(PREFIX)/lib

@@ -669,6 +669,13 @@ uint32_t latte_reader_id_count(const struct latte_reader *r);
 // Writes the name of `token` into `buf`; returns its length or a negative code.
 int latte_reader_id_name(const struct latte_reader *r, uint32_t token, char *buf, size_t len);
 
+// Whether ID `token` is reserved by latte itself (1) or a program's (0);
+// negative on error (-EINVAL for NULL or a token not below
+// `latte_reader_id_count`). Reserved IDs (`latte.calibrate`, the calibration's spans) are
+// left out of reports and traces; a raw reader sees their slots in
+// `latte_reader_slots` and tells them apart with this call.
+int latte_reader_id_is_reserved(const struct latte_reader *r, uint32_t token);
+
 // Lists the assigned slots into `out` (capacity `cap`), the count in
 // `*out_n`; -ERANGE when they do not fit.
 int latte_reader_slots(const struct latte_reader *r, struct latte_slot_info *out, size_t cap, size_t *out_n);

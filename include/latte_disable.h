@@ -96,6 +96,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_reader_set_min_interval(r, ns) latte__off_int(sizeof(r) + sizeof(ns))
 #define latte_reader_id_count(r) latte__off_u32(sizeof(r), 0)
 #define latte_reader_id_name(r, token, buf, len) latte__off_str(sizeof(r) + sizeof(token), (buf), (len))
+#define latte_reader_id_is_reserved(r, token) latte__off_int(sizeof(r) + sizeof(token))
 #define latte_reader_slots(r, out, cap, out_n) latte__off_count(sizeof(r) + sizeof(out) + sizeof(cap), (out_n))
 #define latte_reader_read(r, slot, cur, out, cap, out_n) latte__off_count(sizeof(r) + sizeof(slot) + sizeof(cur) + sizeof(out) + sizeof(cap), (out_n))
 #define latte_reader_counters(r, out) latte__off_zero(sizeof(r), (out), sizeof(struct latte_counters))

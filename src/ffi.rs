@@ -698,6 +698,22 @@ pub extern "C" fn latte_reader_id_name(r: *const latte_reader, token: u32, buf: 
     })
 }
 
+/// Whether ID `token` is reserved by latte itself (1) or a program's (0);
+/// negative on error (-EINVAL for NULL or a token not below
+/// `latte_reader_id_count`). Reserved IDs (`latte.calibrate`, the calibration's spans) are
+/// left out of reports and traces; a raw reader sees their slots in
+/// `latte_reader_slots` and tells them apart with this call.
+#[no_mangle]
+pub extern "C" fn latte_reader_id_is_reserved(r: *const latte_reader, token: u32) -> c_int {
+    guard(-libc::EIO, || {
+        with_reader(r, -libc::EINVAL, |v| match v.id_name(token) {
+            _ if token >= v.ids_used() => -libc::EINVAL,
+            Ok(n) => crate::calibrate::is_calibration_name(crate::intern::name_bytes(&n)) as c_int,
+            Err(e) => e,
+        })
+    })
+}
+
 /// Lists the assigned slots into `out` (capacity `cap`), the count in
 /// `*out_n`; -ERANGE when they do not fit.
 #[no_mangle]
