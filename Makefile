@@ -84,13 +84,19 @@ cli-test: lib $(B)/cli/service
 # optimisation without LTO (Cargo.toml).
 rust-test: tools
 	$(CARGO) test --profile ci-test
-	$(CARGO) test --profile ci-test --features uring --lib --test flush --test flush_seccomp
+	$(CARGO) test --profile ci-test --features uring --lib --test flush --test flush_targets --test flush_seccomp
 
 # Every C test program, built four ways: against liblatte.so, against
 # liblatte.a, with -DLATTE_DISABLE and no liblatte, and with ASan+UBSan.
-c-test: lib $(foreach t,$(C_TESTS),$(B)/c/$(t).so $(B)/c/$(t).static $(B)/c/$(t).disabled $(B)/c/$(t).asan)
+c-test: lib $(foreach t,$(C_TESTS),$(B)/c/$(t).so $(B)/c/$(t).static $(B)/c/$(t).disabled $(B)/c/$(t).asan) $(B)/dl/dlclose
 	@set -e; for t in $(C_TESTS); do for v in so static disabled asan; do \
 	  echo "== C $$t ($$v)"; ASAN_OPTIONS=detect_leaks=0 ./$(B)/c/$$t.$$v; done; done
+	@echo "== C dlclose (liblatte.so loaded with dlopen)"; ./$(B)/dl/dlclose $(CURDIR)/$(LIB_SO)
+
+# liblatte.so loaded and unloaded at run time (no link against it).
+$(B)/dl/dlclose: tests/dl/dlclose.c $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@ -ldl
 
 $(B)/c/%.so: tests/c/%.c tests/c/check.h include/*.h $(LIB_SO)
 	@mkdir -p $(@D)

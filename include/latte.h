@@ -620,10 +620,13 @@ int latte_init_shared_region(const char *shm_name);
 // zero fields take the defaults).
 int latte_init_shared_region_with(const char *shm_name, const struct latte_region_config *config);
 
-// Starts writing the region to `fd` (a file open for writing) as a
-// self-describing image, asynchronously through io_uring, and returns at
-// once; `unit` is recorded as the preferred display unit. 0, or -EBADF (bad
-// fd, or not open for writing), -EBUSY (a flush is pending), -ENOSYS/-EPERM
+// Starts writing the region to `fd` (a regular file open for writing,
+// without O_APPEND; the flush writes through its own duplicate, so the
+// caller may close `fd` at once) as a self-describing image,
+// asynchronously through io_uring, and returns at once; `unit` is recorded
+// as the preferred display unit. 0, or -EBADF (bad fd, or not open for
+// writing), -EINVAL (O_APPEND, or not a regular file), -ESPIPE (a pipe,
+// FIFO or socket), -EBUSY (a flush is pending), -ENOSYS/-EPERM
 // (io_uring unavailable), LATTE_ERR_NOT_SUPPORTED (built without the
 // `uring` feature: use `latte_flush_sync`).
 int latte_flush_async(int fd, latte_unit unit);
@@ -633,6 +636,12 @@ int latte_flush_async(int fd, latte_unit unit);
 // started), or the negative code it failed with (e.g. -ENOSPC). Each call
 // also moves the flush along (reaps completions, submits the next writes).
 int latte_poll_flush(void);
+
+// Cancels the pending asynchronous flush: 1 when one was pending (it
+// stops after the writes already in flight; `latte_poll_flush` then
+// returns -ECANCELED and the file holds no valid image), 0 when none was;
+// LATTE_ERR_NOT_SUPPORTED without the `uring` feature.
+int latte_flush_cancel(void);
 
 // Bytes written and total of the current or last asynchronous flush.
 int latte_flush_get_status(struct latte_flush_status *out);

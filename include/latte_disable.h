@@ -87,6 +87,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_init_shared_region_with(name, cfg) latte__off_int(sizeof(name) + sizeof(cfg))
 #define latte_flush_async(fd, unit) latte__off_int(sizeof(fd) + sizeof(unit))
 #define latte_poll_flush() latte__off_int(0)
+#define latte_flush_cancel() latte__off_int(0)
 #define latte_flush_get_status(out) latte__off_zero(0, (out), sizeof(struct latte_flush_status))
 #define latte_flush_sync(fd, unit) latte__off_int(sizeof(fd) + sizeof(unit))
 #define latte_flush_supported() latte__off_int(0)

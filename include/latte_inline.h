@@ -131,11 +131,15 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
       return;
     }
   }
-  /* The outer ring and this span's packed bits in one word (src/layout.rs: frame_word). */
+  /* Steps S1-S3 of the span stack protocol (src/recorder.rs), kept in
+   * order for signal handlers that record on this thread. */
+  t->depth = d + 1; /* S1 */
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  /* S2: the outer ring and this span's packed bits in one word (src/layout.rs: frame_word). */
   t->frame_word[d] = (uint64_t)(uintptr_t)t->top_slot | ((uint64_t)d << LATTE_DEPTH_SHIFT) |
                      ((uint64_t)mode << LATTE_START_MODE_SHIFT);
-  t->top_slot = slot;
-  t->depth = d + 1;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  t->top_slot = slot; /* S3 */
   t->frame_tsc[d] = latte__tsc_start(mode);
 }
 
@@ -146,12 +150,15 @@ LATTE__FN uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now
   uint64_t st, dur, word;
   uint32_t d = t->depth;
   if (__builtin_expect(d == 0, 0)) return latte_thread_stop_slow(t, latte__norm(mode), now);
-  slot = t->top_slot;
+  /* Steps P1-P3 of the span stack protocol (src/recorder.rs). */
+  slot = t->top_slot; /* P1 */
   d -= 1;
-  t->depth = d;
   word = t->frame_word[d];
-  t->top_slot = (latte_slot_header *)(uintptr_t)(word & LATTE_FRAME_RING_MASK);
   st = t->frame_tsc[d];
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  t->top_slot = (latte_slot_header *)(uintptr_t)(word & LATTE_FRAME_RING_MASK); /* P2 */
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  t->depth = d; /* P3 */
   dur = latte__duration(st, now);
   latte__write(slot, t->sample_mask, st,
                dur | (word & ~LATTE_FRAME_RING_MASK) | ((uint64_t)latte__norm(mode) << LATTE_STOP_MODE_SHIFT));

@@ -13,6 +13,9 @@
 //! then go nowhere (counted in `faults`), a reader reads zeros, which its
 //! validation rejects. Any other SIGBUS goes to the handler installed before
 //! ours, or, if that was the default, kills the process as it would have.
+//! When the library is unloaded (`dlclose`) or the process exits, the
+//! action from before ours is put back (a finaliser in `.fini_array`).
+//! The table holds 64 mappings; a reader beyond them is refused (-EMFILE).
 //!
 //! Everything the handler touches is an atomic in a fixed table, and it
 //! calls only `mmap` and `sigaction`, both plain system calls.
@@ -54,8 +57,9 @@ pub fn faults() -> u64 {
 }
 
 /// Protects `[base, base + len)` (a shared mapping of ours) until
-/// `unregister`. Returns false when the table is full (the mapping then
-/// stays unprotected, as it would be without this module).
+/// `unregister`. Returns false when the table is full: the caller must not
+/// use the mapping then (a reader is refused with -EMFILE), since a shrunk
+/// object would kill the process through it.
 pub fn register(base: *mut u8, len: usize, writable: bool) -> bool {
     install();
     for e in TABLE.iter() {
@@ -178,3 +182,29 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
         libc::sigaction(libc::SIGBUS, &dfl, core::ptr::null_mut());
     }
 }
+
+/// Puts the SIGBUS action from before ours back, if ours is the one
+/// installed. Runs when the library is unloaded (`dlclose`) or the process
+/// exits: a handler left behind would point into unmapped code, and the
+/// next unrelated SIGBUS would become a SIGSEGV.
+extern "C" fn restore_previous_on_unload() {
+    // Acquire: pairs with the release in `install`.
+    if INSTALL.load(Ordering::Acquire) != 2 || !HAVE_PREVIOUS.load(Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: plain sigaction calls with valid structs; PREVIOUS was fully
+    // written before HAVE_PREVIOUS (release/acquire).
+    unsafe {
+        let mut cur: libc::sigaction = core::mem::zeroed();
+        if libc::sigaction(libc::SIGBUS, core::ptr::null(), &mut cur) != 0 || cur.sa_sigaction != on_sigbus as *const () as usize {
+            return; // someone installed another handler since: leave it
+        }
+        let prev = (*core::ptr::addr_of!(PREVIOUS)).assume_init_ref();
+        libc::sigaction(libc::SIGBUS, prev, core::ptr::null_mut());
+    }
+}
+
+/// `restore_previous_on_unload` as a finaliser of this shared object.
+#[used]
+#[link_section = ".fini_array"]
+static RESTORE_ON_UNLOAD: extern "C" fn() = restore_previous_on_unload;

@@ -146,7 +146,7 @@ pub extern "C" fn latte_thread_resolve(t: *mut latte_thread, id: *const c_char) 
         match unsafe { recorder::activate(t) } {
             Some(t) => recorder::resolve(t, id),
             None => {
-                recorder::note_late_drop();
+                recorder::note_unavailable();
                 core::ptr::null_mut()
             }
         }
@@ -193,7 +193,7 @@ pub extern "C" fn latte_thread_pulse_slow(t: *mut latte_thread, site: *mut latte
         match unsafe { recorder::activate(t) } {
             // SAFETY: site checked non-null; the caller's per-thread call-site state.
             Some(t) => recorder::pulse_slow(t, unsafe { &mut *site }, id, now),
-            None => recorder::note_late_drop(),
+            None => recorder::note_unavailable(),
         }
     })
 }
@@ -551,10 +551,13 @@ pub extern "C" fn latte_init_shared_region_with(shm_name: *const c_char, config:
     })
 }
 
-/// Starts writing the region to `fd` (a file open for writing) as a
-/// self-describing image, asynchronously through io_uring, and returns at
-/// once; `unit` is recorded as the preferred display unit. 0, or -EBADF (bad
-/// fd, or not open for writing), -EBUSY (a flush is pending), -ENOSYS/-EPERM
+/// Starts writing the region to `fd` (a regular file open for writing,
+/// without O_APPEND; the flush writes through its own duplicate, so the
+/// caller may close `fd` at once) as a self-describing image,
+/// asynchronously through io_uring, and returns at once; `unit` is recorded
+/// as the preferred display unit. 0, or -EBADF (bad fd, or not open for
+/// writing), -EINVAL (O_APPEND, or not a regular file), -ESPIPE (a pipe,
+/// FIFO or socket), -EBUSY (a flush is pending), -ENOSYS/-EPERM
 /// (io_uring unavailable), LATTE_ERR_NOT_SUPPORTED (built without the
 /// `uring` feature: use `latte_flush_sync`).
 #[no_mangle]
@@ -569,6 +572,15 @@ pub extern "C" fn latte_flush_async(fd: c_int, unit: latte_unit) -> c_int {
 #[no_mangle]
 pub extern "C" fn latte_poll_flush() -> c_int {
     guard(-libc::EIO, crate::flush::poll)
+}
+
+/// Cancels the pending asynchronous flush: 1 when one was pending (it
+/// stops after the writes already in flight; `latte_poll_flush` then
+/// returns -ECANCELED and the file holds no valid image), 0 when none was;
+/// LATTE_ERR_NOT_SUPPORTED without the `uring` feature.
+#[no_mangle]
+pub extern "C" fn latte_flush_cancel() -> c_int {
+    guard(-libc::EIO, crate::flush::cancel)
 }
 
 /// Bytes written and total of the current or last asynchronous flush.

@@ -201,14 +201,41 @@ impl Plan {
     }
 }
 
-/// Checks that `fd` is open for writing: -EBADF otherwise.
-pub(crate) fn check_fd(fd: i32) -> Result<(), i32> {
+/// Takes the caller's descriptor as a flush target: a duplicate of it, so
+/// that closing the caller's while the flush runs redirects nothing.
+/// Refused: a descriptor not open for writing (-EBADF), one opened with
+/// `O_APPEND` (pwrite there appends: the image would not be one; -EINVAL),
+/// a pipe, FIFO or socket (a reader that does not read would keep the
+/// flush pending for ever, a closed one would raise SIGPIPE; -ESPIPE), and
+/// anything else that is not a regular file (-EINVAL).
+pub(crate) fn own_target(fd: i32) -> Result<std::os::fd::OwnedFd, i32> {
+    use std::os::fd::FromRawFd;
     // SAFETY: F_GETFL has no memory effects; a bad fd gives -1/EBADF.
     let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if fl < 0 || (fl & libc::O_ACCMODE) == libc::O_RDONLY {
         return Err(-libc::EBADF);
     }
-    Ok(())
+    if fl & libc::O_APPEND != 0 {
+        return Err(-libc::EINVAL);
+    }
+    // SAFETY: an all-zero stat is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: st is writable; fd was just checked open.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(crate::error::last_errno());
+    }
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => {}
+        libc::S_IFIFO | libc::S_IFSOCK => return Err(-libc::ESPIPE),
+        _ => return Err(-libc::EINVAL),
+    }
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor or -1.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(crate::error::last_errno());
+    }
+    // SAFETY: dup is a fresh descriptor nobody else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(dup) })
 }
 
 fn pwrite_all(fd: i32, w: &Write) -> Result<u64, i32> {
@@ -240,7 +267,8 @@ fn set_len(fd: i32, total: u64) {
 
 /// Writes the image with pwrite on the calling thread. Returns the bytes written.
 pub fn flush_sync(fd: i32, unit: latte_unit) -> Result<u64, i32> {
-    check_fd(fd)?;
+    let target = own_target(fd)?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&target);
     let region = crate::recorder::REGISTRY.lock().region()?;
     crate::calibrate::cycles_per_ns();
     let mut plan = Plan::new(region, unit);
@@ -273,7 +301,8 @@ mod uring {
 
     struct Flight {
         ring: IoUring,
-        fd: i32,
+        /// The flush's own duplicate of the caller's descriptor.
+        fd: std::os::fd::OwnedFd,
         plan: Plan,
         step: Step,
         /// Writes not yet submitted.
@@ -310,7 +339,7 @@ mod uring {
                 }
             };
             let len = w.len.min(1 << 30) as u32;
-            let sqe = opcode::Write::new(types::Fd(f.fd), w.src, len).offset(w.off).build().user_data(slot as u64);
+            let sqe = opcode::Write::new(types::Fd(std::os::fd::AsRawFd::as_raw_fd(&f.fd)), w.src, len).offset(w.off).build().user_data(slot as u64);
             // SAFETY: the buffer stays valid until its completion is reaped:
             // it is region memory (never unmapped) or owned by the plan,
             // which lives in the Flight until the flush ends.
@@ -373,7 +402,7 @@ mod uring {
                     f.step = Step::FileHeader;
                 }
                 Step::FileHeader => {
-                    set_len(f.fd, f.plan.total);
+                    set_len(std::os::fd::AsRawFd::as_raw_fd(&f.fd), f.plan.total);
                     return Ok(true);
                 }
             }
@@ -387,9 +416,10 @@ mod uring {
         if matches!(*st, State::Flying(_)) {
             return -libc::EBUSY;
         }
-        if let Err(e) = check_fd(fd) {
-            return e;
-        }
+        let fd = match own_target(fd) {
+            Ok(fd) => fd,
+            Err(e) => return e,
+        };
         let region = match crate::recorder::REGISTRY.lock().region() {
             Ok(r) => r,
             Err(e) => return e,
@@ -411,6 +441,32 @@ mod uring {
         0
     }
 
+    /// Submits nothing more and waits for the writes still in flight
+    /// (each was counted when submitted and is uncounted when reaped):
+    /// their buffers must outlive the kernel's use of them. Writes to a
+    /// regular file (the only target accepted) complete on their own.
+    fn drain(f: &mut Flight) {
+        f.queue.clear();
+        while f.outstanding > 0 {
+            if f.ring.submit_and_wait(1).is_err() {
+                break;
+            }
+            let _ = reap(f);
+        }
+    }
+
+    /// Cancels a pending flush: 1 when one was pending (its state becomes
+    /// -ECANCELED; the file holds no file header, so it never passes for
+    /// an image), 0 when none was.
+    pub fn cancel() -> i32 {
+        let mut st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
+        let State::Flying(f) = &mut *st else { return 0 };
+        drain(f);
+        let (w, t) = (f.written, f.plan.total);
+        *st = State::Failed(-libc::ECANCELED, w, t);
+        1
+    }
+
     pub fn poll() -> i32 {
         let mut st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
         let next = match &mut *st {
@@ -420,16 +476,7 @@ mod uring {
                 Ok(false) => return LATTE_FLUSH_PENDING,
                 Ok(true) => State::Done(f.written, f.plan.total),
                 Err(e) => {
-                    // Wait for the writes still in flight (each was counted
-                    // when submitted and is uncounted when reaped): their
-                    // buffers must outlive the kernel's use of them.
-                    f.queue.clear();
-                    while f.outstanding > 0 {
-                        if f.ring.submit_and_wait(1).is_err() {
-                            break;
-                        }
-                        let _ = reap(f);
-                    }
+                    drain(f);
                     State::Failed(e, f.written, f.plan.total)
                 }
             },
@@ -462,6 +509,19 @@ pub fn flush_async(fd: i32, unit: latte_unit) -> i32 {
     #[cfg(not(feature = "uring"))]
     {
         let _ = (fd, unit);
+        crate::error::LATTE_ERR_NOT_SUPPORTED
+    }
+}
+
+/// Cancels the pending asynchronous flush: 1 when one was pending, 0 when
+/// none was.
+pub fn cancel() -> i32 {
+    #[cfg(feature = "uring")]
+    {
+        uring::cancel()
+    }
+    #[cfg(not(feature = "uring"))]
+    {
         crate::error::LATTE_ERR_NOT_SUPPORTED
     }
 }

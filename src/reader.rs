@@ -8,7 +8,9 @@
 //! is being assigned, skip it; a value other than `c.generation`: a new
 //! owner, restart the cursor at 0); load `state` with acquire (CLOSED means
 //! the owner exited and every sample is final); load `write_idx` with acquire
-//! (`w1`: samples below `w1` are published); copy indices
+//! (`w1`: samples below `w1` are published; below `c.next` the slot is being
+//! handed to a new owner when `generation` has changed meanwhile, and is
+//! corrupt when it has not); copy indices
 //! `[max(c.next, w1 - cap + 1), w1)` (`w1 - cap` when closed) with relaxed
 //! atomic loads, in chunks of 1,024; after each chunk issue an acquire fence
 //! and load `write_idx` (`w`): the chunk's indices below `w - cap + 1`
@@ -417,7 +419,16 @@ impl View {
             return Err(LATTE_ERR_CORRUPT);
         }
         if w1 < cur.next {
-            // Never happens within one generation; a hostile writer did it.
+            // An index going back: the slot is being handed to a new owner,
+            // who reset it (the registry stores generation 0, then a release
+            // fence, then write_idx 0): this acquire load of the generation,
+            // after the acquire load that saw the reset index, sees 0 or the
+            // new generation. Nothing to read now; the next read restarts
+            // the cursor. Within one generation the index never goes back:
+            // only a hostile writer does that.
+            if gen_a.load(Ordering::Acquire) != g1 {
+                return Ok(res);
+            }
             return Err(LATTE_ERR_CORRUPT);
         }
         let cap = self.geo.samples_per_slot as u64;
@@ -706,6 +717,13 @@ impl Mapping {
         if unsafe { libc::fstat(fd, &mut st) } != 0 {
             return Err(crate::error::last_errno());
         }
+        if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            return Err(-libc::EISDIR);
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            // A FIFO, socket or device (anyone can make one in /dev/shm).
+            return Err(LATTE_ERR_NOT_LATTE);
+        }
         let len = st.st_size as usize;
         if len < 8 {
             return Err(if len == 0 { LATTE_ERR_NOT_LATTE } else { LATTE_ERR_TRUNCATED });
@@ -717,7 +735,13 @@ impl Mapping {
         }
         // The object may shrink under us (see `fault`): from here on a
         // SIGBUS in this mapping reads zeros instead of killing the reader.
-        crate::fault::register(p as *mut u8, len, false);
+        // With the fault table full, the reader is refused rather than
+        // left unprotected.
+        if !crate::fault::register(p as *mut u8, len, false) {
+            // SAFETY: unmapping what we just mapped.
+            unsafe { libc::munmap(p, len) };
+            return Err(-libc::EMFILE);
+        }
         // SAFETY: p is readable for len bytes and page aligned; it lives in the Mapping.
         match unsafe { View::new(p as *const u8, len) }.and_then(|v| check_whole(p as *const u8).map(|_| v)) {
             Ok(view) => Ok(Mapping { base: p as *mut u8, len, view }),
@@ -735,7 +759,9 @@ impl Mapping {
         crate::region::Region::validate_name(name)?;
         let c = std::ffi::CString::new(name).map_err(|_| -libc::EINVAL)?;
         // SAFETY: c is a valid C string.
-        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
+        // O_NONBLOCK: opening a FIFO someone put in /dev/shm must not wait
+        // for a writer (from_fd then refuses it).
+        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK, 0) };
         if fd < 0 {
             return Err(crate::error::last_errno());
         }
@@ -750,7 +776,8 @@ impl Mapping {
         use std::os::unix::ffi::OsStrExt;
         let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| -libc::EINVAL)?;
         // SAFETY: c is a valid C string.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        // O_NONBLOCK: a FIFO must not block the open (from_fd refuses it).
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK) };
         if fd < 0 {
             return Err(crate::error::last_errno());
         }
@@ -760,17 +787,24 @@ impl Mapping {
         r
     }
 
-    /// A region name (starting with '/') or a file path.
+    /// A region or a file, by one rule: a target with no '/' after its
+    /// first character is a region name (`/name`, or `name` for `/name`:
+    /// what `latte ls` prints always reaches its region, even where a file
+    /// or directory of that name exists); any other (`./x.img`,
+    /// `/tmp/x.img`, `dir/x.img`) is a file path.
     pub fn open_any(target: &str) -> Result<Mapping, i32> {
-        let p = std::path::Path::new(target);
-        if target.starts_with('/') && !target[1..].contains('/') && !p.exists() {
-            Self::open_shm(target.as_bytes())
-        } else if p.exists() {
-            Self::open_file(p)
+        if is_region_name(target) {
+            let name = if target.starts_with('/') { target.to_string() } else { format!("/{target}") };
+            Self::open_shm(name.as_bytes())
         } else {
-            Self::open_shm(format!("/{target}").as_bytes())
+            Self::open_file(std::path::Path::new(target))
         }
     }
+}
+
+/// Whether `target` names a region rather than a file (see `Mapping::open_any`).
+pub fn is_region_name(target: &str) -> bool {
+    !target.is_empty() && !target.get(1..).unwrap_or("").contains('/')
 }
 
 /// Whether the process `pid` exists.

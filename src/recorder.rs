@@ -17,13 +17,37 @@
 //!    `write_idx` is at least `idx` and tells it the slot was being
 //!    overwritten (the seqlock writer rule; plain moves on x86);
 //! 3. `write_idx = idx + 1` with release (publishes the sample).
+//!
+//! Span stack protocol (signal handlers). A signal handler that records on
+//! the thread it interrupted runs a whole Start and Stop between two steps
+//! of the interrupted one, and leaves `depth`, `top_slot` and every frame
+//! at or above `depth` as it found them; so the interrupted call is correct
+//! when each step below holds whatever the handler does before it. The
+//! steps are kept in order by compiler fences (a thread sees its own
+//! accesses in program order; no CPU fence is needed).
+//! - Start at depth `d`: S1 `depth = d + 1` (frame `d` is now taken: a
+//!   handler's Start uses `d + 1`); S2 save the outer ring (`top_slot`) and
+//!   this span's depth and mode in `frame_word[d]`; S3 `top_slot` = this
+//!   span's ring; then the TSC into `frame_tsc[d]`. A handler before S1
+//!   uses frame `d` and is done with it before S2 writes it; between S1
+//!   and S3 it saves and restores the outer ring in frame `d + 1`.
+//! - Stop at depth `d`: P1 read `top_slot`, `frame_word[d - 1]` and
+//!   `frame_tsc[d - 1]`; P2 `top_slot` = the outer ring; P3 `depth = d - 1`
+//!   (frame `d - 1` is free again); then write the sample. A handler before
+//!   P3 sees the span still open and uses frame `d`.
+//! A handler's span shares a ring with the interrupted code only when both
+//! use one ID; a sample written into that ring while the interrupted one is
+//! between steps 1 and 3 of the ring writer is lost (overwritten). The slow
+//! paths take the registry lock; one that interrupts the lock's holder on
+//! its own thread is refused (`Lock::lock_unless_held`) and counted in
+//! `reentrant_drops`, and its span goes to a sink.
 
 use crate::layout::*;
 use crate::region::{bump, Region};
 use crate::{intern::Interner, tsc};
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::c_char;
-use core::sync::atomic::{fence, AtomicPtr, Ordering};
+use core::sync::atomic::{compiler_fence, fence, AtomicPtr, AtomicU64, Ordering};
 use std::collections::VecDeque;
 
 // ---------------------------------------------------------------- lock ----
@@ -49,6 +73,18 @@ pub struct Guard<'a, T> {
     lock: &'a Lock<T>,
 }
 
+thread_local! {
+    /// Whether the calling thread holds the registry lock (the one `Lock`
+    /// there is). A signal handler that records on a thread interrupted
+    /// while holding it must not take it again: see `lock_unless_held`.
+    static HOLDS_REGISTRY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the calling thread holds the registry lock now.
+pub fn registry_held_here() -> bool {
+    HOLDS_REGISTRY.with(|h| h.get())
+}
+
 impl<T> Lock<T> {
     pub const fn new(v: T) -> Self {
         Lock { mutex: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER), data: UnsafeCell::new(v) }
@@ -71,8 +107,24 @@ impl<T> Lock<T> {
     }
 
     pub fn lock(&self) -> Guard<'_, T> {
+        // Set before acquiring and cleared after releasing, so that a
+        // signal handler never finds the lock held by its own thread with
+        // the flag down (it may find the flag up while the lock is only
+        // being taken or has just been let go: it refuses then too).
+        HOLDS_REGISTRY.with(|h| h.set(true));
+        compiler_fence(Ordering::SeqCst);
         self.acquire();
         Guard { lock: self }
+    }
+
+    /// The lock, or None when the calling thread already holds it: a
+    /// signal handler interrupted the holder on this thread, and waiting
+    /// would wait for ever (the recording slow paths refuse instead).
+    pub fn lock_unless_held(&self) -> Option<Guard<'_, T>> {
+        if registry_held_here() {
+            return None;
+        }
+        Some(self.lock())
     }
 }
 
@@ -94,6 +146,8 @@ impl<T> core::ops::DerefMut for Guard<'_, T> {
 impl<T> Drop for Guard<'_, T> {
     fn drop(&mut self) {
         self.lock.release();
+        compiler_fence(Ordering::SeqCst);
+        HOLDS_REGISTRY.with(|h| h.set(false));
     }
 }
 
@@ -462,7 +516,7 @@ fn cold_or_create() -> Option<*mut Cold> {
     if EXIT_GUARD.try_with(|_| ()).is_err() {
         return None;
     }
-    let c = REGISTRY.lock().new_cold().ok()?;
+    let c = REGISTRY.lock_unless_held()?.new_cold().ok()?;
     COLD.with(|cell| cell.set(c));
     Some(c)
 }
@@ -503,7 +557,11 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
         detach(old);
         if OWN_HOT.with(|c| c.get()) == cur {
             OWN_HOT.with(|c| c.set(core::ptr::null_mut()));
-            REGISTRY.lock().free_hots.push(cur);
+            // Pooled for reuse; kept by nobody (a small leak) when a signal
+            // handler interrupted the lock's holder on this thread.
+            if let Some(mut reg) = REGISTRY.lock_unless_held() {
+                reg.free_hots.push(cur);
+            }
         }
     }
     nt.attached = 1;
@@ -526,8 +584,8 @@ pub fn current() -> *mut latte_thread {
 #[cold]
 #[inline(never)]
 fn current_slow() -> *mut latte_thread {
-    if cold_or_create().is_none() {
-        note_late_drop();
+    if registry_held_here() || cold_or_create().is_none() {
+        note_unavailable();
         return core::ptr::null_mut();
     }
     let h = REGISTRY.lock().new_hot();
@@ -543,6 +601,22 @@ fn current_slow() -> *mut latte_thread {
 pub fn note_late_drop() {
     if let Some(r) = region_if_any() {
         bump(&r.header().late_drops, 1);
+    }
+}
+
+/// Spans refused because a signal handler interrupted latte's own slow
+/// path on their thread (which held the registry lock). Process-local.
+static REENTRANT_DROPS: AtomicU64 = AtomicU64::new(0);
+
+/// A span or pulse whose thread state could not be had: refused inside a
+/// signal handler that interrupted the registry lock's holder, or after
+/// the thread's recorder was torn down. Counted as one or the other.
+pub fn note_unavailable() {
+    if registry_held_here() {
+        // Relaxed: a statistic.
+        REENTRANT_DROPS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        note_late_drop();
     }
 }
 
@@ -616,9 +690,12 @@ pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     // (Unlike the C path, `t` here is already the active state, so the
     // slow path cannot have moved spans onto it: the depth still holds.)
     let d = d as usize;
-    t.frame_word[d] = frame_word(t.top_slot, d as u32, mode);
-    t.top_slot = slot;
-    t.depth = d as u32 + 1;
+    // Steps S1-S3 of the span stack protocol (module doc).
+    t.depth = d as u32 + 1; // S1
+    compiler_fence(Ordering::SeqCst);
+    t.frame_word[d] = frame_word(t.top_slot, d as u32, mode); // S2
+    compiler_fence(Ordering::SeqCst);
+    t.top_slot = slot; // S3
     t.frame_tsc[d] = tsc::read_start(mode);
 }
 
@@ -638,12 +715,15 @@ pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
         note_orphan(t);
         return 0;
     }
-    let slot = t.top_slot;
+    // Steps P1-P3 of the span stack protocol (module doc).
+    let slot = t.top_slot; // P1
     let d = d as usize - 1;
-    t.depth = d as u32;
     let word = t.frame_word[d];
-    t.top_slot = frame_ring(word);
     let start_tsc = t.frame_tsc[d];
+    compiler_fence(Ordering::SeqCst);
+    t.top_slot = frame_ring(word); // P2
+    compiler_fence(Ordering::SeqCst);
+    t.depth = d as u32; // P3
     let dur = duration(start_tsc, now);
     let packed = dur | frame_bits(word) | ((tsc::normalize_mode(mode) as u64) << LATTE_STOP_MODE_SHIFT);
     // SAFETY: top_slot is a ring this thread owns or a sink (both fit its mask).
@@ -773,7 +853,10 @@ pub fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut lat
     if let Some(slot) = c.by_ptr.get(id as usize) {
         return Some(slot);
     }
-    let mut reg = REGISTRY.lock();
+    let Some(mut reg) = REGISTRY.lock_unless_held() else {
+        note_unavailable();
+        return None;
+    };
     let region = reg.region?;
     // SAFETY: IDs are NULL or NUL-terminated strings (the API contract).
     let token = match unsafe { reg.interner.intern_ptr(region, id) } {
@@ -960,6 +1043,10 @@ pub struct latte_counters {
     /// under this process (`fault`): what went to them is lost. Counted in
     /// this process, not in the region.
     pub mapping_faults: u64,
+    /// Spans and pulses refused because a signal handler recorded while
+    /// latte's slow path on the same thread held the registry lock (see the
+    /// span stack protocol). Counted in this process, not in the region.
+    pub reentrant_drops: u64,
 }
 
 /// Reads the process-wide counters of a region header.
@@ -978,6 +1065,7 @@ pub fn counters_of(h: &latte_region_header) -> latte_counters {
         ids_used: h.ids_used.load(Ordering::Relaxed),
         slots_used: h.slots_used.load(Ordering::Relaxed),
         mapping_faults: crate::fault::faults(),
+        reentrant_drops: REENTRANT_DROPS.load(Ordering::Relaxed),
     }
 }
 

@@ -144,8 +144,12 @@ impl Region {
             Err(e) => return fail(e),
         };
         // A later truncation of the object by someone else must not SIGBUS
-        // the measured threads: see `fault`.
-        crate::fault::register(p as *mut u8, geo.total_size as usize, true);
+        // the measured threads: see `fault`. Refused when the fault table is full.
+        if !crate::fault::register(p as *mut u8, geo.total_size as usize, true) {
+            // SAFETY: unmapping the mapping just made, which nothing uses yet.
+            unsafe { libc::munmap(p, geo.total_size as usize) };
+            return fail(-libc::EMFILE);
+        }
         let r = Region { base: p as *mut u8, geo, fd, name: Some(cname) };
         r.init_header(LATTE_REGION_SHARED);
         Ok(r)

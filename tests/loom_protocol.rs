@@ -81,3 +81,38 @@ fn reader_never_accepts_torn_or_stale_samples() {
     eprintln!("loom explored {runs} executions");
     assert!(runs > 100, "loom explored only {runs} executions");
 }
+
+/// A slot handed to a new owner (as recorder's allocate_slot does it:
+/// generation 0, release fence, write_idx 0, then the new generation with
+/// release) while a reader whose cursor is past the new index looks at it
+/// (as View::read_protocol does): when the reader sees an index below its
+/// cursor, its second load of the generation must show the change, so it
+/// never takes a healthy slot for a corrupt one.
+#[test]
+fn reassignment_is_never_read_as_corruption() {
+    use loom::sync::atomic::AtomicU32;
+    loom::model(|| {
+        let generation = Arc::new(AtomicU32::new(1));
+        let write_idx = Arc::new(AtomicU64::new(5));
+        let (g2, w2) = (generation.clone(), write_idx.clone());
+        let registry = thread::spawn(move || {
+            g2.store(0, Ordering::Relaxed);
+            fence(Ordering::Release);
+            w2.store(0, Ordering::Relaxed);
+            g2.store(2, Ordering::Release);
+        });
+        let reader = thread::spawn(move || {
+            // The reader's cursor: generation 1, next index 5.
+            let g1 = generation.load(Ordering::Acquire);
+            if g1 == 1 {
+                let w1 = write_idx.load(Ordering::Acquire);
+                if w1 < 5 {
+                    let again = generation.load(Ordering::Acquire);
+                    assert_ne!(again, g1, "a reset index with an unchanged generation: read as corrupt");
+                }
+            }
+        });
+        reader.join().unwrap();
+        registry.join().unwrap();
+    });
+}

@@ -1,0 +1,107 @@
+/* Recording from a signal handler through the inline path: a handler's
+ * spans, interleaved at any instruction with the interrupted thread's
+ * Start and Stop, leave its span stack intact (every sample keeps its
+ * depth and modes). The Rust path has the same test (tests/signals.rs). */
+#define _POSIX_C_SOURCE 200809L
+#include "latte_inline.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+
+static volatile sig_atomic_t g_done;
+static volatile long g_handler_spans;
+
+static void on_usr1(int sig) {
+  (void)sig;
+  latte_start_inline("sig.c.handler", LATTE_MODE_FAST);
+  (void)latte_stop_inline(NULL, LATTE_MODE_FAST);
+  g_handler_spans = g_handler_spans + 1;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static volatile int g_ready;
+
+static void *worker(void *arg) {
+  long *iters = (long *)arg;
+  double t0;
+  /* Every ID resolved before the signals: only fast paths below. */
+  on_usr1(0);
+  latte_start_inline("sig.c.outer", LATTE_MODE_HARD);
+  latte_start_inline("sig.c.inner", LATTE_MODE_MID);
+  (void)latte_stop_inline(NULL, LATTE_MODE_MID);
+  (void)latte_stop_inline(NULL, LATTE_MODE_HARD);
+  *iters = 1;
+  __atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
+  t0 = now_s();
+  while (now_s() - t0 < 1.0) {
+    int k;
+    for (k = 0; k < 100; k++) {
+      latte_start_inline("sig.c.outer", LATTE_MODE_HARD);
+      latte_start_inline("sig.c.inner", LATTE_MODE_MID);
+      (void)latte_stop_inline(NULL, LATTE_MODE_MID);
+      (void)latte_stop_inline(NULL, LATTE_MODE_HARD);
+    }
+    *iters += 100;
+  }
+  g_done = 1;
+  return NULL;
+}
+
+int main(void) {
+  struct sigaction act;
+  pthread_t th;
+  long iters = 0;
+  size_t n = 0, i, bad = 0, outer = 0, inner = 0;
+  latte_sample_record *recs;
+  uint32_t t_outer, t_inner, t_handler;
+  struct timespec gap = {0, 20000};
+  memset(&act, 0, sizeof act);
+  act.sa_handler = on_usr1;
+  act.sa_flags = SA_RESTART;
+  sigemptyset(&act.sa_mask);
+  sigaction(SIGUSR1, &act, NULL);
+  pthread_create(&th, NULL, worker, &iters);
+  while (!__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE)) nanosleep(&gap, NULL);
+  while (!g_done) {
+    pthread_kill(th, SIGUSR1);
+    nanosleep(&gap, NULL);
+  }
+  pthread_join(th, NULL);
+  t_outer = latte_intern_id("sig.c.outer");
+  t_inner = latte_intern_id("sig.c.inner");
+  t_handler = latte_intern_id("sig.c.handler");
+  (void)latte_samples_extract(NULL, 0, &n);
+  recs = (latte_sample_record *)malloc((n + 1) * sizeof *recs);
+  CHECK(latte_samples_extract(recs, n + 1, &n) == 0);
+  for (i = 0; i < n; i++) {
+    const latte_sample_record *r = &recs[i];
+    if (r->token == t_outer) {
+      outer++;
+      bad += !(r->depth == 0 && r->start_mode == LATTE_MODE_HARD && r->stop_mode == LATTE_MODE_HARD);
+    } else if (r->token == t_inner) {
+      inner++;
+      bad += !(r->depth == 1 && r->start_mode == LATTE_MODE_MID && r->stop_mode == LATTE_MODE_MID);
+    } else if (r->token == t_handler) {
+      bad += !(r->depth <= 2 && r->start_mode == LATTE_MODE_FAST && r->stop_mode == LATTE_MODE_FAST);
+    }
+  }
+  free(recs);
+#ifndef LATTE_DISABLE
+  printf("signals: %ld handler spans, %ld iterations\n", (long)g_handler_spans, iters);
+  CHECK(g_handler_spans > 100);
+  CHECK_EQ_U(outer, iters < 65536 ? iters : 65536);
+  CHECK_EQ_U(inner, iters < 65536 ? iters : 65536);
+#endif
+  CHECK_EQ_U(bad, 0);
+  return check_summary("c signals");
+}

@@ -1,0 +1,60 @@
+/* liblatte loaded with dlopen, used (which installs its SIGBUS handler),
+ * then unloaded with dlclose: a later SIGBUS that is not latte's must still
+ * kill the process with SIGBUS (the handler from before latte was loaded,
+ * here the default), not jump into unmapped code (SIGSEGV). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 1;
+  }
+  /* POSIX's way to take a function from dlsym (ISO C has no object-to-function cast). */
+  int (*init)(const char *);
+  int (*unlink_region)(const char *);
+  *(void **)(&init) = dlsym(h, "latte_init_shared_region");
+  *(void **)(&unlink_region) = dlsym(h, "latte_shm_unlink");
+  if (!init || !unlink_region) return 1;
+  char name[64];
+  snprintf(name, sizeof name, "/latte-test-dlclose-%d", (int)getpid());
+  if (init(name) != 0) {
+    fprintf(stderr, "init_shared_region failed\n");
+    return 1;
+  }
+  unlink_region(name);
+  struct sigaction now;
+  sigaction(SIGBUS, NULL, &now);
+  int installed = now.sa_handler != SIG_DFL;
+  dlclose(h);
+  int unloaded = dlopen(argv[1], RTLD_NOW | RTLD_NOLOAD) == NULL;
+  printf("dlclose: handler installed while loaded: %d, library unloaded: %d\n", installed, unloaded);
+  /* A SIGBUS of the program's own: a page of a file past its end. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    char path[] = "/tmp/latte-dlclose-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0 || ftruncate(fd, 4096) != 0) _exit(3);
+    volatile char *p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    unlink(path);
+    if (p == MAP_FAILED || ftruncate(fd, 0) != 0) _exit(3);
+    (void)p[0];
+    _exit(4); /* not reached */
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  int ok = installed && WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS;
+  if (!ok) printf("dlclose: the program's own SIGBUS ended as %s %d\n", WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  printf("dlclose: %d passed, %d failed\n", ok, !ok);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,59 @@
+//! The fault table (src/fault.rs) protects a fixed number of mappings: a
+//! reader beyond it is refused with -EMFILE rather than opened unprotected,
+//! and every reader that was opened survives its object shrinking.
+
+use latte::layout::*;
+use latte::reader::Mapping;
+
+#[test]
+fn readers_beyond_the_fault_table_are_refused_and_the_rest_survive_truncation() {
+    // SAFETY: fork; the child only uses latte and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = std::panic::catch_unwind(child).map(|_| 0).unwrap_or(101);
+        // SAFETY: leave the child at once.
+        unsafe { libc::_exit(code) };
+    }
+    let mut st = 0;
+    // SAFETY: our child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
+    assert!(libc::WIFEXITED(st), "the child was killed by signal {}", libc::WTERMSIG(st));
+    assert_eq!(libc::WEXITSTATUS(st), 0);
+}
+
+fn child() {
+    let name = format!("/latte-test-faults-{}", std::process::id());
+    let cfg = latte::region::latte_region_config { slot_capacity: 2, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 0 };
+    latte::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
+    for _ in 0..100 {
+        latte::ffi::latte_start(c"faults.a".as_ptr(), LATTE_MODE_FAST);
+        latte::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+    }
+    let mut readers = Vec::new();
+    let refused = loop {
+        match Mapping::open_shm(name.as_bytes()) {
+            Ok(m) => readers.push(m),
+            Err(e) => break e,
+        }
+        assert!(readers.len() < 10_000, "no limit reached");
+    };
+    assert_eq!(refused, -libc::EMFILE);
+    assert!(readers.len() >= 32, "only {} readers", readers.len());
+    // Shrink the object under every reader (and the producer), then read
+    // through each: zeros or an error, never a SIGBUS.
+    let c = std::ffi::CString::new(name.clone()).unwrap();
+    // SAFETY: a valid name; a descriptor we close at once.
+    unsafe {
+        let fd = libc::shm_open(c.as_ptr(), libc::O_RDWR, 0);
+        assert!(fd >= 0);
+        assert_eq!(libc::ftruncate(fd, 4096), 0);
+        libc::close(fd);
+    }
+    for m in &readers {
+        let mut cur = Default::default();
+        let mut out = Vec::new();
+        let r = m.view.read_slot(0, &mut cur, &mut out, false);
+        assert!(r.is_err(), "a truncated object read as healthy");
+    }
+    latte::reader::unlink_shm(name.as_bytes()).unwrap();
+}
