@@ -248,6 +248,10 @@ typedef struct latte_counters {
   // under this process (`fault`): what went to them is lost. Counted in
   // this process, not in the region.
   uint64_t mapping_faults;
+  // Spans and pulses refused because a signal handler recorded while
+  // latte's slow path on the same thread held the registry lock (see the
+  // span stack protocol). Counted in this process, not in the region.
+  uint64_t reentrant_drops;
 } latte_counters;
 
 // One sample of `latte_samples_extract`.

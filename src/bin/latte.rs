@@ -128,18 +128,14 @@ enum Target {
     File(std::path::PathBuf),
 }
 
-/// The rule of `Mapping::open_any`, spelled out for the messages: an
-/// existing path is a file, `/name` or `name` without another slash is a
-/// region, anything else with a slash is a (missing) file.
+/// The rule of `Mapping::open_any`: a target with no '/' after its first
+/// character is a region name (`/name`, or `name` for `/name`), any other a
+/// file path.
 fn classify(target: &str) -> Target {
-    let p = std::path::Path::new(target);
-    let bare = target.strip_prefix('/').unwrap_or(target);
-    if target.starts_with('/') && !bare.contains('/') && !p.exists() {
-        Target::Region(target.to_string())
-    } else if p.exists() || bare.contains('/') {
-        Target::File(p.to_path_buf())
+    if latte::reader::is_region_name(target) {
+        Target::Region(if target.starts_with('/') { target.to_string() } else { format!("/{target}") })
     } else {
-        Target::Region(format!("/{target}"))
+        Target::File(std::path::PathBuf::from(target))
     }
 }
 
@@ -160,6 +156,9 @@ fn current_uid() -> u32 {
 /// Opens a region or file, or prints one precise message and gives the exit code.
 fn open(target: &str) -> Result<Mapping, ExitCode> {
     let kind = classify(target);
+    if target == "/" {
+        return Err(fail(target, "is a directory, not a latte region or a flushed image", EXIT_NOT_REGION));
+    }
     if let Target::File(p) = &kind {
         if p.is_dir() {
             return Err(fail(target, "is a directory, not a latte region or a flushed image", EXIT_NOT_REGION));
@@ -179,8 +178,12 @@ fn open(target: &str) -> Result<Mapping, ExitCode> {
         };
         match e {
             c if c == -libc::ENOENT => match kind {
-                Target::Region(n) if !target.starts_with('/') => {
-                    fail(target, &format!("no such file, and no such region {n} (`latte ls` lists the regions)"), EXIT_MISSING)
+                Target::Region(n) if std::path::Path::new(target).is_dir() => {
+                    fail(target, &format!("is a directory, not a latte region or a flushed image (and there is no region {n})"), EXIT_NOT_REGION)
+                }
+                Target::Region(n) if std::path::Path::new(target).exists() => {
+                    let file = if target.starts_with('/') { format!("/.{target}") } else { format!("./{target}") };
+                    fail(target, &format!("no such region {n} (a name without '/' after its first character is a region; write {file} for the file)"), EXIT_MISSING)
                 }
                 Target::Region(n) => fail(target, &format!("no such region (no /dev/shm{n}; `latte ls` lists the regions)"), EXIT_MISSING),
                 Target::File(_) => fail(target, "no such file", EXIT_MISSING),
@@ -358,9 +361,10 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
                     "bytes": v.geo.total_size,
                 }));
             }
-            // Objects that are not latte regions (bad magic, empty, an
-            // invalid name) are not listed; those it cannot read are, with why.
-            Err(c) if c == latte::error::LATTE_ERR_NOT_LATTE || c == -libc::EINVAL => {}
+            // Objects that are not latte regions (bad magic, empty, not a
+            // regular file, an invalid name) are not listed; those it cannot
+            // read are, with why.
+            Err(c) if c == latte::error::LATTE_ERR_NOT_LATTE || c == -libc::EINVAL || c == -libc::EISDIR => {}
             Err(c) => {
                 use std::os::unix::fs::MetadataExt;
                 let meta = e.metadata().ok();
