@@ -25,7 +25,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src -name '*.rs') Cargo.toml build.rs cbindgen.toml
 
-.PHONY: test-suites test-tools all lib header check-header test rust-test c-test cpp-test cli-test speedtest clean tools install uninstall install-test
+.PHONY: test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest clean tools install uninstall install-test
 
 all: lib
 
@@ -69,7 +69,7 @@ test:
 	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
 	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
 
-test-suites: check-header rust-test c-test cpp-test cli-test install-test
+test-suites: check-header rust-test c-test cpp-test cli-test install-test readme-test
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -231,6 +231,11 @@ test-tools:
 # Installs the working tree into a temporary prefix and builds against it.
 install-test: lib test-tools
 	@MAKE="$(MAKE)" CC="$(CC)" sh tests/install/run.sh
+
+# The README's programs and command lines, run against a temporary install.
+readme-test: lib test-tools
+	@mkdir -p $(B)
+	@MAKE="$(MAKE)" $(PYTHON) tests/readme/run.py
 
 clean:
 	$(CARGO) clean
