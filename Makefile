@@ -9,6 +9,8 @@ REL      := target/release
 LIB_SO   := $(REL)/liblatte.so
 LIB_A    := $(REL)/liblatte.a
 B        := build
+VERSION  := $(shell sed -n 's/^version = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
+MAJOR    := $(word 1,$(subst ., ,$(VERSION)))
 
 # Libraries a Rust staticlib needs (cargo rustc -- --print native-static-libs).
 STATIC_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
@@ -23,7 +25,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src -name '*.rs') Cargo.toml build.rs cbindgen.toml
 
-.PHONY: all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools
+.PHONY: test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
 
 all: lib
 
@@ -34,7 +36,12 @@ tools:
 	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) not found (used to validate JSON in tests)"; exit 1; }
 
 # Release libraries (cdylib + staticlib) and the `latte` command.
-lib: tools $(LIB_SO)
+lib: tools $(LIB_SO) $(REL)/liblatte.so.$(MAJOR)
+
+# Programs linked against target/release/liblatte.so record its SONAME,
+# liblatte.so.MAJOR: the link lets them run from the build tree.
+$(REL)/liblatte.so.$(MAJOR): $(LIB_SO)
+	ln -sf liblatte.so $@
 
 $(LIB_SO) $(LIB_A): $(SRCS) include/latte.h
 	$(CARGO) build --release
@@ -55,8 +62,14 @@ check-header: tools
 	  if [ -n "$$other" ]; then echo "liblatte.so exports symbols outside latte_*: $$other"; exit 1; fi; \
 	  echo "exports: liblatte.so exports latte_* symbols only ($$(nm -D --defined-only $(LIB_SO) | grep -c ' T latte_') functions)"
 
-test: check-header rust-test c-test cpp-test cli-test speedtest-test
-	@echo "make test: all suites passed"
+# Every suite, its output also kept in build/test.log, then one line with
+# the counts summed over the suites (tests/summary.py).
+test:
+	@mkdir -p $(B)
+	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
+	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
+
+test-suites: check-header rust-test c-test cpp-test cli-test speedtest-test install-test readme-test
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -183,6 +196,69 @@ $(B)/hot.standin: speedtest/hot.cpp tests/speedtest/standin/Latte.hpp
 
 speedtest-test: lib $(B)/hot.ours $(B)/hot.standin
 	$(PYTHON) tests/speedtest/check_mechanism.py $(B)/hot.ours $(B)/hot.standin
+
+# ------------------------------------------------------------ install ----
+# make install PREFIX=/usr/local DESTDIR= (LIBDIR, INCLUDEDIR, BINDIR, MANDIR
+# can be set one by one). The shared library is liblatte.so.VERSION with the
+# SONAME liblatte.so.MAJOR (build.rs) and the links .so.MAJOR and .so.
+DESCRIPTION := $(shell sed -n 's/^description = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
+MANDIR     ?= $(PREFIX)/share/man
+HEADERS    := include/latte.h include/latte_inline.h include/latte_disable.h cpp_compat/Latte.hpp
+CMAKEDIR    = $(LIBDIR)/cmake/latte
+SUBST       = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+                  -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' -e 's|@DESCRIPTION@|$(DESCRIPTION)|g'
+INSTALLED   = $(LIBDIR)/liblatte.so.$(VERSION) $(LIBDIR)/liblatte.so.$(MAJOR) $(LIBDIR)/liblatte.so \
+              $(LIBDIR)/liblatte.a $(addprefix $(INCLUDEDIR)/,$(notdir $(HEADERS))) $(BINDIR)/latte \
+              $(MANDIR)/man1/latte.1 $(LIBDIR)/pkgconfig/latte.pc \
+              $(CMAKEDIR)/latte-config.cmake $(CMAKEDIR)/latte-config-version.cmake
+
+# Installed libraries carry no debug info (the release profile strips the
+# shared library and the command; the static library is stripped here).
+install: lib
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/liblatte.so.$(VERSION)
+	ln -sf liblatte.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblatte.so.$(MAJOR)
+	ln -sf liblatte.so.$(MAJOR) $(DESTDIR)$(LIBDIR)/liblatte.so
+	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/liblatte.a
+	strip --strip-debug $(DESTDIR)$(LIBDIR)/liblatte.a
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	install -m 755 $(REL)/latte $(DESTDIR)$(BINDIR)/latte
+	install -m 644 packaging/latte.1 $(DESTDIR)$(MANDIR)/man1/latte.1
+	$(SUBST) packaging/latte.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/latte.pc
+	$(SUBST) packaging/latte-config.cmake.in > $(DESTDIR)$(CMAKEDIR)/latte-config.cmake
+	$(SUBST) packaging/latte-config-version.cmake.in > $(DESTDIR)$(CMAKEDIR)/latte-config-version.cmake
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null
+
+# System tools the tests need: installed with apt-get when make runs as root,
+# otherwise make stops and names the package. $(call need,COMMAND,PACKAGE)
+need = command -v $(1) >/dev/null 2>&1 || { \
+  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+    echo "make: $(1) not found: installing the $(2) package"; \
+    if [ ! -e $(B)/.apt-updated ]; then apt-get update -qq && mkdir -p $(B) && touch $(B)/.apt-updated; fi && \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null && command -v $(1) >/dev/null; \
+  else echo "make: $(1) not found: install the $(2) package (apt-get install $(2))"; exit 1; fi; }
+
+test-tools:
+	@$(call need,cmake,cmake)
+	@$(call need,pkg-config,pkg-config)
+	@$(call need,man,man-db)
+	@$(call need,readelf,binutils)
+
+# Installs the working tree into a temporary prefix and builds against it.
+install-test: lib test-tools
+	@MAKE="$(MAKE)" CC="$(CC)" sh tests/install/run.sh
+
+# The README's programs and command lines, run against a temporary install.
+readme-test: lib test-tools
+	@mkdir -p $(B)
+	@MAKE="$(MAKE)" $(PYTHON) tests/readme/run.py
 
 clean:
 	$(CARGO) clean

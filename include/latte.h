@@ -8,6 +8,12 @@
 /* Alignment of the shared-memory structs (cache lines). */
 #define LATTE_ALIGNED(n) __attribute__((aligned(n)))
 
+/* Version of this header (latte_version() gives the loaded library's). */
+#define LATTE_VERSION_MAJOR 0
+#define LATTE_VERSION_MINOR 1
+#define LATTE_VERSION_PATCH 0
+#define LATTE_VERSION_STRING "0.1.0"
+
 
 // How old the region's anchor must be for the ratio of the anchor to a
 // (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
@@ -642,6 +648,10 @@ double latte_cycles_per_ns(void);
 // CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with 120).
 double latte_measure_cycles_per_ns(uint32_t window_ms);
 
+// The library's version, "MAJOR.MINOR.PATCH" (a static string; compare
+// with LATTE_VERSION_STRING, the version of the header compiled against).
+const char *latte_version(void);
+
 // Describes an error code (a static string; never NULL).
 const char *latte_strerror(int code);
 
@@ -713,6 +723,13 @@ uint32_t latte_reader_id_count(const struct latte_reader *r);
 
 // Writes the name of `token` into `buf`; returns its length or a negative code.
 int latte_reader_id_name(const struct latte_reader *r, uint32_t token, char *buf, size_t len);
+
+// Whether ID `token` is reserved by latte itself (1) or a program's (0);
+// negative on error (-EINVAL for NULL or a token not below
+// `latte_reader_id_count`). Reserved IDs (`latte.calibrate`, the calibration's spans) are
+// left out of reports and traces; a raw reader sees their slots in
+// `latte_reader_slots` and tells them apart with this call.
+int latte_reader_id_is_reserved(const struct latte_reader *r, uint32_t token);
 
 // Lists the assigned slots into `out` (capacity `cap`), the count in
 // `*out_n`; -ERANGE when they do not fit.

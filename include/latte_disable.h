@@ -83,6 +83,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_cycles_per_ns() latte__off_f64(0)
 #define latte_measure_cycles_per_ns(ms) latte__off_f64(sizeof(ms))
 #define latte_strerror(code) latte__off_cstr(sizeof(code))
+#define latte_version() LATTE_VERSION_STRING
 #define latte_init_shared_region(name) latte__off_int(sizeof(name))
 #define latte_init_shared_region_with(name, cfg) latte__off_int(sizeof(name) + sizeof(cfg))
 #define latte_flush_async(fd, unit) latte__off_int(sizeof(fd) + sizeof(unit))
@@ -97,6 +98,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_reader_set_min_interval(r, ns) latte__off_int(sizeof(r) + sizeof(ns))
 #define latte_reader_id_count(r) latte__off_u32(sizeof(r), 0)
 #define latte_reader_id_name(r, token, buf, len) latte__off_str(sizeof(r) + sizeof(token), (buf), (len))
+#define latte_reader_id_is_reserved(r, token) latte__off_int(sizeof(r) + sizeof(token))
 #define latte_reader_slots(r, out, cap, out_n) latte__off_count(sizeof(r) + sizeof(out) + sizeof(cap), (out_n))
 #define latte_reader_read(r, slot, cur, out, cap, out_n) latte__off_count(sizeof(r) + sizeof(slot) + sizeof(cur) + sizeof(out) + sizeof(cap), (out_n))
 #define latte_reader_counters(r, out) latte__off_zero(sizeof(r), (out), sizeof(struct latte_counters))

@@ -529,6 +529,14 @@ pub extern "C" fn latte_measure_cycles_per_ns(window_ms: u32) -> f64 {
     guard(0.0, || crate::tsc::measure_cycles_per_ns(window_ms as u64))
 }
 
+/// The library's version, "MAJOR.MINOR.PATCH" (a static string; compare
+/// with LATTE_VERSION_STRING, the version of the header compiled against).
+#[no_mangle]
+pub extern "C" fn latte_version() -> *const c_char {
+    const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
+    guard(VERSION.as_ptr().cast(), || VERSION.as_ptr().cast())
+}
+
 /// Describes an error code (a static string; never NULL).
 #[no_mangle]
 pub extern "C" fn latte_strerror(code: c_int) -> *const c_char {
@@ -721,6 +729,22 @@ pub extern "C" fn latte_reader_id_name(r: *const latte_reader, token: u32, buf: 
         with_reader(r, -libc::EINVAL, |v| match v.id_name(token) {
             // SAFETY: the caller gives a buffer of len bytes (or NULL).
             Ok(n) => unsafe { fill_str(crate::intern::name_bytes(&n), buf, len) },
+            Err(e) => e,
+        })
+    })
+}
+
+/// Whether ID `token` is reserved by latte itself (1) or a program's (0);
+/// negative on error (-EINVAL for NULL or a token not below
+/// `latte_reader_id_count`). Reserved IDs (`latte.calibrate`, the calibration's spans) are
+/// left out of reports and traces; a raw reader sees their slots in
+/// `latte_reader_slots` and tells them apart with this call.
+#[no_mangle]
+pub extern "C" fn latte_reader_id_is_reserved(r: *const latte_reader, token: u32) -> c_int {
+    guard(-libc::EIO, || {
+        with_reader(r, -libc::EINVAL, |v| match v.id_name(token) {
+            _ if token >= v.ids_used() => -libc::EINVAL,
+            Ok(n) => crate::calibrate::is_calibration_name(crate::intern::name_bytes(&n)) as c_int,
             Err(e) => e,
         })
     })

@@ -238,6 +238,12 @@ pub struct Options {
     pub data: latte_data,
     /// Add percentile and loss columns and the counters (the command's view).
     pub extended: bool,
+    /// Gray borders (ANSI escapes); off for pipes and `NO_COLOR`.
+    pub color: bool,
+    /// The widest line allowed: columns are dropped, least useful first,
+    /// until the table fits (and the dropped ones are named under it).
+    /// None: every column.
+    pub max_width: Option<usize>,
 }
 
 fn title(opts: &Options) -> String {
@@ -253,7 +259,7 @@ fn title(opts: &Options) -> String {
 /// leading line feed, cells joined by a gray ` | `, width 136 between the
 /// border characters. Only the standard columns.
 pub fn render_classic(rows: &[Row], unit: latte_unit, data: latte_data, cal: &Calibration) -> String {
-    let opts = Options { unit, data, extended: false };
+    let opts = Options { unit, data, extended: false, color: true, max_width: None };
     let units = Units { unit, cycles_per_ns: cal.cycles_per_ns };
     let g = |s: &str| format!("{GRAY}{s}{RESET}");
     let rule = |c: char| format!("{}{}{}\n", g(if c == '=' { "#" } else { "|" }), g(&c.to_string().repeat(WIDTH)), g(if c == '=' { "#" } else { "|" }));
@@ -282,8 +288,18 @@ pub fn render_classic(rows: &[Row], unit: latte_unit, data: latte_data, cal: &Ca
     out
 }
 
-fn border(out: &mut String, left: char, mid: char, right: char, widths: &[usize]) {
-    out.push_str(GRAY);
+/// Gray and reset escapes, or nothing.
+fn paint(color: bool) -> (&'static str, &'static str) {
+    if color {
+        (GRAY, RESET)
+    } else {
+        ("", "")
+    }
+}
+
+fn border(out: &mut String, color: bool, left: char, mid: char, right: char, widths: &[usize]) {
+    let (g, r) = paint(color);
+    out.push_str(g);
     out.push(left);
     for (k, w) in widths.iter().enumerate() {
         if k > 0 {
@@ -292,63 +308,128 @@ fn border(out: &mut String, left: char, mid: char, right: char, widths: &[usize]
         out.extend(std::iter::repeat('─').take(w + 2));
     }
     out.push(right);
-    out.push_str(RESET);
+    out.push_str(r);
     out.push('\n');
 }
 
-fn full_line(out: &mut String, text: &str, width: usize, center: bool) {
+fn full_line(out: &mut String, color: bool, text: &str, width: usize, center: bool) {
+    let (g, r) = paint(color);
     let t = cut(text, width - 2);
     let pad = width - 2 - t.chars().count();
-    let (l, r) = if center { (pad / 2, pad - pad / 2) } else { (0, pad) };
-    let _ = writeln!(out, "{GRAY}│{RESET} {}{}{} {GRAY}│{RESET}", " ".repeat(l), t, " ".repeat(r));
+    let (l, rt) = if center { (pad / 2, pad - pad / 2) } else { (0, pad) };
+    let _ = writeln!(out, "{g}│{r} {}{}{} {g}│{r}", " ".repeat(l), t, " ".repeat(rt));
 }
 
-fn cells(out: &mut String, cells: &[String], widths: &[usize]) {
-    out.push_str(GRAY);
+fn cells(out: &mut String, color: bool, cells: &[String], widths: &[usize]) {
+    let (g, r) = paint(color);
+    out.push_str(g);
     out.push('│');
-    out.push_str(RESET);
+    out.push_str(r);
     for (k, (c, &w)) in cells.iter().zip(widths).enumerate() {
         let _ = write!(out, " {} ", pad(c, w, k == 0));
-        out.push_str(GRAY);
+        out.push_str(g);
         out.push('│');
-        out.push_str(RESET);
+        out.push_str(r);
     }
     out.push('\n');
 }
 
+/// The order in which columns are dropped to fit a width (first dropped
+/// first); COMPONENT is always kept.
+const DROP_ORDER: [&str; 13] = ["SKEW", "RANGE", "OUTLIER", "STD DEV", "P90", "MIN", "AVG", "LOST", "P99.9", "MAX", "P99", "MEDIAN", "SAMPLES"];
+
+/// Width of a box-drawn table's lines with these column widths.
+fn table_width(widths: &[usize]) -> usize {
+    widths.iter().map(|w| w + 3).sum::<usize>() + 1
+}
+
+/// `items` joined by two spaces, in lines no wider than `width` (when given).
+fn wrap(items: &[String], width: Option<usize>) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for it in items {
+        if !line.is_empty() && width.is_some_and(|w| line.chars().count() + 2 + it.chars().count() > w) {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push_str("  ");
+        }
+        line.push_str(it);
+    }
+    if !line.is_empty() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
 /// The `latte` command's table: box-drawn, with percentile and loss
-/// columns and the counters when `opts.extended`.
+/// columns and the counters when `opts.extended`, fitted to
+/// `opts.max_width`.
 pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<&crate::recorder::latte_counters>) -> String {
     let units = Units { unit: opts.unit, cycles_per_ns: cal.cycles_per_ns };
     let mut cols: Vec<(&str, usize)> = COLS.to_vec();
     if opts.extended {
         cols.extend_from_slice(&EXTRA_COLS);
     }
-    let widths: Vec<usize> = cols.iter().map(|c| c.1).collect();
-    let inner: usize = widths.iter().map(|w| w + 2).sum::<usize>() + widths.len() - 1;
-    debug_assert!(opts.extended || inner == WIDTH);
-    let mut out = String::new();
-    border(&mut out, '┌', '─', '┐', &[inner - 2]);
-    full_line(&mut out, &title(opts), inner, true);
-    if opts.data == LATTE_DATA_CALIBRATED {
-        border(&mut out, '├', '─', '┤', &[inner - 2]);
-        for l in self_offset_lines(&units, cal, inner - 2) {
-            full_line(&mut out, &l, inner, false);
+    let mut keep = vec![true; cols.len()];
+    let mut dropped = Vec::new();
+    if let Some(max) = opts.max_width {
+        for name in DROP_ORDER {
+            let widths: Vec<usize> = cols.iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| c.1).collect();
+            if table_width(&widths) <= max {
+                break;
+            }
+            if let Some(i) = cols.iter().position(|c| c.0 == name) {
+                keep[i] = false;
+                dropped.push(name);
+            }
         }
     }
-    border(&mut out, '├', '┬', '┤', &widths);
-    cells(&mut out, &cols.iter().map(|c| c.0.to_string()).collect::<Vec<_>>(), &widths);
-    border(&mut out, '├', '┼', '┤', &widths);
-    for r in rows {
-        cells(&mut out, &row_cells(r, &units, opts.extended), &widths);
+    let pick = |v: Vec<String>| -> Vec<String> { v.into_iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| c).collect() };
+    let shown: Vec<(&str, usize)> = cols.iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| *c).collect();
+    let widths: Vec<usize> = shown.iter().map(|c| c.1).collect();
+    let inner = table_width(&widths) - 2;
+    debug_assert!(opts.extended || opts.max_width.is_some() || inner == WIDTH);
+    let c = opts.color;
+    let mut out = String::new();
+    border(&mut out, c, '┌', '─', '┐', &[inner - 2]);
+    full_line(&mut out, c, &title(opts), inner, true);
+    if opts.data == LATTE_DATA_CALIBRATED {
+        border(&mut out, c, '├', '─', '┤', &[inner - 2]);
+        for l in self_offset_lines(&units, cal, inner - 2) {
+            full_line(&mut out, c, &l, inner, false);
+        }
     }
-    border(&mut out, '└', '┴', '┘', &widths);
+    border(&mut out, c, '├', '┬', '┤', &widths);
+    cells(&mut out, c, &shown.iter().map(|c| c.0.to_string()).collect::<Vec<_>>(), &widths);
+    border(&mut out, c, '├', '┼', '┤', &widths);
+    for r in rows {
+        cells(&mut out, c, &pick(row_cells(r, &units, opts.extended)), &widths);
+    }
+    border(&mut out, c, '└', '┴', '┘', &widths);
+    if !dropped.is_empty() {
+        dropped.reverse();
+        let mut items = vec!["columns left out to fit the terminal:".to_string()];
+        items.extend(dropped.iter().map(|d| d.to_string()));
+        items.push("(--wide shows them)".into());
+        out.push_str(&wrap(&items, opts.max_width));
+    }
     if let Some(k) = counters {
-        let _ = writeln!(
-            out,
-            "threads {}  ids {}  slots {}  overflow starts {}  orphan stops {}  unfit-id drops {}  no-slot drops {}  slot reuses {} (discarded {})  late drops {}",
-            k.threads_seen, k.ids_used, k.slots_used, k.overflow_starts, k.orphan_stops, k.unfit_id_drops, k.no_slot_drops, k.slot_reuses, k.reuse_discarded, k.late_drops
-        );
+        let items = [
+            format!("threads {}", k.threads_seen),
+            format!("ids {}", k.ids_used),
+            format!("slots {}", k.slots_used),
+            format!("overflow starts {}", k.overflow_starts),
+            format!("orphan stops {}", k.orphan_stops),
+            format!("unfit-id drops {}", k.unfit_id_drops),
+            format!("no-slot drops {}", k.no_slot_drops),
+            format!("slot reuses {} (discarded {})", k.slot_reuses, k.reuse_discarded),
+            format!("late drops {}", k.late_drops),
+        ];
+        out.push_str(&wrap(&items, opts.max_width));
     }
     out
 }
@@ -395,7 +476,7 @@ mod tests {
         let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
         let rows = vec![Row { name: "a_very_long_component_name_indeed".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1 }];
         for data in [LATTE_DATA_RAW, LATTE_DATA_CALIBRATED] {
-            let boxed = render(&rows, &Options { unit: LATTE_UNIT_CYCLE, data, extended: false }, &Calibration::default(), None);
+            let boxed = render(&rows, &Options { unit: LATTE_UNIT_CYCLE, data, extended: false, color: true, max_width: None }, &Calibration::default(), None);
             let classic = render_classic(&rows, LATTE_UNIT_CYCLE, data, &Calibration::default());
             assert!(classic.starts_with('\n') && classic.is_ascii());
             for (t, name_cell) in [(&boxed, "│ a_very_long_componen │"), (&classic, "| a_very_long_componen | ")] {
@@ -409,5 +490,28 @@ mod tests {
                 assert_eq!(plain.contains(SELF_OFFSET_TITLE), data == LATTE_DATA_CALIBRATED);
             }
         }
+    }
+
+    #[test]
+    fn command_table_fits_a_width_and_can_go_without_color() {
+        let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
+        let rows = vec![Row { name: "svc.a".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1 }];
+        let counters = crate::recorder::latte_counters::default();
+        let opts = |max_width| Options { unit: LATTE_UNIT_CYCLE, data: LATTE_DATA_RAW, extended: true, color: false, max_width };
+        let wide = render(&rows, &opts(None), &Calibration::default(), Some(&counters));
+        assert!(!wide.contains('\x1b'));
+        assert!(wide.lines().any(|l| l.chars().count() > 180), "{wide}");
+        assert!(!wide.contains("left out"));
+        for width in [40, 60, 80, 100, 120] {
+            let t = render(&rows, &opts(Some(width)), &Calibration::default(), Some(&counters));
+            for l in t.lines() {
+                assert!(l.chars().count() <= width.max(24), "{width}: {l}");
+            }
+            assert!(t.contains("COMPONENT") && t.contains("svc.a") && t.contains("--wide"), "{t}");
+        }
+        let t80 = render(&rows, &opts(Some(80)), &Calibration::default(), None);
+        let head = t80.lines().find(|l| l.contains("COMPONENT")).unwrap();
+        assert!(head.contains("SAMPLES") && head.contains("MEDIAN") && head.contains("P99 ") && !head.contains("SKEW"), "{t80}");
+        assert!(t80.contains("left out to fit the terminal:") && t80.contains("SKEW"), "{t80}");
     }
 }

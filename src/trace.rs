@@ -1,8 +1,13 @@
-//! The Chrome trace (`DumpToJson`, `latte trace`): a JSON array of complete
-//! ("X") events, one per sample, ordered by start time, that Perfetto and
-//! chrome://tracing load. The text is the original Latte's line for line
-//! (`"key": value` with a space, two-space indent, one event per line);
-//! names are JSON-escaped.
+//! The Chrome trace: a JSON array of complete ("X") events, one per sample,
+//! ordered by start time, that Perfetto and chrome://tracing load. Two
+//! renderings:
+//! - `write` (`DumpToJson`, `latte_trace_write`): the original Latte's text
+//!   line for line (`"key": value` with a space, two-space indent, one event
+//!   per line, the extra fields at the top level of each event);
+//! - `write_annotated` (the `latte trace` command): process and thread name
+//!   metadata ("M") events first, then one event per sample with the extra
+//!   fields under `args`, where trace viewers show them.
+//! Names are JSON-escaped in both.
 
 use crate::report::Collected;
 use std::io::Write;
@@ -45,6 +50,51 @@ pub fn write(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles
     w.flush()
 }
 
+/// Names of the process and of its threads, for `write_annotated`.
+pub struct Names<'a> {
+    pub process: &'a str,
+    /// The name shown for an OS thread id.
+    pub thread: &'a dyn Fn(u32) -> String,
+}
+
+/// The `latte trace` rendering: a JSON array holding a `process_name`
+/// metadata event, a `thread_name` event per thread that recorded, then a
+/// complete event per sample with `component`, `depth`, `start_ns`,
+/// `duration_ns` and `sample_index` under `args`. Times as in `write`.
+pub fn write_annotated(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles_per_ns: f64, names: &Names) -> std::io::Result<()> {
+    let cpn = if cycles_per_ns > 0.0 { cycles_per_ns } else { 1.0 };
+    let q = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".into());
+    let quoted: Vec<String> = c.names.iter().map(|n| q(n)).collect();
+    w.write_all(b"[\n")?;
+    write!(w, "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":{}}}}}", q(names.process))?;
+    let tids: std::collections::BTreeSet<u32> = c.events.iter().map(|e| e.os_tid).collect();
+    for tid in tids {
+        write!(w, ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":{}}}}}", q(&(names.thread)(tid)))?;
+    }
+    let mut index: std::collections::HashMap<(u32, u32), u64> = std::collections::HashMap::new();
+    for e in &c.events {
+        let t = e.token as usize;
+        let start_ns = e.sample.start_tsc.saturating_sub(anchor_tsc) as f64 / cpn;
+        let dur_ns = e.sample.duration as f64 / cpn;
+        let slot = index.entry((e.token, e.os_tid)).or_insert(0);
+        let n = *slot;
+        *slot += 1;
+        write!(
+            w,
+            ",\n{{\"name\":{nm},\"cat\":\"latte\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ts:.3},\"dur\":{dur:.3},\"args\":{{\"component\":{nm},\"depth\":{d},\"start_ns\":{sn:.2},\"duration_ns\":{dn:.2},\"sample_index\":{n}}}}}",
+            nm = quoted[t],
+            tid = e.os_tid,
+            ts = start_ns / 1000.0,
+            dur = dur_ns / 1000.0,
+            d = e.sample.depth,
+            sn = start_ns,
+            dn = dur_ns,
+        )?;
+    }
+    w.write_all(b"\n]\n")?;
+    w.flush()
+}
+
 /// Writes the trace of a view (an empty trace without one) to `path`, with
 /// `pid` as every event's process id. Nothing is created when the path
 /// cannot be opened.
@@ -57,4 +107,59 @@ pub fn write_file(path: &std::path::Path, view: Option<&crate::reader::View>, pi
     let mut bw = std::io::BufWriter::with_capacity(1 << 20, f);
     let anchor = view.map(|v| v.anchor_tsc).unwrap_or(0);
     write(&mut bw, &c, pid, anchor, cycles_per_ns).map_err(|e| crate::error::io_code(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Collected, Event};
+
+    fn one_event() -> Collected {
+        let mut c = Collected::default();
+        c.names = vec!["a \"quoted\" name".into()];
+        c.hidden = vec![false];
+        let sample = crate::layout::Sample { start_tsc: 3000, duration: 2000, depth: 1, start_mode: 0, stop_mode: 0 };
+        c.events = vec![Event { token: 0, os_tid: 77, sample }];
+        c
+    }
+
+    #[test]
+    fn annotated_trace_is_json_with_metadata_and_args() {
+        let c = one_event();
+        let mut out = Vec::new();
+        let thread = |tid: u32| format!("worker ({tid})");
+        write_annotated(&mut out, &c, 42, 1000, 2.0, &Names { process: "svc", thread: &thread }).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let a = v.as_array().unwrap();
+        assert_eq!(a.len(), 3);
+        assert_eq!(a[0]["ph"], "M");
+        assert_eq!(a[0]["name"], "process_name");
+        assert_eq!(a[0]["args"]["name"], "svc");
+        assert_eq!(a[1]["name"], "thread_name");
+        assert_eq!(a[1]["tid"], 77);
+        assert_eq!(a[1]["args"]["name"], "worker (77)");
+        let x = &a[2];
+        assert_eq!(x["ph"], "X");
+        assert_eq!(x["name"], "a \"quoted\" name");
+        assert_eq!(x["pid"], 42);
+        assert_eq!(x["ts"].as_f64(), Some(1.0));
+        assert_eq!(x["dur"].as_f64(), Some(1.0));
+        assert_eq!(x["args"]["component"], "a \"quoted\" name");
+        assert_eq!(x["args"]["depth"], 1);
+        assert_eq!(x["args"]["start_ns"].as_f64(), Some(1000.0));
+        assert_eq!(x["args"]["duration_ns"].as_f64(), Some(1000.0));
+        assert_eq!(x["args"]["sample_index"], 0);
+        assert!(x.get("component").is_none());
+    }
+
+    #[test]
+    fn classic_trace_keeps_the_fields_at_the_top_level() {
+        let c = one_event();
+        let mut out = Vec::new();
+        write(&mut out, &c, 42, 1000, 2.0).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("\"ph\": \"X\""), "{text}");
+        assert!(text.contains("\"component\": "), "{text}");
+        assert!(!text.contains("\"args\""), "{text}");
+    }
 }

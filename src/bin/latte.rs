@@ -1,8 +1,12 @@
 //! `latte`: read a running service's region (or a flushed file) from outside.
 //! Read-only by construction: every object is opened O_RDONLY and mapped
 //! PROT_READ, through the same reader and report code as the library.
+//!
+//! Output follows the terminal: colour only on a terminal (`--color`,
+//! `NO_COLOR`, `TERM=dumb`), tables fitted to its width (`--wide` keeps every
+//! column), plain `key=value` lines when the output is not a terminal.
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use latte::layout::*;
 use latte::reader::{latte_cursor, latte_raw_sample, Mapping, View};
 use latte::report::{self, Options};
@@ -14,13 +18,24 @@ use std::time::{Duration, Instant};
 #[derive(Parser)]
 #[command(name = "latte", version, about = "Read latte regions of running services (read-only)")]
 struct Cli {
+    /// When to colour the output: auto (only on a terminal, and not with
+    /// NO_COLOR or TERM=dumb), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto, value_name = "WHEN")]
+    color: ColorWhen,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
-    /// List the latte regions in /dev/shm.
+    /// List the latte regions in /dev/shm (and those it cannot read, with why).
     Ls {
         /// Print JSON.
         #[arg(long)]
@@ -30,7 +45,7 @@ enum Cmd {
     Stats {
         /// A region name (`/name` or `name`) or a file path.
         target: String,
-        /// Show times instead of cycles.
+        /// Show times instead of cycles (also in --json).
         #[arg(long)]
         time: bool,
         /// Subtract the producer's calibrated overheads.
@@ -39,27 +54,33 @@ enum Cmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Keep every column even when the terminal is narrower.
+        #[arg(long)]
+        wide: bool,
     },
     /// A live view: per ID, rate and percentiles over each interval.
     Watch {
-        /// A region name.
+        /// A region name (`/name` or `name`) or a file path.
         target: String,
         /// Refresh interval (e.g. 1s, 250ms, 0.5).
         #[arg(long, default_value = "1s", value_parser = parse_interval)]
         interval: Duration,
-        /// Stop after this many intervals (0 = until interrupted).
+        /// Stop after this many intervals (0 = no limit).
         #[arg(long, default_value_t = 0)]
         count: u64,
-        /// One line per ID per interval even on a terminal.
+        /// One `key=value` line per ID per interval, even on a terminal.
         #[arg(long)]
         plain: bool,
         /// Show times instead of cycles.
         #[arg(long)]
         time: bool,
+        /// Keep watching after the producer has exited.
+        #[arg(long)]
+        follow: bool,
     },
     /// Write a Chrome trace (Perfetto, chrome://tracing) of every sample.
     Trace {
-        /// A region name or a file path.
+        /// A region name (`/name` or `name`) or a file path.
         target: String,
         /// Output file.
         #[arg(short = 'o', long = "output")]
@@ -83,17 +104,100 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
 }
 
 /// Exit codes: 0 success, 1 other failure, 2 usage, 3 no such region or
-/// file, 4 not a latte region / corrupt / other version, 5 permission denied.
-fn fail(target: &str, code: i32) -> ExitCode {
-    // SAFETY: latte_strerror returns a static C string.
-    let text = unsafe { std::ffi::CStr::from_ptr(latte::ffi::latte_strerror(code)) }.to_string_lossy();
-    eprintln!("latte: {target}: {text}");
-    ExitCode::from(match code {
-        c if c == -libc::ENOENT => 3,
-        c if c == -libc::EACCES || c == -libc::EPERM => 5,
-        latte::error::LATTE_ERR_NOT_LATTE | latte::error::LATTE_ERR_VERSION | latte::error::LATTE_ERR_TRUNCATED | latte::error::LATTE_ERR_CORRUPT => 4,
-        c if c == -libc::EINVAL => 3,
-        _ => 1,
+/// file, 4 not a latte region (or a directory, truncated, corrupt, another
+/// layout version), 5 permission denied, 6 the output file cannot be written.
+const EXIT_OTHER: u8 = 1;
+const EXIT_MISSING: u8 = 3;
+const EXIT_NOT_REGION: u8 = 4;
+const EXIT_PERMISSION: u8 = 5;
+const EXIT_OUTPUT: u8 = 6;
+
+fn strerror(code: i32) -> String {
+    latte::error::describe(code).to_string_lossy().into_owned()
+}
+
+/// Prints `latte: {what}: {text}` and gives the exit code.
+fn fail(what: &str, text: &str, code: u8) -> ExitCode {
+    eprintln!("latte: {what}: {text}");
+    ExitCode::from(code)
+}
+
+/// How a target is read: a shared-memory region or a file.
+enum Target {
+    Region(String),
+    File(std::path::PathBuf),
+}
+
+/// The rule of `Mapping::open_any`: a target with no '/' after its first
+/// character is a region name (`/name`, or `name` for `/name`), any other a
+/// file path.
+fn classify(target: &str) -> Target {
+    if latte::reader::is_region_name(target) {
+        Target::Region(if target.starts_with('/') { target.to_string() } else { format!("/{target}") })
+    } else {
+        Target::File(std::path::PathBuf::from(target))
+    }
+}
+
+/// Owner and mode of a path, for a permission message.
+fn owner_text(path: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(m) => format!(" (owner uid {}, mode {:04o}; this is uid {})", m.uid(), m.mode() & 0o7777, current_uid()),
+        Err(_) => String::new(),
+    }
+}
+
+fn current_uid() -> u32 {
+    // SAFETY: getuid cannot fail and has no preconditions.
+    unsafe { libc::getuid() }
+}
+
+/// Opens a region or file, or prints one precise message and gives the exit code.
+fn open(target: &str) -> Result<Mapping, ExitCode> {
+    let kind = classify(target);
+    if target == "/" {
+        return Err(fail(target, "is a directory, not a latte region or a flushed image", EXIT_NOT_REGION));
+    }
+    if let Target::File(p) = &kind {
+        if p.is_dir() {
+            return Err(fail(target, "is a directory, not a latte region or a flushed image", EXIT_NOT_REGION));
+        }
+        if !p.exists() {
+            return Err(fail(target, "no such file", EXIT_MISSING));
+        }
+    }
+    let r = match &kind {
+        Target::Region(n) => Mapping::open_shm(n.as_bytes()),
+        Target::File(p) => Mapping::open_file(p),
+    };
+    r.map_err(|e| {
+        let (shown, path) = match &kind {
+            Target::Region(n) => (format!("region {n}"), std::path::PathBuf::from(format!("/dev/shm{n}"))),
+            Target::File(p) => (p.display().to_string(), p.clone()),
+        };
+        match e {
+            c if c == -libc::ENOENT => match kind {
+                Target::Region(n) if std::path::Path::new(target).is_dir() => {
+                    fail(target, &format!("is a directory, not a latte region or a flushed image (and there is no region {n})"), EXIT_NOT_REGION)
+                }
+                Target::Region(n) if std::path::Path::new(target).exists() => {
+                    let file = if target.starts_with('/') { format!("/.{target}") } else { format!("./{target}") };
+                    fail(target, &format!("no such region {n} (a name without '/' after its first character is a region; write {file} for the file)"), EXIT_MISSING)
+                }
+                Target::Region(n) => fail(target, &format!("no such region (no /dev/shm{n}; `latte ls` lists the regions)"), EXIT_MISSING),
+                Target::File(_) => fail(target, "no such file", EXIT_MISSING),
+            },
+            c if c == -libc::EACCES || c == -libc::EPERM => fail(&shown, &format!("permission denied{}", owner_text(&path)), EXIT_PERMISSION),
+            c if c == -libc::EINVAL && matches!(kind, Target::Region(_)) => {
+                fail(target, "not a valid region name (one leading '/', no other, at most 255 bytes)", EXIT_MISSING)
+            }
+            latte::error::LATTE_ERR_NOT_LATTE | latte::error::LATTE_ERR_VERSION | latte::error::LATTE_ERR_TRUNCATED | latte::error::LATTE_ERR_CORRUPT => {
+                fail(&shown, &strerror(e), EXIT_NOT_REGION)
+            }
+            c if c == -libc::ENODEV || c == -libc::EISDIR => fail(&shown, "cannot be mapped: not a latte region or a flushed image", EXIT_NOT_REGION),
+            _ => fail(&shown, &format!("{} (errno {})", strerror(e), -e), EXIT_OTHER),
+        }
     })
 }
 
@@ -101,72 +205,218 @@ fn fail(target: &str, code: i32) -> ExitCode {
 /// (the TSC is invariant and shared by the machine's cores).
 fn cycles_per_ns(v: &View) -> f64 {
     let c = v.calibration().cycles_per_ns;
-    if c > 0.0 { c } else { latte::tsc::measure_cycles_per_ns(50) }
+    if c > 0.0 {
+        c
+    } else {
+        latte::tsc::measure_cycles_per_ns(50)
+    }
+}
+
+/// What the output looks like.
+#[derive(Clone, Copy)]
+struct Style {
+    color: bool,
+    /// Lines no wider than this (None: no limit).
+    width: Option<usize>,
+    /// Standard output is a terminal that can take cursor escapes.
+    tty: bool,
+}
+
+fn dumb_term() -> bool {
+    std::env::var_os("TERM").is_some_and(|t| t == "dumb")
+}
+
+impl Style {
+    fn detect(when: ColorWhen) -> Style {
+        let tty = std::io::stdout().is_terminal();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let color = match when {
+            ColorWhen::Always => true,
+            ColorWhen::Never => false,
+            ColorWhen::Auto => tty && !no_color && !dumb_term(),
+        };
+        Style { color, width: terminal_width(tty), tty: tty && !dumb_term() }
+    }
+}
+
+/// The terminal's width: the window size of standard output when it is a
+/// terminal, else `COLUMNS` when set; None for a pipe without `COLUMNS`.
+fn terminal_width(tty: bool) -> Option<usize> {
+    if tty {
+        // SAFETY: an all-zero winsize is valid; TIOCGWINSZ writes one on fd 1.
+        let mut ws: libc::winsize = unsafe { core::mem::zeroed() };
+        // SAFETY: fd 1 is open; ws is writable.
+        if unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_col > 0 {
+            return Some(ws.ws_col as usize);
+        }
+    }
+    std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|&c| c > 0)
+}
+
+/// Writes to standard output; a failure (a full disk, a closed pipe) is
+/// reported once, with exit code 1.
+fn emit(text: &str) -> Result<(), ExitCode> {
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(ExitCode::SUCCESS),
+        Err(e) => Err(fail("standard output", &format!("cannot write: {e}"), EXIT_OTHER)),
+    }
+}
+
+fn done(r: Result<(), ExitCode>) -> ExitCode {
+    r.err().unwrap_or(ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let style = Style::detect(cli.color);
     match cli.cmd {
-        Cmd::Ls { json } => ls(json),
-        Cmd::Stats { target, time, calibrated, json } => stats_cmd(&target, time, calibrated, json),
-        Cmd::Watch { target, interval, count, plain, time } => watch(&target, interval, count, plain || !std::io::stdout().is_terminal(), time),
-        Cmd::Trace { target, output } => trace(&target, &output),
+        Cmd::Ls { json } => done(ls(json, style)),
+        Cmd::Stats { target, time, calibrated, json, wide } => done(stats_cmd(&target, time, calibrated, json, if wide { Style { width: None, ..style } } else { style })),
+        Cmd::Watch { target, interval, count, plain, time, follow } => {
+            done(watch(&target, &WatchOpts { every: interval, count, plain: plain || !style.tty, time, follow }, style))
+        }
+        Cmd::Trace { target, output } => done(trace(&target, &output)),
     }
 }
 
-fn ls(json: bool) -> ExitCode {
+/// `1.5 KiB`, `128.0 MiB`.
+fn size_text(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b < 1024.0 {
+        format!("{bytes} B")
+    } else if b < 1024.0 * 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else if b < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.1} MiB", b / (1024.0 * 1024.0))
+    } else {
+        format!("{:.1} GiB", b / (1024.0 * 1024.0 * 1024.0))
+    }
+}
+
+/// IDs a report would show (reserved ones left out).
+fn program_ids(v: &View) -> usize {
+    v.ids().map(|ids| ids.iter().filter(|i| !latte::calibrate::is_calibration_name(latte::intern::name_bytes(&i.name))).count()).unwrap_or(0)
+}
+
+/// A text table: column k left-aligned when `align[k]` is 'l', else
+/// right-aligned; columns dropped from the right until the lines fit `width`.
+fn table(head: &[&str], align: &str, rows: &[Vec<String>], width: Option<usize>) -> String {
+    let align: Vec<char> = align.chars().collect();
+    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (k, c) in r.iter().enumerate() {
+            widths[k] = widths[k].max(c.chars().count());
+        }
+    }
+    let mut n = head.len();
+    while n > 1 && width.is_some_and(|w| widths[..n].iter().sum::<usize>() + 2 * (n - 1) > w) {
+        n -= 1;
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (k, c) in cells.iter().take(n).enumerate() {
+            if k > 0 {
+                s.push_str("  ");
+            }
+            let w = widths[k];
+            if align.get(k) == Some(&'l') {
+                s.push_str(&format!("{c:<w$}"));
+            } else {
+                s.push_str(&format!("{c:>w$}"));
+            }
+        }
+        s.truncate(s.trim_end().len());
+        s.push('\n');
+        s
+    };
+    let mut out = line(head.to_vec());
+    for r in rows {
+        out.push_str(&line(r.iter().map(|s| s.as_str()).collect()));
+    }
+    out
+}
+
+fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
     let mut rows = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/dev/shm") {
-        for e in dir.flatten() {
-            let name = format!("/{}", e.file_name().to_string_lossy());
-            // Only objects that validate as latte regions are listed.
-            if let Ok(m) = Mapping::open_shm(name.as_bytes()) {
+    let dir = match std::fs::read_dir("/dev/shm") {
+        Ok(d) => d,
+        Err(e) => return Err(fail("/dev/shm", &format!("cannot list: {e}"), EXIT_OTHER)),
+    };
+    for e in dir.flatten() {
+        let name = format!("/{}", e.file_name().to_string_lossy());
+        match Mapping::open_shm(name.as_bytes()) {
+            Ok(m) => {
                 let v = m.view;
                 let k = v.counters();
                 rows.push(serde_json::json!({
                     "name": name,
+                    "readable": true,
                     "pid": v.producer_pid,
                     "alive": m.producer_alive(),
-                    "ids": v.ids_used(),
+                    "ids": program_ids(&v),
                     "threads": k.threads_seen,
                     "slots": k.slots_used,
                     "bytes": v.geo.total_size,
+                }));
+            }
+            // Objects that are not latte regions (bad magic, empty, not a
+            // regular file, an invalid name) are not listed; those it cannot
+            // read are, with why.
+            Err(c) if c == latte::error::LATTE_ERR_NOT_LATTE || c == -libc::EINVAL || c == -libc::EISDIR => {}
+            Err(c) => {
+                use std::os::unix::fs::MetadataExt;
+                let meta = e.metadata().ok();
+                rows.push(serde_json::json!({
+                    "name": name,
+                    "readable": false,
+                    "error": strerror(c),
+                    "owner_uid": meta.as_ref().map(|m| m.uid()),
+                    "bytes": meta.as_ref().map(|m| m.len()),
                 }));
             }
         }
     }
     rows.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     if json {
-        println!("{}", serde_json::Value::Array(rows));
-    } else {
-        println!("{:<32} {:>8} {:>6} {:>5} {:>8} {:>6} {:>12}", "NAME", "PID", "ALIVE", "IDS", "THREADS", "SLOTS", "BYTES");
-        let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
-        for r in rows {
-            println!(
-                "{:<32} {:>8} {:>6} {:>5} {:>8} {:>6} {:>12}",
-                r["name"].as_str().unwrap_or(""),
-                n(&r, "pid"),
-                if r["alive"].as_bool() == Some(true) { "yes" } else { "no" },
-                n(&r, "ids"),
-                n(&r, "threads"),
-                n(&r, "slots"),
-                n(&r, "bytes")
-            );
-        }
+        return emit(&format!("{}\n", serde_json::Value::Array(rows)));
     }
-    ExitCode::SUCCESS
+    let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let name = r["name"].as_str().unwrap_or("").to_string();
+            if r["readable"].as_bool() == Some(true) {
+                vec![
+                    name,
+                    n(r, "pid").to_string(),
+                    if r["alive"].as_bool() == Some(true) { "yes" } else { "no" }.into(),
+                    n(r, "ids").to_string(),
+                    n(r, "threads").to_string(),
+                    n(r, "slots").to_string(),
+                    size_text(n(r, "bytes")),
+                    String::new(),
+                ]
+            } else {
+                let owner = r["owner_uid"].as_u64().map(|u| format!(" (owner uid {u})")).unwrap_or_default();
+                vec![name, "?".into(), "?".into(), "?".into(), "?".into(), "?".into(), size_text(n(r, "bytes")), format!("{}{owner}", r["error"].as_str().unwrap_or(""))]
+            }
+        })
+        .collect();
+    let text = if cells.iter().all(|c| c[7].is_empty()) {
+        let cells: Vec<Vec<String>> = cells.iter().map(|c| c[..7].to_vec()).collect();
+        table(&["NAME", "PID", "ALIVE", "IDS", "THREADS", "SLOTS", "SIZE"], "lrrrrrr", &cells, style.width)
+    } else {
+        table(&["NAME", "PID", "ALIVE", "IDS", "THREADS", "SLOTS", "SIZE", "NOTE"], "lrrrrrrl", &cells, style.width)
+    };
+    emit(&text)
 }
 
-fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool) -> ExitCode {
-    let m = match Mapping::open_any(target) {
-        Ok(m) => m,
-        Err(e) => return fail(target, e),
-    };
+fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, style: Style) -> Result<(), ExitCode> {
+    let m = open(target)?;
     let v = m.view;
-    let c = match report::collect(&v) {
-        Ok(c) => c,
-        Err(e) => return fail(target, e),
-    };
+    let c = report::collect(&v).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
     let mut cal = v.calibration();
     if time {
         cal.cycles_per_ns = cycles_per_ns(&v);
@@ -175,55 +425,104 @@ fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool) -> ExitCode
     let unit = if time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE };
     let rows = report::rows(&c, data, &cal);
     let counters = v.counters();
-    if json {
-        let comps: Vec<_> = rows
-            .iter()
-            .map(|r| {
-                let s = &r.summary;
-                serde_json::json!({
-                    "component": r.name, "read": s.count + r.outliers, "samples": s.count, "threads": r.threads, "lost": r.lost,
-                    "avg": s.mean, "median": s.median, "std_dev": s.std_dev, "skew": s.skew,
-                    "min": s.min, "max": s.max, "p50": s.p50, "p90": s.p90, "p99": s.p99, "p999": s.p999,
-                    "outliers": r.outliers,
-                })
-            })
-            .collect();
-        let out = serde_json::json!({
-            "region": target,
-            "producer_pid": v.producer_pid,
-            "producer_alive": m.producer_alive(),
-            "unit": "cycles",
-            "calibrated": calibrated && cal.calibrated,
-            "cycles_per_ns": cal.cycles_per_ns,
-            "components": comps,
-            "counters": {
-                "overflow_starts": counters.overflow_starts, "orphan_stops": counters.orphan_stops,
-                "unfit_id_drops": counters.unfit_id_drops, "no_slot_drops": counters.no_slot_drops,
-                "slot_reuses": counters.slot_reuses, "reuse_discarded": counters.reuse_discarded,
-                "late_drops": counters.late_drops, "threads_seen": counters.threads_seen,
-                "ids_used": counters.ids_used, "slots_used": counters.slots_used,
-            },
-        });
-        println!("{out}");
-    } else {
-        if calibrated && !cal.calibrated {
-            eprintln!("latte: {target}: the producer never calibrated; showing raw figures");
-        }
-        print!("{}", report::render(&rows, &Options { unit, data, extended: true }, &cal, Some(&counters)));
+    if calibrated && !cal.calibrated {
+        eprintln!("latte: {target}: the producer never calibrated; showing raw figures");
     }
-    ExitCode::SUCCESS
+    if !json {
+        let opts = Options { unit, data, extended: true, color: style.color, max_width: style.width };
+        return emit(&report::render(&rows, &opts, &cal, Some(&counters)));
+    }
+    // Values in the unit asked for: cycles, or ns with --time.
+    let scale = if time { 1.0 / cal.cycles_per_ns } else { 1.0 };
+    let comps: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            let s = &r.summary;
+            serde_json::json!({
+                "component": r.name, "read": s.count + r.outliers, "samples": s.count, "threads": r.threads, "lost": r.lost,
+                "avg": s.mean * scale, "median": s.median * scale, "std_dev": s.std_dev * scale, "skew": s.skew,
+                "min": s.min * scale, "max": s.max * scale, "p50": s.p50 * scale, "p90": s.p90 * scale,
+                "p99": s.p99 * scale, "p999": s.p999 * scale,
+                "outliers": r.outliers,
+            })
+        })
+        .collect();
+    let out = serde_json::json!({
+        "region": target,
+        "producer_pid": v.producer_pid,
+        "producer_alive": m.producer_alive(),
+        "unit": if time { "ns" } else { "cycles" },
+        "calibrated": calibrated && cal.calibrated,
+        "cycles_per_ns": cal.cycles_per_ns,
+        "components": comps,
+        "counters": {
+            "overflow_starts": counters.overflow_starts, "orphan_stops": counters.orphan_stops,
+            "unfit_id_drops": counters.unfit_id_drops, "no_slot_drops": counters.no_slot_drops,
+            "slot_reuses": counters.slot_reuses, "reuse_discarded": counters.reuse_discarded,
+            "late_drops": counters.late_drops, "threads_seen": counters.threads_seen,
+            "ids_used": counters.ids_used, "slots_used": counters.slots_used,
+        },
+    });
+    emit(&format!("{out}\n"))
 }
 
-fn trace(target: &str, output: &std::path::Path) -> ExitCode {
-    let m = match Mapping::open_any(target) {
-        Ok(m) => m,
-        Err(e) => return fail(target, e),
-    };
-    let cpn = cycles_per_ns(&m.view);
-    match latte::trace::write_file(output, Some(&m.view), m.view.producer_pid, cpn) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(&output.to_string_lossy(), e),
+/// The first line of /proc/PID/comm or /proc/PID/task/TID/comm.
+fn comm(path: &str) -> Option<String> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let s = s.trim_end_matches('\n');
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// Why an output file cannot be created, in words.
+fn output_error(path: &std::path::Path, e: &std::io::Error) -> String {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    match e.raw_os_error() {
+        Some(libc::ENOENT) if !parent.exists() => format!("cannot create the output file: no such directory {}", parent.display()),
+        Some(libc::ENOTDIR) => format!("cannot create the output file: {} is not a directory", parent.display()),
+        Some(libc::EISDIR) => "cannot write the output file: it is a directory".into(),
+        Some(libc::EACCES) | Some(libc::EPERM) => format!("cannot create the output file: permission denied{}", owner_text(if path.exists() { path } else { parent })),
+        Some(libc::ENOSPC) => "cannot write the output file: no space left on the device".into(),
+        Some(libc::EROFS) => "cannot create the output file: read-only file system".into(),
+        _ => format!("cannot write the output file: {e}"),
     }
+}
+
+fn trace(target: &str, output: &std::path::Path) -> Result<(), ExitCode> {
+    let m = open(target)?;
+    let v = &m.view;
+    let c = report::collect(v).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
+    let cpn = cycles_per_ns(v);
+    let pid = v.producer_pid;
+    // Names are read while the producer runs: a pid of an exited producer
+    // may belong to another process by now.
+    let alive = m.producer_alive();
+    let process = if alive { comm(&format!("/proc/{pid}/comm")).map(|n| format!("{n} (pid {pid})")) } else { None }.unwrap_or_else(|| format!("pid {pid}"));
+    let thread = |tid: u32| -> String {
+        if alive {
+            if let Some(n) = comm(&format!("/proc/{pid}/task/{tid}/comm")) {
+                return format!("{n} (tid {tid})");
+            }
+        }
+        format!("tid {tid}")
+    };
+    let shown = output.display().to_string();
+    let f = std::fs::File::create(output).map_err(|e| fail(&shown, &output_error(output, &e), EXIT_OUTPUT))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    let names = latte::trace::Names { process: &process, thread: &thread };
+    if let Err(e) = latte::trace::write_annotated(&mut w, &c, pid, v.anchor_tsc, cpn, &names) {
+        drop(w);
+        let _ = std::fs::remove_file(output);
+        return Err(fail(&shown, &output_error(output, &e), EXIT_OUTPUT));
+    }
+    Ok(())
+}
+
+struct WatchOpts {
+    every: Duration,
+    count: u64,
+    plain: bool,
+    time: bool,
+    follow: bool,
 }
 
 /// Per-ID figures of one interval.
@@ -234,13 +533,43 @@ struct Interval {
     durations: Vec<f64>,
 }
 
-fn watch(target: &str, every: Duration, count: u64, plain: bool, time: bool) -> ExitCode {
-    let m = match Mapping::open_any(target) {
-        Ok(m) => m,
-        Err(e) => return fail(target, e),
-    };
+/// `2026-01-31T12:34:56.789Z` (UTC) of a wall-clock time.
+fn timestamp(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = ((secs / 86400) as i64, secs % 86400);
+    // Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, d.subsec_millis())
+}
+
+/// A name as one `key=value` field: as is when it has no space, quote,
+/// backslash, `=` or control character, else JSON-quoted.
+fn field(name: &str) -> String {
+    if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control() || c == '"' || c == '\\' || c == '=') {
+        serde_json::to_string(name).unwrap_or_else(|_| "\"?\"".into())
+    } else {
+        name.to_string()
+    }
+}
+
+fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
+    let m = open(target)?;
     let v = m.view;
-    let units = report::Units { unit: if time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE }, cycles_per_ns: if time { cycles_per_ns(&v) } else { 0.0 } };
+    let pid = v.producer_pid;
+    let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };
+    let units = report::Units { unit: if o.time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE }, cycles_per_ns: cpn };
+    // Table cells carry their unit; plain fields a number and its unit.
+    let cell = |c: f64| if o.time { units.show(c) } else { format!("{} cycles", report::format_cycles(c)) };
+    let plain_value = |c: f64| if o.time { format!("{:.1}ns", c / cpn) } else { format!("{c:.0}cycles") };
     let mut cursors = vec![latte_cursor::default(); v.geo.slot_capacity as usize];
     let mut buf: Vec<latte_raw_sample> = Vec::new();
     // Start at "now": skip what is already there.
@@ -250,19 +579,20 @@ fn watch(target: &str, every: Duration, count: u64, plain: bool, time: bool) -> 
         }
     }
     let mut n = 0u64;
-    let mut next = Instant::now() + every;
-    let out = std::io::stdout();
+    let mut next = Instant::now() + o.every;
     loop {
         let now = Instant::now();
         if next > now {
             std::thread::sleep(next - now);
         }
-        next += every;
+        next += o.every;
         n += 1;
-        let (ids, slots) = match (v.ids(), v.slots()) {
-            (Ok(i), Ok(s)) => (i, s),
-            (Err(e), _) | (_, Err(e)) => return fail(target, e),
-        };
+        // Looked at before reading: when the producer was gone already, this
+        // interval's read takes the last samples there will ever be.
+        let alive = m.producer_alive();
+        let fail_read = |e: i32| fail(target, &strerror(e), EXIT_NOT_REGION);
+        let ids = v.ids().map_err(fail_read)?;
+        let slots = v.slots().map_err(fail_read)?;
         let mut per: Vec<Interval> = ids
             .iter()
             .map(|i| Interval { name: String::from_utf8_lossy(latte::intern::name_bytes(&i.name)).into_owned(), count: 0, lost: 0, durations: Vec::new() })
@@ -271,22 +601,17 @@ fn watch(target: &str, every: Duration, count: u64, plain: bool, time: bool) -> 
             buf.clear();
             let c = &mut cursors[s.index as usize];
             let lost_before = if c.generation == s.generation { c.lost } else { 0 };
-            if let Err(e) = v.read_slot(s.index, c, &mut buf, false) {
-                return fail(target, e);
-            }
+            v.read_slot(s.index, c, &mut buf, false).map_err(fail_read)?;
             if let Some(p) = per.get_mut(s.id_token as usize) {
                 p.count += buf.len();
                 p.lost += c.lost - lost_before;
                 p.durations.extend(buf.iter().map(|r| (r.packed & LATTE_MAX_DURATION) as f64));
             }
         }
-        let secs = every.as_secs_f64();
+        let secs = o.every.as_secs_f64();
+        let stamp = timestamp(std::time::SystemTime::now());
         let mut text = String::new();
-        if !plain {
-            text.push_str("\x1b[H\x1b[2J");
-            text.push_str(&format!("latte watch {target}  pid {} ({})  interval {:.3}s  #{n}\n", v.producer_pid, if m.producer_alive() { "alive" } else { "exited" }, secs));
-            text.push_str(&format!("{:<24} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>8}\n", "ID", "RATE/S", "P50", "P90", "P99", "P99.9", "MAX", "LOST"));
-        }
+        let mut table_rows = Vec::new();
         for p in per.iter_mut() {
             if latte::calibrate::is_calibration_name(p.name.as_bytes()) || (p.count == 0 && p.lost == 0) {
                 continue;
@@ -294,27 +619,82 @@ fn watch(target: &str, every: Duration, count: u64, plain: bool, time: bool) -> 
             p.durations.sort_by(|a, b| a.total_cmp(b));
             let s = stats::summarize(&p.durations).unwrap_or_default();
             let rate = p.count as f64 / secs;
-            if plain {
+            if o.plain {
                 text.push_str(&format!(
-                    "interval={n} id={} rate={:.1} count={} p50={} p90={} p99={} p999={} max={} lost={}\n",
-                    p.name, rate, p.count, units.show(s.p50), units.show(s.p90), units.show(s.p99), units.show(s.p999), units.show(s.max), p.lost
+                    "time={stamp} interval={n} id={} rate={rate:.1}/s count={} p50={} p90={} p99={} p999={} max={} lost={}\n",
+                    field(&p.name),
+                    p.count,
+                    plain_value(s.p50),
+                    plain_value(s.p90),
+                    plain_value(s.p99),
+                    plain_value(s.p999),
+                    plain_value(s.max),
+                    p.lost
                 ));
             } else {
-                text.push_str(&format!(
-                    "{:<24} {:>12.1} {:>12} {:>12} {:>12} {:>12} {:>12} {:>8}\n",
-                    p.name.chars().take(24).collect::<String>(), rate, units.show(s.p50), units.show(s.p90), units.show(s.p99), units.show(s.p999), units.show(s.max), p.lost
-                ));
+                table_rows.push(vec![
+                    p.name.clone(),
+                    format!("{rate:.1}/s"),
+                    cell(s.p50),
+                    cell(s.p99),
+                    cell(s.max),
+                    cell(s.p999),
+                    cell(s.p90),
+                    p.lost.to_string(),
+                ]);
             }
         }
-        if plain && text.is_empty() {
-            text = format!("interval={n} idle\n");
+        if o.plain {
+            if text.is_empty() {
+                text = format!("time={stamp} interval={n} state=idle\n");
+            }
+        } else {
+            text.push_str("\x1b[H\x1b[2J");
+            text.push_str(&format!(
+                "latte watch {target}  pid {pid} ({})  every {:.3} s  #{n}  {}\n",
+                if alive { "alive" } else { "exited" },
+                secs,
+                if o.time { "times" } else { "cycles" }
+            ));
+            text.push_str(&table(&["ID", "RATE", "P50", "P99", "MAX", "P99.9", "P90", "LOST"], "lrrrrrrr", &table_rows, style.width));
         }
-        let mut o = out.lock();
-        if o.write_all(text.as_bytes()).and_then(|_| o.flush()).is_err() {
-            return ExitCode::SUCCESS; // the reader of our output went away
+        emit(&text)?;
+        if !alive && !o.follow {
+            eprintln!("latte: watch: producer {pid} has exited and every sample is read (--follow keeps watching)");
+            return Ok(());
         }
-        if count > 0 && n >= count {
-            return ExitCode::SUCCESS;
+        if o.count > 0 && n >= o.count {
+            return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc_civil_dates() {
+        let t = |s: u64, ms: u64| timestamp(std::time::UNIX_EPOCH + Duration::from_millis(s * 1000 + ms));
+        assert_eq!(t(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(t(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(t(1_798_761_599, 999), "2026-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn names_are_single_fields() {
+        assert_eq!(field("svc.a"), "svc.a");
+        assert_eq!(field("a b"), "\"a b\"");
+        assert_eq!(field("k=v"), "\"k=v\"");
+        assert_eq!(field(""), "\"\"");
+    }
+
+    #[test]
+    fn tables_drop_columns_to_fit() {
+        let rows = vec![vec!["name".to_string(), "12345".to_string(), "x".to_string()]];
+        let t = table(&["NAME", "NUMBER", "X"], "lrr", &rows, Some(13));
+        assert!(t.lines().all(|l| l.chars().count() <= 13), "{t}");
+        assert!(t.contains("NUMBER") && !t.contains(" X"), "{t}");
+        assert!(table(&["NAME", "NUMBER", "X"], "lrr", &rows, None).contains(" X"));
     }
 }

@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
 """End-to-end test of the `latte` command against a real instrumented C++
 service recording into a shared region: ls, stats (table and JSON), trace,
-watch (plain mode), while the service runs and after it exits; then hostile
-objects, a missing region, and permission denied."""
+watch (plain mode), while the service runs and after it exits; colour and
+width on a pseudo-terminal and through a pipe; then hostile objects, error
+messages and exit codes, and permission denied."""
+import fcntl
 import json
 import os
+import pty
+import re
 import shutil
+import struct
 import subprocess
 import sys
+import tempfile
+import termios
 
 LATTE, SERVICE = sys.argv[1], sys.argv[2]
 NAME = f"/latte-e2e-{os.getpid()}"
@@ -24,8 +31,46 @@ def check(cond, what):
         print(f"FAILED: {what}", file=sys.stderr)
 
 
-def latte(*args):
-    return subprocess.run([LATTE, *args], capture_output=True, text=True, timeout=60)
+# The environment of a colour terminal user; each test adds what it needs.
+BASE_ENV = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "TERM")}
+BASE_ENV["TERM"] = "xterm-256color"
+ESC = "\x1b["
+
+
+def latte(*args, env=None):
+    return subprocess.run([LATTE, *args], capture_output=True, text=True, timeout=60, env={**BASE_ENV, **(env or {})})
+
+
+def latte_pty(*args, cols=200, env=None):
+    """Runs latte with standard output on a pseudo-terminal `cols` wide;
+    returns (exit code, what it printed there, its standard error)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, cols, 0, 0))
+    p = subprocess.Popen([LATTE, *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE, env={**BASE_ENV, **(env or {})})
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every writer of the terminal is gone
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    err = p.stderr.read().decode()
+    p.wait(timeout=60)
+    return p.returncode, out.decode().replace("\r\n", "\n"), err
+
+
+def fields(line):
+    """A `watch --plain` line as a dict (every field is key=value)."""
+    out = {}
+    for f in line.split(" "):
+        k, sep, v = f.partition("=")
+        check(sep == "=" and k and v, f"watch field {f!r} in {line!r}")
+        out[k] = v
+    return out
 
 
 def stats_json():
@@ -71,7 +116,7 @@ try:
     out = f"/tmp/latte-e2e-{os.getpid()}.json"
     r = latte("trace", NAME, "-o", out)
     check(r.returncode == 0, f"trace exit {r.returncode}: {r.stderr}")
-    events = json.load(open(out))
+    events = [e for e in json.load(open(out)) if e["ph"] != "M"]
     names = [e["name"] for e in events]
     check(names.count("svc.a") == 5000 and names.count("svc.b") == 300, "trace counts")
     check(all(e["ph"] == "X" and e["pid"] == svc.pid and e["tid"] > 0 for e in events), "trace fields")
@@ -80,16 +125,109 @@ try:
 
     # watch, plain mode (stdout is a pipe), three intervals.
     r = latte("watch", NAME, "--interval", "200ms", "--count", "3")
-    lines = [l for l in r.stdout.splitlines() if l.startswith("interval=")]
+    lines = [fields(l) for l in r.stdout.splitlines()]
     check(r.returncode == 0 and len(lines) >= 3, f"watch lines: {r.stdout!r}")
-    live = [l for l in lines if "id=svc.live" in l]
+    check(all(l.get("time", "").endswith("Z") and "T" in l.get("time", "") for l in lines), "watch lines carry a UTC timestamp")
+    live = [l for l in lines if l.get("id") == "svc.live"]
     check(len(live) == 3, "watch shows the live ID every interval")
-    check(all(float(l.split("rate=")[1].split()[0]) > 50 for l in live), "watch rates")
-    check(all("svc.a" not in l for l in lines), "watch shows only what is new")
+    check(all(l["rate"].endswith("/s") and float(l["rate"][:-2]) > 50 for l in live), "watch rates per second")
+    check(all(l[k].endswith("cycles") for l in live for k in ("p50", "p90", "p99", "p999", "max")), "cycle mode says cycles")
+    check(all(l.get("id") not in ("svc.a", "latte.calibrate") for l in lines), "watch shows only what is new, never the reserved ID")
+    r = latte("watch", NAME, "--interval", "200ms", "--count", "1", "--time")
+    live = [fields(l) for l in r.stdout.splitlines() if "id=svc.live" in l]
+    check(r.returncode == 0 and len(live) == 1 and all(live[0][k].endswith("ns") for k in ("p50", "max")), f"watch --time in ns: {r.stdout!r}")
+    # On a terminal: a redrawn table whose cells carry the unit.
+    code, out, err = latte_pty("watch", NAME, "--interval", "200ms", "--count", "2")
+    check(code == 0 and ESC + "2J" in out and "P99.9" in out and " cycles" in out, f"watch on a terminal: {out!r} {err!r}")
+    code, out, err = latte_pty("watch", NAME, "--interval", "200ms", "--count", "1", env={"TERM": "dumb"})
+    check(code == 0 and ESC not in out and "time=" in out, f"watch with TERM=dumb is plain: {out!r}")
+
+    # Colour: only on a terminal, and never with NO_COLOR or TERM=dumb.
+    code, out, err = latte_pty("stats", NAME)
+    check(code == 0 and ESC + "90m" in out and "svc.a" in out, f"stats on a terminal is coloured: {err!r}")
+    r = latte("stats", NAME)
+    check(r.returncode == 0 and ESC not in r.stdout, "stats through a pipe has no escapes")
+    for env in ({"NO_COLOR": "1"}, {"TERM": "dumb"}):
+        code, out, err = latte_pty("stats", NAME, env=env)
+        check(code == 0 and ESC not in out and "svc.a" in out, f"no colour with {env}")
+    code, out, err = latte_pty("stats", NAME, "--color", "never")
+    check(code == 0 and ESC not in out, "--color never on a terminal")
+    r = latte("stats", NAME, "--color", "always", env={"NO_COLOR": "1"})
+    check(r.returncode == 0 and ESC + "90m" in r.stdout, "--color always through a pipe")
+    r = latte("stats", NAME, "--color", "sometimes")
+    check(r.returncode == 2 and "sometimes" in r.stderr, "--color takes auto, always, never")
+
+    # Width: the table fits the terminal, or COLUMNS; --wide keeps all.
+    def widest(text):
+        return max(len(re.sub(r"\x1b\[[0-9;]*m", "", l)) for l in text.splitlines())
+    code, out, err = latte_pty("stats", NAME, cols=80)
+    check(code == 0 and widest(out) <= 80 and "svc.live" in out and "--wide" in out, f"stats on an 80-column terminal: {widest(out)}")
+    code, out, err = latte_pty("stats", NAME, "--wide", cols=80)
+    check(code == 0 and widest(out) > 180 and "SKEW" in out, "stats --wide keeps every column")
+    code, out, err = latte_pty("stats", NAME, cols=250)
+    check(code == 0 and "SKEW" in out and "P99.9" in out and "--wide" not in out, "a wide terminal shows every column")
+    r = latte("stats", NAME, env={"COLUMNS": "100"})
+    check(r.returncode == 0 and widest(r.stdout) <= 100 and "MEDIAN" in r.stdout, "COLUMNS=100 through a pipe")
+    r = latte("stats", NAME)
+    check(r.returncode == 0 and "SKEW" in r.stdout, "a pipe without COLUMNS gets every column")
+    code, out, err = latte_pty("ls", cols=60)
+    check(code == 0 and widest(out) <= 60 and NAME in out, f"ls on a 60-column terminal: {out!r}")
+
+    # --json honours --time: the same figures in ns.
+    cyc = {c["component"]: c for c in stats_json()["components"]}
+    r = latte("stats", NAME, "--json", "--time")
+    doc = json.loads(r.stdout)
+    ns = {c["component"]: c for c in doc["components"]}
+    cpn = doc["cycles_per_ns"]
+    check(doc["unit"] == "ns" and cpn > 0, "stats --json --time says ns")
+    check(abs(ns["svc.a"]["p50"] * cpn - cyc["svc.a"]["p50"]) <= 1e-6 * max(1.0, cyc["svc.a"]["p50"]), "p50 in ns = cycles / cycles_per_ns")
+    check(stats_json()["unit"] == "cycles", "stats --json says cycles")
+
+    # The trace of the CLI: metadata events, then the extra fields under args.
+    r = latte("trace", NAME, "-o", out_path := f"/tmp/latte-e2e-{os.getpid()}-meta.json")
+    events = json.load(open(out_path))
+    os.unlink(out_path)
+    meta = [e for e in events if e["ph"] == "M"]
+    procs = [e for e in meta if e["name"] == "process_name"]
+    threads = {e["tid"]: e["args"]["name"] for e in meta if e["name"] == "thread_name"}
+    check(len(procs) == 1 and procs[0]["pid"] == svc.pid and "svc-main" in procs[0]["args"]["name"], f"process name: {procs}")
+    check(threads.get(svc.pid) == f"svc-main (tid {svc.pid})", f"main thread named with its tid: {threads}")
+    xs = [e for e in events if e["ph"] == "X"]
+    check(set(threads) == {e["tid"] for e in xs}, "a thread_name event for every thread that recorded")
+    check(all(set(e["args"]) == {"component", "depth", "start_ns", "duration_ns", "sample_index"} for e in xs), "extra fields under args")
+    check(all("component" not in e for e in xs), "no extra fields at the top level")
+    check(not any(e["name"] == "latte.calibrate" for e in xs), "trace leaves the reserved ID out")
+    check([e["args"]["sample_index"] for e in xs if e["name"] == "svc.b"] == list(range(300)), "sample_index counts per component")
+
+    # ls counts the program's IDs only (the reserved latte.calibrate is left out).
+    r = latte("ls", "--json")
+    regions = {x["name"]: x for x in json.loads(r.stdout)}
+    check(regions[NAME]["ids"] == 5, f"ls ids without the reserved one: {regions[NAME]}")
+
+    # Output path errors name the output path.
+    r = latte("trace", NAME, "-o", "/missing/dir/t.json")
+    check(r.returncode == 6 and "/missing/dir/t.json" in r.stderr and "no such directory /missing/dir" in r.stderr, f"trace to a missing directory: {r.stderr!r}")
+    r = latte("trace", NAME, "-o", "/tmp")
+    check(r.returncode == 6 and "is a directory" in r.stderr, f"trace to a directory: {r.stderr!r}")
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([LATTE, "stats", NAME], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        check(r.returncode == 1 and "standard output" in r.stderr, f"stats > /dev/full: {r.returncode} {r.stderr!r}")
+
+    # watch ends by itself once the producer has exited and all is read.
+    watcher = subprocess.Popen([LATTE, "watch", NAME, "--interval", "100ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=BASE_ENV)
+    follower = subprocess.Popen([LATTE, "watch", NAME, "--interval", "100ms", "--follow", "--count", "40"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=BASE_ENV)
 finally:
     svc.stdin.close()
     rc = svc.wait(timeout=30)
 check(rc == 0, "service exit")
+wout, werr = watcher.communicate(timeout=60)
+check(watcher.returncode == 0 and "has exited and every sample is read" in werr, f"watch ends after the producer: {watcher.returncode} {werr!r}")
+last = [fields(l) for l in wout.splitlines()][-1:]
+check(bool(last), "watch printed its intervals")
+fout, ferr = follower.communicate(timeout=60)
+flines = [fields(l) for l in fout.splitlines()]
+check(follower.returncode == 0 and len(flines) >= 40 and flines[-1].get("state") == "idle" and "exited" not in ferr, f"watch --follow keeps going: {len(flines)} {ferr!r}")
 
 # After the producer exited: the object persists and reads the same.
 doc = stats_json()
@@ -122,6 +260,15 @@ with open(fileimg, "wb") as f:
     f.write(data[:3000])
 expect_fail(fileimg, 4, "truncated", "truncated file")
 expect_fail("/latte-e2e-absent", 3, "no such region", "missing region")
+expect_fail("./latte-e2e-absent.img", 3, "no such file", "missing file")
+expect_fail("/", 4, "is a directory", "the root directory")
+with tempfile.TemporaryDirectory() as d:
+    expect_fail(d, 4, "is a directory", "a directory")
+textfile = f"/tmp/latte-e2e-{os.getpid()}.txt"
+with open(textfile, "w") as f:
+    f.write("not a region\n" * 1000)
+expect_fail(textfile, 4, "not a latte region", "a text file")
+os.unlink(textfile)
 r = latte("ls")
 check(r.returncode == 0 and "-foreign" not in r.stdout, "ls skips objects that are not ours")
 
@@ -130,7 +277,13 @@ runuser = shutil.which("runuser") or shutil.which("setpriv")
 if os.geteuid() == 0 and runuser and os.path.basename(runuser) == "runuser":
     os.chmod(LATTE, 0o755)
     r = subprocess.run([runuser, "-u", "nobody", "--", LATTE, "stats", NAME], capture_output=True, text=True, timeout=60)
-    check(r.returncode == 5 and "permission denied" in r.stderr, f"permission denied: {r.returncode} {r.stderr!r}")
+    check(r.returncode == 5 and "permission denied" in r.stderr and "owner uid 0" in r.stderr, f"permission denied: {r.returncode} {r.stderr!r}")
+    r = subprocess.run([runuser, "-u", "nobody", "--", LATTE, "ls"], capture_output=True, text=True, timeout=60)
+    row = [l for l in r.stdout.splitlines() if l.startswith(NAME + " ")]
+    check(r.returncode == 0 and len(row) == 1 and "permission denied" in row[0], f"ls as another user shows the region it cannot read: {r.stdout!r}")
+    r = subprocess.run([runuser, "-u", "nobody", "--", LATTE, "ls", "--json"], capture_output=True, text=True, timeout=60)
+    rows = {x["name"]: x for x in json.loads(r.stdout)}
+    check(rows.get(NAME, {}).get("readable") is False and rows[NAME]["error"] == "permission denied", "ls --json as another user")
 else:
     print("cli e2e: permission check skipped (needs root and runuser)")
 

@@ -1,9 +1,11 @@
 // A small instrumented service for the `latte` command's end-to-end test:
 // records known counts into the shared region argv[1], calibrates, prints
-// READY, then pulses "svc.live" about every millisecond until stdin closes.
+// READY, then pulses "svc.live" about every millisecond until stdin closes,
+// from its main thread, named "svc-main".
 #include "Latte.hpp"
 
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -36,6 +38,7 @@ int main(int argc, char **argv) {
     Latte::Hard::Stop(nullptr);
   }
   LATTE_CALIBRATE();
+  pthread_setname_np(pthread_self(), "svc-main");
   std::printf("READY\n");
   std::fflush(stdout);
   for (;;) {

@@ -1,4 +1,4 @@
-// Every row of the Latte:: API (shared/LATTE_API.md) through cpp_compat/Latte.hpp.
+// Every row of the original Latte:: API through cpp_compat/Latte.hpp.
 // Built against liblatte.so, liblatte.a, with -DLATTE_DISABLE (no liblatte),
 // under ASan+UBSan and under TSan. tests/cpp/api_other_tu.cpp is linked in
 // too: the header in two translation units must not break the link.
