@@ -512,6 +512,11 @@ typedef struct latte_id_entry {
 extern "C" {
 #endif // __cplusplus
 
+// glibc (2.32 and later): the description of an errno value, a static
+// string, or NULL when the value is not an errno. Thread-safe, unlike
+// `strerror`.
+extern const char *strerrordesc_np(int errnum);
+
 // Opens a span on the calling thread's stack under `id` (interned by
 // content; NULL records as `<null-id>`). Beyond 64 open spans the call is
 // ignored and counted.

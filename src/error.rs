@@ -36,8 +36,36 @@ pub fn describe(code: i32) -> &'static core::ffi::CStr {
         c if c == -libc::EPERM => c"operation not permitted",
         c if c == -libc::EIO => c"input/output error",
         c if c == -libc::EAGAIN => c"pending, try again",
-        c if c < 0 => c"system error (negative errno)",
+        c if c == -libc::EMFILE => c"too many open (files, or latte readers: at most 64)",
+        c if c == -libc::ECANCELED => c"cancelled",
+        c if c == -libc::EISDIR => c"is a directory",
+        c if c == -libc::ENOTDIR => c"not a directory",
+        c if c == -libc::ELOOP => c"too many levels of symbolic links",
+        c if c == -libc::ENODEV => c"no such device (the object cannot be mapped)",
+        c if c == -libc::ESPIPE => c"not seekable (a pipe, FIFO or socket)",
+        c if c == -libc::ENXIO => c"no such device or address",
+        c if c < 0 => system_error(-c),
         _ => c"not an error code",
+    }
+}
+
+extern "C" {
+    /// glibc (2.32 and later): the description of an errno value, a static
+    /// string, or NULL when the value is not an errno. Thread-safe, unlike
+    /// `strerror`.
+    fn strerrordesc_np(errnum: core::ffi::c_int) -> *const core::ffi::c_char;
+}
+
+/// The C library's description of errno value `e`.
+fn system_error(e: i32) -> &'static core::ffi::CStr {
+    // SAFETY: strerrordesc_np takes any int and returns NULL or a static,
+    // NUL-terminated string that lives as long as the process.
+    let p = unsafe { strerrordesc_np(e) };
+    if p.is_null() {
+        c"system error (unknown errno)"
+    } else {
+        // SAFETY: as above.
+        unsafe { core::ffi::CStr::from_ptr(p) }
     }
 }
 
@@ -49,4 +77,20 @@ pub fn io_code(e: &std::io::Error) -> i32 {
 /// The calling thread's errno as a negative code (-EIO when there is none).
 pub fn last_errno() -> i32 {
     io_code(&std::io::Error::last_os_error())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_errno_has_its_own_message() {
+        let mut seen = std::collections::HashSet::new();
+        for e in [libc::ELOOP, libc::ENODEV, libc::ESPIPE, libc::ENXIO, libc::EROFS, libc::ETXTBSY, libc::EFBIG, libc::EMFILE] {
+            let m = describe(-e).to_str().unwrap();
+            assert!(!m.contains("negative errno") && !m.contains("unknown"), "{e}: {m}");
+            assert!(seen.insert(m), "{e}: {m} twice");
+        }
+        assert_eq!(describe(-99_999).to_str().unwrap(), "system error (unknown errno)");
+    }
 }

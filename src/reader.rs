@@ -216,6 +216,20 @@ impl View {
     /// `base` is readable for `len` bytes, page aligned, and stays mapped
     /// for as long as the returned view (and copies of it) are used.
     pub unsafe fn new(base: *const u8, len: usize) -> Result<View, i32> {
+        // SAFETY: forwarded.
+        unsafe { Self::new_held(base, len, len as u64) }
+    }
+
+    /// `new` for an object that holds only `held` bytes of data (a sparse
+    /// object: the rest are holes). What the header claims is bounded by
+    /// them: slots handed out (each slot's header was written) and samples
+    /// written (each sample was written), so reading never walks through
+    /// holes that are not data, which on tmpfs would allocate them and
+    /// grow the object.
+    ///
+    /// # Safety
+    /// As `new`.
+    pub unsafe fn new_held(base: *const u8, len: usize, held: u64) -> Result<View, i32> {
         if len < LATTE_HEADER_SIZE as usize {
             return Err(if len >= 8 { magic_or(base, LATTE_ERR_TRUNCATED) } else { LATTE_ERR_NOT_LATTE });
         }
@@ -272,9 +286,22 @@ impl View {
         if v.ids_used_raw() > geo.id_capacity || v.slots_used_raw() > geo.slot_capacity {
             return Err(LATTE_ERR_CORRUPT);
         }
+        const PAGE: u64 = 4096;
+        let used = v.slots_used() as u64;
+        // Every byte a producer wrote lies in a page the object holds, so
+        // what it claims to have written fits in `held` (one page of slack).
+        let slack = PAGE;
+        if geo.slots_offset.saturating_add(used.saturating_mul(geo.slot_stride.min(PAGE))) > held.saturating_add(slack) {
+            return Err(LATTE_ERR_CORRUPT); // more slots than the object holds
+        }
         v.ids()?;
+        let mut claimed = geo.slots_offset;
         for i in 0..v.slots_used() {
-            v.slot_info(i)?;
+            let s = v.slot_info(i)?;
+            claimed = claimed.saturating_add(LATTE_SLOT_HEADER_SIZE as u64 + s.write_idx.min(geo.samples_per_slot as u64) * LATTE_SAMPLE_SIZE as u64);
+        }
+        if claimed > held.saturating_add(slack) {
+            return Err(LATTE_ERR_CORRUPT); // more samples than the object holds
         }
         Ok(v)
     }
@@ -317,9 +344,12 @@ impl View {
         Ok(n)
     }
 
-    /// Every published ID.
+    /// Every published ID. `LATTE_ERR_TRUNCATED` when the object shrank
+    /// under the mapping (what was read may be zeros).
     pub fn ids(&self) -> Result<Vec<IdInfo>, i32> {
-        (0..self.ids_used()).map(|t| Ok(IdInfo { token: t, name: self.id_name(t)? })).collect()
+        let v = (0..self.ids_used()).map(|t| Ok(IdInfo { token: t, name: self.id_name(t)? })).collect();
+        check_whole(self.base)?;
+        v
     }
 
     fn slot_off(&self, i: u32) -> u64 {
@@ -354,6 +384,9 @@ impl View {
     }
 
     /// Every handed-out slot that is currently assigned.
+    /// `LATTE_ERR_TRUNCATED` when the object shrank under the mapping (its
+    /// slots would read as zeros: unassigned, and a watcher would see an
+    /// idle region).
     pub fn slots(&self) -> Result<Vec<latte_slot_info>, i32> {
         let mut v = Vec::new();
         for i in 0..self.slots_used() {
@@ -362,6 +395,7 @@ impl View {
                 v.push(s);
             }
         }
+        check_whole(self.base)?;
         Ok(v)
     }
 
@@ -375,8 +409,14 @@ impl View {
 
     /// `read_slot` appending at most `max` samples.
     pub fn read_slot_max(&self, i: u32, cur: &mut latte_cursor, out: &mut Vec<latte_raw_sample>, assume_final: bool, max: usize) -> Result<ReadOutcome, i32> {
-        let room = max.min(self.geo.samples_per_slot as usize);
-        out.reserve(room);
+        // Room for what the slot holds now, never for what the header says
+        // a ring could hold (a hostile header claims 2^31 samples); samples
+        // written after this look wait for the next read.
+        let info = self.slot_info(i)?;
+        let next = if info.generation == cur.generation { cur.next } else { 0 }; // a new owner restarts the cursor
+        let holds = info.write_idx.saturating_sub(next);
+        let room = max.min(self.geo.samples_per_slot as usize).min(holds.min(usize::MAX as u64) as usize);
+        out.try_reserve(room).map_err(|_| -libc::ENOMEM)?;
         let len = out.len();
         let r = self.read_into(i, cur, &mut out.spare_capacity_mut()[..room], assume_final)?;
         // SAFETY: read_into initialised the first r.read elements of the spare capacity.
@@ -572,6 +612,19 @@ impl View {
             c.overhead[k] = crate::region::load_f64(&h.overhead_bits[k]);
         }
         c.overhead[9] = crate::region::load_f64(&h.pulse_overhead_bits);
+        // Figures another process wrote: what is not finite or out of range
+        // (0.001 to 1000 cycles per ns; overheads below 1e12 cycles) is
+        // taken as not measured, never printed (a trace with "ts":inf is not
+        // JSON).
+        if !(c.cycles_per_ns.is_finite() && (1e-3..=1e3).contains(&c.cycles_per_ns)) {
+            c.cycles_per_ns = 0.0;
+            c.calibrated = false;
+        }
+        for o in c.overhead.iter_mut() {
+            if !(o.is_finite() && (0.0..1e12).contains(o)) {
+                *o = 0.0;
+            }
+        }
         c
     }
 
@@ -606,10 +659,15 @@ pub fn own_view() -> Option<View> {
     unsafe { View::new(r.base(), r.geometry().total_size as usize) }.ok()
 }
 
+/// Which slots of `v` a caller in this process may read as final.
+pub fn final_slots(v: &View) -> Finality {
+    Finality::of(v)
+}
+
 /// Which slots a caller in this process may read as final: in the own live
 /// region, the calling thread's own live slots (no write to them can be in
 /// progress while it reads).
-struct Finality {
+pub struct Finality {
     own_region: bool,
     my_idx: Option<u32>,
 }
@@ -622,7 +680,7 @@ impl Finality {
         }
     }
 
-    fn is_final(&self, s: &latte_slot_info) -> bool {
+    pub fn is_final(&self, s: &latte_slot_info) -> bool {
         self.own_region && Some(s.thread_idx) == self.my_idx && s.state == LATTE_SLOT_LIVE
     }
 }
@@ -784,8 +842,16 @@ impl Mapping {
             unsafe { libc::munmap(p, len) };
             return Err(-libc::EMFILE);
         }
+        // On tmpfs (shared memory) reading a hole allocates it: bound what
+        // the header claims by the data the object holds. A producer's
+        // object is allocated whole when made, so a live region passes.
+        // SAFETY: an all-zero statfs is a valid out-parameter; fd is open.
+        let held = unsafe {
+            let mut fs: libc::statfs = core::mem::zeroed();
+            if libc::fstatfs(fd, &mut fs) == 0 && fs.f_type as i64 == libc::TMPFS_MAGIC as i64 { (st.st_blocks as u64).saturating_mul(512) } else { len as u64 }
+        };
         // SAFETY: p is readable for len bytes and page aligned; it lives in the Mapping.
-        match unsafe { View::new(p as *const u8, len) }.and_then(|v| check_whole(p as *const u8).map(|_| v)) {
+        match unsafe { View::new_held(p as *const u8, len, held) }.and_then(|v| check_whole(p as *const u8).map(|_| v)) {
             Ok(view) => Ok(Mapping { base: p as *mut u8, len, fd: owned, view }),
             Err(e) => {
                 crate::fault::unregister(p as *mut u8);

@@ -135,6 +135,82 @@ pub fn durations(samples: &[Sample], data: latte_data, cal: &Calibration) -> Vec
     samples.iter().map(|s| (s.duration as f64 - sub).max(0.0)).collect()
 }
 
+/// Test hook: makes the report's allocation for a component's durations
+/// fail, as it would without memory. Never set outside tests.
+#[doc(hidden)]
+pub static FAIL_REPORT_ALLOC: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Rows of every component that has samples, read straight from a view one
+/// component at a time: a component's durations (8 bytes a sample) are the
+/// only large allocation, and its failure is `-ENOMEM`, never an abort. The
+/// samples go through the outlier rule in the order `collect` keeps them
+/// (slot by slot, each ring oldest first).
+pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<Vec<Row>, i32> {
+    let ids = view.ids()?;
+    let slots = view.slots()?;
+    let fin = crate::reader::final_slots(view);
+    let mut out = Vec::new();
+    let mut raw = Vec::new();
+    for id in &ids {
+        if is_calibration_name(name_bytes(&id.name)) {
+            continue;
+        }
+        let mine: Vec<&crate::reader::latte_slot_info> = slots.iter().filter(|s| s.id_token == id.token).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        // Room for what its rings hold, taken at once (no doubling on the way).
+        let holds: u64 = mine.iter().map(|s| s.write_idx.min(view.geo.samples_per_slot as u64)).sum();
+        let mut durations: Vec<f64> = Vec::new();
+        // Relaxed: a test switch, read on its own.
+        if FAIL_REPORT_ALLOC.load(core::sync::atomic::Ordering::Relaxed) {
+            return Err(-libc::ENOMEM);
+        }
+        durations.try_reserve_exact(holds as usize).map_err(|_| -libc::ENOMEM)?;
+        let mut pair: Option<Option<usize>> = None; // Some(None): mixed pairs
+        let (mut lost, mut threads) = (0u64, std::collections::BTreeSet::new());
+        for s in &mine {
+            let mut cur = crate::reader::latte_cursor::default();
+            raw.clear();
+            view.read_slot(s.index, &mut cur, &mut raw, fin.is_final(s))?;
+            threads.insert(s.thread_idx);
+            lost += s.write_idx.saturating_sub(raw.len() as u64);
+            durations.try_reserve(raw.len()).map_err(|_| -libc::ENOMEM)?;
+            for r in &raw {
+                let smp = r.decode();
+                let p = smp.pair_index();
+                pair = Some(match pair {
+                    None => Some(p),
+                    Some(Some(q)) if q == p => Some(p),
+                    _ => None,
+                });
+                durations.push(smp.duration as f64);
+            }
+        }
+        let sub = match pair {
+            Some(Some(p)) if data == LATTE_DATA_CALIBRATED => cal.overhead[p],
+            _ => 0.0,
+        };
+        if sub != 0.0 {
+            for d in durations.iter_mut() {
+                *d = (*d - sub).max(0.0);
+            }
+        }
+        let (outliers, _) = crate::stats::data_clean_in_place(&mut durations)?;
+        if let Some(summary) = summarize(&durations) {
+            out.push(Row {
+                name: String::from_utf8_lossy(name_bytes(&id.name)).into_owned(),
+                token: id.token,
+                summary,
+                outliers,
+                lost,
+                threads: threads.len(),
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Rows of every component that has samples.
 pub fn rows(c: &Collected, data: latte_data, cal: &Calibration) -> Vec<Row> {
     let mut out = Vec::new();
@@ -193,6 +269,30 @@ fn pad(s: &str, w: usize, left: bool) -> String {
     } else {
         format!("{c:>w$}")
     }
+}
+
+/// `s` safe to print on a terminal: every control character (an escape
+/// sequence's ESC, a newline, C1 controls) written as a visible `\xNN` or
+/// `\u{NNNN}`, so that a name someone put in a region cannot move the
+/// cursor, recolour or forge lines. The `latte` command prints names
+/// through it; the C++ report keeps the original's raw text.
+pub fn terminal_text(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            c if (c as u32) < 0x80 && c.is_control() => {
+                let _ = write!(out, "\\x{:02X}", c as u32);
+            }
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:04X}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The cells of a component's row, in column order.
@@ -407,7 +507,9 @@ pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<
     cells(&mut out, c, &shown.iter().map(|c| c.0.to_string()).collect::<Vec<_>>(), &widths);
     border(&mut out, c, '├', '┼', '┤', &widths);
     for r in rows {
-        cells(&mut out, c, &pick(row_cells(r, &units, opts.extended)), &widths);
+        let mut v = row_cells(r, &units, opts.extended);
+        v[0] = terminal_text(&v[0]).into_owned();
+        cells(&mut out, c, &pick(v), &widths);
     }
     border(&mut out, c, '└', '┴', '┘', &widths);
     if !dropped.is_empty() {
@@ -444,9 +546,8 @@ pub fn own_report(unit: latte_unit, data: latte_data) -> Result<String, i32> {
         Some(v) => v,
         None => return Ok(render_classic(&[], unit, data, &Calibration::default())),
     };
-    let c = collect(&view)?;
     let cal = view.calibration();
-    Ok(render_classic(&rows(&c, data, &cal), unit, data, &cal))
+    Ok(render_classic(&rows_of_view(&view, data, &cal)?, unit, data, &cal))
 }
 
 #[cfg(test)]

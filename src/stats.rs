@@ -51,6 +51,39 @@ pub fn data_clean(values: &[f64]) -> Clean {
     Clean { values: kept, outliers, cutoff }
 }
 
+/// The outlier rule in place: `values` (in recording order) becomes the
+/// kept values, sorted; returns the outlier count and the cutoff. The only
+/// allocation is the bucket maxima (one value per 1,000); its failure is
+/// `-ENOMEM`, never an abort. Same rule as `data_clean`.
+pub fn data_clean_in_place(values: &mut Vec<f64>) -> Result<(usize, Option<f64>), i32> {
+    let mut maxima = Vec::new();
+    maxima.try_reserve(values.len() / BUCKET + 1).map_err(|_| -libc::ENOMEM)?;
+    maxima.extend(values.chunks(BUCKET).filter(|c| c.len() >= BUCKET / 2).map(|c| c.iter().copied().fold(f64::NEG_INFINITY, f64::max)));
+    maxima.sort_by(|a, b| a.total_cmp(b));
+    let n = maxima.len();
+    let cutoff = if n >= 4 {
+        let (q1, q3) = (maxima[n / 4], maxima[3 * n / 4]);
+        Some(if q3 == q1 { q3 * 1.5 } else { q3 + 3.0 * (q3 - q1) })
+    } else if n >= 1 {
+        Some(1.5 * maxima[n - 1])
+    } else {
+        None
+    };
+    let total = values.len();
+    let mut outliers = 0;
+    if let Some(c) = cutoff {
+        let kept = values.iter().filter(|&&v| v <= c).count();
+        // Dropping everything keeps everything.
+        if kept > 0 {
+            values.retain(|&v| v <= c);
+            outliers = total - kept;
+        }
+    }
+    // Unstable: sorts in place (a stable sort would take half as much again).
+    values.sort_unstable_by(|a, b| a.total_cmp(b));
+    Ok((outliers, cutoff))
+}
+
 /// Summary of a sorted, non-empty set of values.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Summary {

@@ -386,7 +386,7 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            let name = r["name"].as_str().unwrap_or("").to_string();
+            let name = report::terminal_text(r["name"].as_str().unwrap_or("")).into_owned();
             if r["readable"].as_bool() == Some(true) {
                 vec![
                     name,
@@ -408,7 +408,10 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
         let cells: Vec<Vec<String>> = cells.iter().map(|c| c[..7].to_vec()).collect();
         table(&["NAME", "PID", "ALIVE", "IDS", "THREADS", "SLOTS", "SIZE"], "lrrrrrr", &cells, style.width)
     } else {
-        table(&["NAME", "PID", "ALIVE", "IDS", "THREADS", "SLOTS", "SIZE", "NOTE"], "lrrrrrrl", &cells, style.width)
+        // The note (why a region cannot be read) right after the name, so
+        // that a narrow terminal drops figures rather than the reason.
+        let cells: Vec<Vec<String>> = cells.iter().map(|c| [&c[..1], &c[7..8], &c[1..7]].concat()).collect();
+        table(&["NAME", "NOTE", "PID", "ALIVE", "IDS", "THREADS", "SLOTS", "SIZE"], "llrrrrrr", &cells, style.width)
     };
     emit(&text)
 }
@@ -416,14 +419,13 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
 fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, style: Style) -> Result<(), ExitCode> {
     let m = open(target)?;
     let v = m.view;
-    let c = report::collect(&v).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
     let mut cal = v.calibration();
     if time {
         cal.cycles_per_ns = cycles_per_ns(&v);
     }
     let data = if calibrated { LATTE_DATA_CALIBRATED } else { LATTE_DATA_RAW };
     let unit = if time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE };
-    let rows = report::rows(&c, data, &cal);
+    let rows = report::rows_of_view(&v, data, &cal).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
     let counters = v.counters();
     if calibrated && !cal.calibrated {
         eprintln!("latte: {target}: the producer never calibrated; showing raw figures");
@@ -570,11 +572,16 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     // Table cells carry their unit; plain fields a number and its unit.
     let cell = |c: f64| if o.time { units.show(c) } else { format!("{} cycles", report::format_cycles(c)) };
     let plain_value = |c: f64| if o.time { format!("{:.1}ns", c / cpn) } else { format!("{c:.0}cycles") };
-    let mut cursors = vec![latte_cursor::default(); v.geo.slot_capacity as usize];
+    // One cursor per slot handed out, grown as slots are (never as many as
+    // the header says there could be: a hostile one claims 2^32 - 1).
+    let mut cursors: Vec<latte_cursor> = Vec::new();
     let mut buf: Vec<latte_raw_sample> = Vec::new();
     // Start at "now": skip what is already there.
     if let Ok(slots) = v.slots() {
         for s in slots {
+            if cursors.len() <= s.index as usize {
+                cursors.resize(s.index as usize + 1, latte_cursor::default());
+            }
             let _ = v.read_slot(s.index, &mut cursors[s.index as usize], &mut buf, false);
         }
     }
@@ -599,6 +606,9 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
             .collect();
         for s in &slots {
             buf.clear();
+            if cursors.len() <= s.index as usize {
+                cursors.resize(s.index as usize + 1, latte_cursor::default());
+            }
             let c = &mut cursors[s.index as usize];
             let lost_before = if c.generation == s.generation { c.lost } else { 0 };
             v.read_slot(s.index, c, &mut buf, false).map_err(fail_read)?;
@@ -633,7 +643,7 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
                 ));
             } else {
                 table_rows.push(vec![
-                    p.name.clone(),
+                    report::terminal_text(&p.name).into_owned(),
                     format!("{rate:.1}/s"),
                     cell(s.p50),
                     cell(s.p99),
