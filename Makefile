@@ -25,7 +25,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src -name '*.rs') Cargo.toml build.rs cbindgen.toml
 
-.PHONY: test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
+.PHONY: soak test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
 
 all: lib
 
@@ -259,6 +259,11 @@ install-test: lib test-tools
 readme-test: lib test-tools
 	@mkdir -p $(B)
 	@MAKE="$(MAKE)" $(PYTHON) tests/readme/run.py
+
+# Long runs outside `make test`: the torture test (producers at full speed,
+# a reader process, read + lost == written) for two minutes, and slot reuse.
+soak: tools
+	LATTE_TORTURE_SECS=120 $(CARGO) test --profile ci-test --test torture --test slot_reuse
 
 clean:
 	$(CARGO) clean

@@ -47,7 +47,7 @@ fn from_anchor(h: &latte_region_header) -> Option<(f64, u64)> {
 /// measures (the flush): the region's figure when known; else the ratio of
 /// the region's anchor to a (TSC, clock) pair taken now, kept as the
 /// region's figure once the anchor is `ANCHOR_WINDOW_NS` old (younger, it is
-/// returned but not kept: exact to about 1e-4 after a millisecond). 0.0 when
+/// returned without being stored: exact to about 1e-4 after a millisecond). 0.0 when
 /// neither exists. Three clock reads; no window, no sleep.
 pub fn cycles_per_ns_now() -> f64 {
     let region = match REGISTRY.lock().region() {

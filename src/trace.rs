@@ -12,38 +12,64 @@
 use crate::report::Collected;
 use std::io::Write;
 
-/// Writes the trace of `c` to `w`. Times are microseconds since the
-/// region's anchor TSC (taken when the region was made, before any sample).
-pub fn write(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles_per_ns: f64) -> std::io::Result<()> {
+/// One event as both renderings print it.
+struct Timed {
+    /// The component's name, JSON-quoted.
+    name: usize,
+    tid: u32,
+    depth: u32,
+    start_ns: f64,
+    dur_ns: f64,
+    /// Position in its (thread, ID) track, from 0, as the original numbers
+    /// each thread's ring.
+    index: u64,
+}
+
+/// The events of `c` in start order with their times (ns since the anchor
+/// TSC) and track positions.
+fn timed(c: &Collected, anchor_tsc: u64, cycles_per_ns: f64) -> impl Iterator<Item = Timed> + '_ {
     let cpn = if cycles_per_ns > 0.0 { cycles_per_ns } else { 1.0 };
-    let names: Vec<String> = c.names.iter().map(|n| serde_json::to_string(n).unwrap_or_else(|_| "\"?\"".into())).collect();
-    // sample_index counts each (thread, ID) track on its own, as the
-    // original numbers each thread's ring.
     let mut index: std::collections::HashMap<(u32, u32), u64> = std::collections::HashMap::new();
-    w.write_all(b"[\n")?;
-    let mut first = true;
-    for e in &c.events {
-        let t = e.token as usize;
-        let start_ns = e.sample.start_tsc.saturating_sub(anchor_tsc) as f64 / cpn;
-        let dur_ns = e.sample.duration as f64 / cpn;
+    c.events.iter().map(move |e| {
         let slot = index.entry((e.token, e.os_tid)).or_insert(0);
         let n = *slot;
         *slot += 1;
-        if !first {
+        Timed {
+            name: e.token as usize,
+            tid: e.os_tid,
+            depth: e.sample.depth,
+            start_ns: e.sample.start_tsc.saturating_sub(anchor_tsc) as f64 / cpn,
+            dur_ns: e.sample.duration as f64 / cpn,
+            index: n,
+        }
+    })
+}
+
+fn quoted_names(c: &Collected) -> Vec<String> {
+    c.names.iter().map(|n| serde_json::to_string(n).unwrap_or_else(|_| "\"?\"".into())).collect()
+}
+
+/// Writes the trace of `c` to `w`. Times are microseconds since the
+/// region's anchor TSC (taken when the region was made, before any sample).
+pub fn write(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles_per_ns: f64) -> std::io::Result<()> {
+    let names = quoted_names(c);
+    w.write_all(b"[\n")?;
+    for (k, e) in timed(c, anchor_tsc, cycles_per_ns).enumerate() {
+        if k > 0 {
             w.write_all(b",\n")?;
         }
-        first = false;
         // The original's line, printf conversions and spacing included.
         write!(
             w,
             "  {{\"name\": {nm}, \"ph\": \"X\", \"pid\": {pid}, \"tid\": {tid}, \"ts\": {ts:.3}, \"dur\": {dur:.3}, \"component\": {nm}, \"sample_index\": {n}, \"depth\": {d}, \"start_ns\": {sn:.2}, \"duration_ns\": {dn:.2}}}",
-            nm = names[t],
-            tid = e.os_tid,
-            ts = start_ns / 1000.0,
-            dur = dur_ns / 1000.0,
-            d = e.sample.depth,
-            sn = start_ns,
-            dn = dur_ns,
+            nm = names[e.name],
+            tid = e.tid,
+            ts = e.start_ns / 1000.0,
+            dur = e.dur_ns / 1000.0,
+            n = e.index,
+            d = e.depth,
+            sn = e.start_ns,
+            dn = e.dur_ns,
         )?;
     }
     w.write_all(b"\n]\n")?;
@@ -62,33 +88,26 @@ pub struct Names<'a> {
 /// complete event per sample with `component`, `depth`, `start_ns`,
 /// `duration_ns` and `sample_index` under `args`. Times as in `write`.
 pub fn write_annotated(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles_per_ns: f64, names: &Names) -> std::io::Result<()> {
-    let cpn = if cycles_per_ns > 0.0 { cycles_per_ns } else { 1.0 };
     let q = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".into());
-    let quoted: Vec<String> = c.names.iter().map(|n| q(n)).collect();
+    let quoted = quoted_names(c);
     w.write_all(b"[\n")?;
     write!(w, "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":{}}}}}", q(names.process))?;
     let tids: std::collections::BTreeSet<u32> = c.events.iter().map(|e| e.os_tid).collect();
     for tid in tids {
         write!(w, ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":{}}}}}", q(&(names.thread)(tid)))?;
     }
-    let mut index: std::collections::HashMap<(u32, u32), u64> = std::collections::HashMap::new();
-    for e in &c.events {
-        let t = e.token as usize;
-        let start_ns = e.sample.start_tsc.saturating_sub(anchor_tsc) as f64 / cpn;
-        let dur_ns = e.sample.duration as f64 / cpn;
-        let slot = index.entry((e.token, e.os_tid)).or_insert(0);
-        let n = *slot;
-        *slot += 1;
+    for e in timed(c, anchor_tsc, cycles_per_ns) {
         write!(
             w,
             ",\n{{\"name\":{nm},\"cat\":\"latte\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ts:.3},\"dur\":{dur:.3},\"args\":{{\"component\":{nm},\"depth\":{d},\"start_ns\":{sn:.2},\"duration_ns\":{dn:.2},\"sample_index\":{n}}}}}",
-            nm = quoted[t],
-            tid = e.os_tid,
-            ts = start_ns / 1000.0,
-            dur = dur_ns / 1000.0,
-            d = e.sample.depth,
-            sn = start_ns,
-            dn = dur_ns,
+            nm = quoted[e.name],
+            tid = e.tid,
+            ts = e.start_ns / 1000.0,
+            dur = e.dur_ns / 1000.0,
+            d = e.depth,
+            sn = e.start_ns,
+            dn = e.dur_ns,
+            n = e.index,
         )?;
     }
     w.write_all(b"\n]\n")?;
