@@ -8,7 +8,7 @@ use crate::calibrate::is_calibration_name;
 use crate::intern::name_bytes;
 use crate::layout::*;
 use crate::reader::{Calibration, View};
-use crate::stats::{data_clean, summarize, Summary};
+use crate::stats::{summarize, Summary};
 use std::fmt::Write;
 
 /// `"512.00 ns"`, `"1.88 us"`, `"3.20 ms"`, `"1.50 s"`, `"2.00 min"`.
@@ -126,15 +126,6 @@ pub fn collect(view: &View) -> Result<Collected, i32> {
     Ok(c)
 }
 
-/// Durations of a component in cycles, minus the calibrated overhead when
-/// asked and when all its samples share one (start, stop) pair.
-pub fn durations(samples: &[Sample], data: latte_data, cal: &Calibration) -> Vec<f64> {
-    let pair = samples.first().map(|s| s.pair_index());
-    let uniform = pair.is_some() && samples.iter().all(|s| Some(s.pair_index()) == pair);
-    let sub = if data == LATTE_DATA_CALIBRATED && uniform { cal.overhead[pair.unwrap()] } else { 0.0 };
-    samples.iter().map(|s| (s.duration as f64 - sub).max(0.0)).collect()
-}
-
 /// Test hook: makes the report's allocation for a component's durations
 /// fail, as it would without memory. Never set outside tests.
 #[doc(hidden)]
@@ -209,28 +200,6 @@ pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<
         }
     }
     Ok(out)
-}
-
-/// Rows of every component that has samples.
-pub fn rows(c: &Collected, data: latte_data, cal: &Calibration) -> Vec<Row> {
-    let mut out = Vec::new();
-    for (t, samples) in c.per_token.iter().enumerate() {
-        if samples.is_empty() || c.hidden[t] {
-            continue;
-        }
-        let clean = data_clean(&durations(samples, data, cal));
-        if let Some(summary) = summarize(&clean.values) {
-            out.push(Row {
-                name: c.names[t].clone(),
-                token: t as u32,
-                summary,
-                outliers: clean.outliers,
-                lost: c.lost[t],
-                threads: c.threads[t].len(),
-            });
-        }
-    }
-    out
 }
 
 const WIDTH: usize = 136;

@@ -22,32 +22,9 @@ pub(crate) const BUCKET: usize = 1000;
 /// the largest. With none: no cutoff. Values above the cutoff are outliers;
 /// if that would drop everything, keep everything and count 0.
 pub fn data_clean(values: &[f64]) -> Clean {
-    let mut maxima: Vec<f64> = values
-        .chunks(BUCKET)
-        .filter(|c| c.len() >= BUCKET / 2) // only the last bucket can be short
-        .map(|c| c.iter().copied().fold(f64::NEG_INFINITY, f64::max))
-        .collect();
-    maxima.sort_by(|a, b| a.total_cmp(b));
-    let n = maxima.len();
-    let cutoff = if n >= 4 {
-        let q1 = maxima[n / 4];
-        let q3 = maxima[3 * n / 4];
-        Some(if q3 == q1 { q3 * 1.5 } else { q3 + 3.0 * (q3 - q1) })
-    } else if n >= 1 {
-        Some(1.5 * maxima[n - 1])
-    } else {
-        None
-    };
-    let mut kept: Vec<f64> = match cutoff {
-        Some(c) => values.iter().copied().filter(|&v| v <= c).collect(),
-        None => values.to_vec(),
-    };
-    let mut outliers = values.len() - kept.len();
-    if kept.is_empty() && !values.is_empty() {
-        kept = values.to_vec();
-        outliers = 0;
-    }
-    kept.sort_by(|a, b| a.total_cmp(b));
+    let mut kept = values.to_vec();
+    // Only the maxima's allocation can fail there; `to_vec` above would have first.
+    let (outliers, cutoff) = data_clean_in_place(&mut kept).unwrap_or((0, None));
     Clean { values: kept, outliers, cutoff }
 }
 

@@ -67,8 +67,8 @@ fn exercise(base: *const u8, len: usize) -> Result<usize, i32> {
     let _ = v.counters();
     let _ = v.calibration();
     let c = latte::report::collect(&v)?;
-    let rows = latte::report::rows(&c, LATTE_DATA_CALIBRATED, &v.calibration());
-    Ok(n + rows.len())
+    let rows = latte::report::rows_of_view(&v, LATTE_DATA_CALIBRATED, &v.calibration())?;
+    Ok(n + rows.len() + c.events.len())
 }
 
 fn put_u32(b: &mut [u8], off: usize, v: u32) {
