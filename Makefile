@@ -23,7 +23,7 @@ TSAN       := -fsanitize=thread
 
 C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
-SRCS      := $(shell find src -name '*.rs') Cargo.toml build.rs cbindgen.toml
+SRCS      := $(shell find src cli/src -name '*.rs') Cargo.toml cli/Cargo.toml build.rs
 
 .PHONY: soak test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
 
@@ -48,13 +48,13 @@ $(LIB_SO) $(LIB_A): $(SRCS) include/latte.h
 
 # Regenerate the committed C header from the Rust sources.
 header:
-	LATTE_HEADER=write $(CARGO) build --release
+	$(CARGO) run --release -p latte-header -- write
 
 # Fails when include/latte.h differs from what the sources generate, or when
 # latte_disable.h misses an entry point of latte.h.
 check-header: tools
-	LATTE_HEADER=check $(CARGO) build --release
-	LATTE_HEADER=check $(CARGO) build --profile ci-test --features uring
+	$(CARGO) run --release -p latte-header -- check
+	$(CARGO) build --release
 	@missing=0; for f in $$(grep -oE '^[a-z_0-9 *]*\blatte_[a-z_0-9]+\(' include/latte.h | grep -oE 'latte_[a-z_0-9]+\($$' | tr -d '('); do \
 	  grep -q "#define $$f(" include/latte_disable.h || { echo "latte_disable.h lacks $$f"; missing=1; }; done; \
 	  test $$missing = 0 && echo "header: latte.h is generated and latte_disable.h covers every entry point"
