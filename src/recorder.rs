@@ -690,7 +690,11 @@ fn with_cold<R>(f: impl FnOnce(&mut Cold) -> R) -> Option<R> {
     let c = COLD.try_with(|c| c.get()).unwrap_or(core::ptr::null_mut());
     // SAFETY: the calling thread's own cold state, touched only by this thread
     // (and by the registry once the thread has exited).
-    if c.is_null() { None } else { Some(f(unsafe { &mut *c })) }
+    if c.is_null() {
+        None
+    } else {
+        Some(f(unsafe { &mut *c }))
+    }
 }
 
 // ----------------------------------------------------------- hot path ----
@@ -874,7 +878,11 @@ pub fn region_if_any() -> Option<&'static Region> {
     // Acquire pairs with the release in `install`.
     let p = REGION.load(Ordering::Acquire);
     // SAFETY: a non-null REGION points to a leaked, never-freed Region.
-    if p.is_null() { None } else { Some(unsafe { &*p }) }
+    if p.is_null() {
+        None
+    } else {
+        Some(unsafe { &*p })
+    }
 }
 
 /// Cache miss: the ring for `id` on this thread, from `resolve_slot`; the
