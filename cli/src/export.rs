@@ -29,7 +29,8 @@
 //!    `--keep-gone`, so that scrapers see their last counts, then go.
 
 use latte::layout::{LATTE_MAX_DURATION, LATTE_SLOT_CLOSED};
-use latte::reader::{latte_cursor, latte_raw_sample, Mapping, View};
+use latte::reader::{latte_cursor, latte_raw_sample, ReadMode};
+use latte::{Error, Mapping, View};
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
@@ -65,7 +66,7 @@ const DROP_REASONS: [&str; 5] = ["overflow_start", "orphan_stop", "unfit_id", "n
 struct Counts([u64; 7]);
 
 impl Counts {
-    fn of(v: &View) -> Counts {
+    fn of(v: &View<'_>) -> Counts {
         let k = v.counters();
         Counts([k.overflow_starts, k.orphan_stops, k.unfit_id_drops, k.no_slot_drops, k.late_drops, k.slot_reuses, k.reuse_discarded])
     }
@@ -507,9 +508,9 @@ fn open(name: &[u8], ident: (u64, u64)) -> Opened {
                 Opened::Vanished
             }
         }
-        Err(e) if e == -libc::ENOENT => Opened::Vanished,
-        Err(e) if e == latte::error::LATTE_ERR_NOT_LATTE || e == -libc::EINVAL || e == -libc::EISDIR || e == -libc::ENODEV => Opened::Foreign,
-        Err(e) if e == -libc::EMFILE => Opened::Unreadable("too many regions open (a process maps at most 64 at once)".into()),
+        Err(e) if e == Error::Os(libc::ENOENT) => Opened::Vanished,
+        Err(e) if e == Error::NotLatte || e == Error::INVAL || e == Error::Os(libc::EISDIR) || e == Error::Os(libc::ENODEV) => Opened::Foreign,
+        Err(e) if e == Error::Os(libc::EMFILE) => Opened::Unreadable("too many regions open (a process maps at most 64 at once)".into()),
         Err(e) => Opened::Unreadable(crate::strerror(e)),
     }
 }
@@ -517,7 +518,7 @@ fn open(name: &[u8], ident: (u64, u64)) -> Opened {
 /// Step 3 for an object present at the first scan: every cursor to the end
 /// of what its slot holds now.
 fn skip_to_end(o: &mut Object, buf: &mut Vec<latte_raw_sample>) {
-    let v = o.map.view;
+    let v = o.map.view();
     o.last = Counts::of(&v);
     if let Ok(slots) = v.slots() {
         for s in slots {
@@ -526,7 +527,7 @@ fn skip_to_end(o: &mut Object, buf: &mut Vec<latte_raw_sample>) {
                 o.cursors.resize(i + 1, latte_cursor::default());
             }
             buf.clear();
-            let _ = v.read_slot(s.index, &mut o.cursors[i], buf, false);
+            let _ = v.read_slot(s.index, &mut o.cursors[i], buf, ReadMode::Live);
         }
     }
 }
@@ -534,7 +535,7 @@ fn skip_to_end(o: &mut Object, buf: &mut Vec<latte_raw_sample>) {
 /// Step 1 for one object: reads every slot past its cursor into the
 /// region's series, and the region counters' growth.
 fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, buf: &mut Vec<latte_raw_sample>, now: Instant) {
-    let v = o.map.view;
+    let v = o.map.view();
     // Looked at before reading: when the producer was gone already, this
     // pass takes the last samples there will ever be.
     r.alive = o.map.producer_alive();
@@ -548,7 +549,7 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
     }
     r.slot_capacity = v.geo.slot_capacity;
     r.slots_used = v.slots_used();
-    let fail = |r: &mut Region, e: i32| {
+    let fail = |r: &mut Region, e: Error| {
         r.read_errors += 1;
         r.last_error = Some(crate::strerror(e));
     };
@@ -559,8 +560,8 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
     let names: Vec<Option<String>> = ids
         .iter()
         .map(|i| {
-            let n = latte::intern::name_bytes(&i.name);
-            (!latte::calibrate::is_calibration_name(n)).then(|| label_text(n))
+            let n = latte::name::name_bytes(&i.name);
+            (!latte::name::is_reserved_name(n)).then(|| label_text(n))
         })
         .collect();
     for s in &slots {
@@ -573,7 +574,7 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
             o.cursors.resize(i + 1, latte_cursor::default());
         }
         buf.clear();
-        let got = match v.read_slot(s.index, &mut o.cursors[i], buf, false) {
+        let got = match v.read_slot(s.index, &mut o.cursors[i], buf, ReadMode::Live) {
             Ok(g) => g,
             Err(e) => {
                 fail(r, e);

@@ -71,7 +71,7 @@ pub fn run(o: ServeOpts) -> Result<(), ExitCode> {
     let named = o.export.regions.clone();
     // Cycles to seconds for regions whose producer has published no
     // figure: the TSC is invariant and shared by the machine's cores.
-    let own_cpn = latte::tsc::measure_cycles_per_ns(50);
+    let own_cpn = latte::measure_cycles_per_ns(50);
     let state = Arc::new(Mutex::new(State::new(o.export, own_cpn)));
     lock(&state).pass(Instant::now());
     let listener = std::net::TcpListener::bind(o.listen)
