@@ -94,7 +94,7 @@ $(B)/serve/service: tests/serve/service.cpp cpp_compat/Latte.hpp include/*.h $(L
 serve-test: lib $(B)/serve/service
 	@$(call need,prometheus,prometheus)
 	@[ "$$(id -u)" = 0 ] || { echo "make: serve-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
-	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=256m tmpfs /dev/shm || exit 1; rc=0; \
+	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm || exit 1; rc=0; \
 	  $(PYTHON) tests/serve/http_edges.py $(REL)/latte $(B)/serve/service || rc=1; \
 	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
 

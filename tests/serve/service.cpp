@@ -9,7 +9,8 @@
 //            svc "odd" \ é  50 empty spans (a name to escape)
 //   live   never calibrates; records svc.tick (a 2 us spin) about every
 //          millisecond, prints READY after the first, until stdin closes;
-//          takes the name over from a producer that is gone.
+//          rings of 4,096 samples (8 MiB in all); takes the name over from a
+//          producer that is gone.
 //   small  a region of 4 slots of 64 samples: 10 svc.small spans, READY,
 //          then waits for stdin to close (its object is a small file to copy).
 #include "Latte.hpp"
@@ -118,7 +119,7 @@ int main(int argc, char **argv) {
   const char *mode = argv[2];
   int rc = std::strcmp(mode, "known") == 0  ? Latte::InitSharedRegion(argv[1])
            : std::strcmp(mode, "small") == 0 ? init(argv[1], 4, 64, 8)
-                                             : init(argv[1], 0, 0, 0);
+                                             : init(argv[1], 0, 4096, 0);
   if (rc != 0) {
     std::fprintf(stderr, "service: %s: %s\n", argv[1], latte_strerror(rc));
     return 1;
