@@ -95,7 +95,7 @@ serve-test: lib $(B)/serve/service
 	@$(call need,prometheus,prometheus)
 	@[ "$$(id -u)" = 0 ] || { echo "make: serve-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm || exit 1; rc=0; \
-	  $(PYTHON) tests/serve/http_edges.py $(REL)/latte $(B)/serve/service || rc=1; \
+	  $(PYTHON) tests/serve/http_edges.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
 	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
 
 # Both builds: without and with the io_uring flush (the suites the feature

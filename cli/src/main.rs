@@ -86,7 +86,8 @@ enum Cmd {
     /// http://ADDR:PORT/metrics (docs/fleet.md).
     Serve {
         /// Region names (`/name` or `name`); none: every latte region in
-        /// /dev/shm, looked for again every second as services come and go.
+        /// /dev/shm, looked for again every second (every --interval when
+        /// longer) as services come and go.
         regions: Vec<String>,
         /// Address and port to listen on.
         #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]

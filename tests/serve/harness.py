@@ -230,3 +230,27 @@ def read_raw(libpath, region):
         return per_id, info.cycles_per_ns, info.producer_pid
     finally:
         lib.latte_reader_close(r)
+
+
+def written(libpath, region):
+    """Samples written so far per ID name (the slots' write indices), read
+    through latte's C reader."""
+    lib = ctypes.CDLL(libpath)
+    r = ctypes.c_void_p()
+    rc = lib.latte_reader_open(region.encode(), ctypes.byref(r))
+    if rc != 0:
+        raise RuntimeError(f"latte_reader_open({region}): {rc}")
+    try:
+        slots = (SlotInfo * 4096)()
+        n = ctypes.c_size_t()
+        if lib.latte_reader_slots(r, slots, 4096, ctypes.byref(n)) != 0:
+            raise RuntimeError("latte_reader_slots failed")
+        out = {}
+        for s in slots[: n.value]:
+            if lib.latte_reader_id_is_reserved(r, s.id_token) == 0:
+                buf = ctypes.create_string_buffer(64)
+                lib.latte_reader_id_name(r, s.id_token, buf, 64)
+                out[buf.value.decode()] = out.get(buf.value.decode(), 0) + s.write_idx
+        return out
+    finally:
+        lib.latte_reader_close(r)

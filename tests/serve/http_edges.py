@@ -8,7 +8,7 @@ name), objects that are not regions, a region named before it exists,
 --per-thread, and more regions than a process may map. After each, the
 exporter must still answer; at the end it must still run.
 
-usage: http_edges.py LATTE SERVICE"""
+usage: http_edges.py LATTE SERVICE LIBLATTE_SO"""
 import os
 import shutil
 import signal
@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 
-LATTE, SERVICE = sys.argv[1:3]
+LATTE, SERVICE, LIB = sys.argv[1:4]
 TAG = f"latte-serve-http-{os.getpid()}"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
@@ -103,6 +103,11 @@ def main():
     with h.Processes(limit_s=100) as procs:
         port, serve, _ = h.start_serve(procs, LATTE, "--interval", "50ms", "--keep-gone", "2s")
         live = h.start_service(procs, SERVICE, "/" + name("live"), "live")
+        # A client that never finishes its request: disconnected after the
+        # header timeout (10 s), looked at at the end.
+        lingering = socket.create_connection(("127.0.0.1", port), timeout=30)
+        lingering.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        lingering_since = time.monotonic()
         known = h.start_service(procs, SERVICE, "/" + name("known"), "known")
 
         # --- every kind of request --------------------------------------
@@ -176,8 +181,8 @@ def main():
         for id_, n in (("svc.spread", 4000), ("svc.bimodal", 3000), ("svc.fast", 40000)):
             h.check(h.value(s, "latte_span_duration_seconds_count", region=name("known"), id=id_) == n, f"{id_}: count {n}")
             h.check(h.value(s, "latte_samples_lost_total", region=name("known"), id=id_) == 0, f"{id_}: nothing lost")
-        tick = [h.value(s, n, region=name("live"), id="svc.tick") for n in ("latte_span_duration_seconds_count", "latte_samples_recorded_total", "latte_samples_lost_total")]
-        h.check(tick[0] is not None and tick[0] + tick[2] == tick[1] and tick[1] > 0, f"live region: read + lost == recorded ({tick})")
+        tick = [h.value(s, n, region=name("live"), id="svc.tick") for n in ("latte_span_duration_seconds_count", "latte_samples_lost_total")]
+        h.check(tick[0] and tick[0] > 0 and tick[1] == 0, f"live region: samples read, none lost ({tick})")
 
         # --- --per-thread: a second exporter, for one region named --------
         # The region comes after the exporter: it is read from its start.
@@ -221,7 +226,11 @@ def main():
                         lambda: True if h.value(samples(port), "latte_producer_up", region=name("kill")) == 0 else None, 5)
         r = sc.stop()
         h.check(all_ok(r), f"{len(r)} scrapes while the producer was killed: all 200")
-        before = h.value(samples(port), "latte_samples_recorded_total", region=name("kill"), id="svc.tick")
+        # Each sample once: what the killed producer wrote, no more, no less.
+        old = h.written(LIB, "/" + name("kill")).get("svc.tick")
+        tick = lambda n: h.value(samples(port), n, region=name("kill"), id="svc.tick")  # noqa: E731
+        before = wait_for(f"recorded == written ({old}) for the killed producer", lambda: old if tick("latte_samples_recorded_total") == old else None, 5)
+        h.check(tick("latte_samples_lost_total") == 0, "nothing lost")
         k2 = h.start_service(procs, SERVICE, "/" + name("kill"), "live")  # takes the stale name over
 
         def restarted():
@@ -231,8 +240,11 @@ def main():
             return (info, v) if info == [str(k2.pid)] and v is not None and v > before else None
 
         got = wait_for("the restarted producer's pid and counts", restarted, 5)
-        h.check(got is not None and before is not None and got[1] > before, f"counts go on across the restart: {before} -> {got and got[1]}")
         procs.stop(k2)
+        new = h.written(LIB, "/" + name("kill")).get("svc.tick")
+        total = wait_for(f"recorded == written before the restart ({before}) + after ({new})",
+                         lambda: True if before and new and tick("latte_samples_recorded_total") == before + new else None, 5)
+        h.check(got is not None and total, f"counts go on across the restart: {before} -> {got and got[1]} -> {tick('latte_samples_recorded_total')}")
 
         # --- the object shrinks under the mapping mid-scrape ------------
         t = h.start_service(procs, SERVICE, "/" + name("shrink"), "live")
@@ -296,6 +308,16 @@ def main():
             n == "latte_serve_region_unreadable" and l["region"].startswith(TAG) for n, l, _ in samples(port)) else None, 5)
         procs.stop(small)
         procs.stop(known)
+        try:
+            lingering.settimeout(max(1.0, 15 - (time.monotonic() - lingering_since)))
+            closed = lingering.recv(100) == b""
+        except ConnectionResetError:
+            closed = True
+        except socket.timeout:
+            closed = False
+        waited = time.monotonic() - lingering_since
+        h.check(closed and waited >= 9.5, f"a request never finished is disconnected after the header timeout (closed {closed} after {waited:.1f} s)")
+        lingering.close()
         h.check(serve.poll() is None, "latte serve still runs after all of it")
     for x in os.listdir("/dev/shm"):
         if x.startswith(TAG):
