@@ -213,12 +213,8 @@ impl State {
                 read_object(r, &mut o, opts.per_thread, own_cpn, buf, now);
                 r.object = Some(o);
                 // Said when it starts or changes (counted on every pass).
-                match &r.last_error {
-                    Some(e) if before.as_ref() != Some(e) => {
-                        eprintln!("latte: serve: {}: {e}", label_text(name))
-                    }
-                    None => {}
-                    Some(_) => {}
+                if let Some(e) = r.last_error.as_ref().filter(|e| before.as_ref() != Some(*e)) {
+                    crate::serve::say(&format!("{}: {e}", label_text(name)));
                 }
             }
         }
@@ -311,8 +307,8 @@ impl State {
                         r.gone.get_or_insert(now);
                     }
                 }
-                Opened::Foreign => self.unreadable(name, "not a latte region".into(), now),
-                Opened::Unreadable(why) => self.unreadable(name, why, now),
+                Opened::Foreign => self.unreadable(name, "not a latte region".into()),
+                Opened::Unreadable(why) => self.unreadable(name, why),
                 Opened::Vanished => {}
             }
         }
@@ -325,7 +321,7 @@ impl State {
         self.scanned = true;
     }
 
-    fn unreadable(&mut self, name: &[u8], why: String, _now: Instant) {
+    fn unreadable(&mut self, name: &[u8], why: String) {
         let r = self.regions.entry(name.to_vec()).or_default();
         r.unreadable = Some(why);
         r.gone = None;

@@ -41,6 +41,13 @@ pub struct ServeOpts {
     pub export: Options,
 }
 
+/// `latte: serve: {text}` on standard error. A failed write (standard
+/// error closed) is ignored: serving goes on.
+pub fn say(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "latte: serve: {text}");
+}
+
 fn lock(s: &Mutex<State>) -> MutexGuard<'_, State> {
     // A pass that panicked (caught in `reader`) left the state usable.
     s.lock().unwrap_or_else(|e| e.into_inner())
@@ -82,16 +89,14 @@ pub fn run(o: ServeOpts) -> Result<(), ExitCode> {
         let st = lock(&state);
         for n in &named {
             match st.unreadable_reason(n.as_bytes()) {
-                Some(Some(why)) => {
-                    eprintln!("latte: serve: {n}: {why} (looked at again every second)")
-                }
-                None => eprintln!("latte: serve: no region {n} yet (looked for every second)"),
+                Some(Some(why)) => say(&format!("{n}: {why} (looked at again every second)")),
+                None => say(&format!("no region {n} yet (looked for every second)")),
                 Some(None) => {}
             }
         }
     }
     let what = if named.is_empty() { "every latte region in /dev/shm".to_string() } else { named.join(" ") };
-    eprintln!("latte: serve: listening on http://{addr}/metrics ({what})");
+    say(&format!("listening on http://{addr}/metrics ({what})"));
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Metrics::new(state.clone())));
     let registry = Arc::new(registry);
@@ -121,7 +126,7 @@ fn reader(state: &Mutex<State>, every: Duration) {
         let mut st = lock(state);
         // A panic is a bug: said once per pass, and the next pass goes on.
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| st.pass(Instant::now()))).is_err() {
-            eprintln!("latte: serve: a read pass failed; the next one goes on");
+            say("a read pass failed; the next one goes on");
         }
     }
 }
@@ -140,7 +145,7 @@ async fn accept(listener: std::net::TcpListener, registry: Arc<Registry>) -> Res
                 // Out of descriptors, a connection reset before it was
                 // accepted: said once per kind, then tried again shortly.
                 if last_error != Some(e.kind()) {
-                    eprintln!("latte: serve: accepting a connection: {e} (trying again)");
+                    say(&format!("accepting a connection: {e} (trying again)"));
                     last_error = Some(e.kind());
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 passed = failed = 0
@@ -76,6 +77,13 @@ class Processes:
             self.stop(p)
 
 
+def drain(f, lines):
+    try:
+        lines.extend(f)
+    except (ValueError, OSError):  # closed by Processes.stop
+        pass
+
+
 def start_serve(procs, latte, *args):
     """`latte serve --listen 127.0.0.1:0 ARGS`: the port the kernel picked,
     read from its "listening on" line, and the process."""
@@ -88,6 +96,8 @@ def start_serve(procs, latte, *args):
         lines.append(line)
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/metrics", line)
         if m:
+            # The rest of what it says is kept, so that it never waits on a full pipe.
+            threading.Thread(target=drain, args=(p.stderr, lines), daemon=True).start()
             return int(m.group(1)), p, lines
 
 
