@@ -70,7 +70,7 @@ pub fn cycles_per_ns_now() -> f64 {
 /// `ANCHOR_WINDOW_NS` of the region's creation sleeps until the anchor is
 /// that old (at most 120 ms, once per process); later calls take a (TSC,
 /// clock) pair and divide. Used where a caller asks for exact figures and
-/// is not measuring (the report, calibration, the trace, `latte_cycles_per_ns`);
+/// is not measuring (the report, calibration, the trace, `latte_tsc_cycles_per_ns`);
 /// the flush uses `cycles_per_ns_now`, which never waits.
 pub fn cycles_per_ns() -> f64 {
     let region = match REGISTRY.lock().region() {

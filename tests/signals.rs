@@ -144,7 +144,7 @@ fn a_handler_interrupting_a_slow_path_is_refused_not_deadlocked() {
             },
         );
         let mut c = latte::counters::latte_counters::default();
-        latte_get_counters(&mut c);
+        latte_region_get_counters(&mut c);
         eprintln!("handler spans {}, refused in a slow path {}", HANDLER_SPANS.load(Ordering::Relaxed), c.reentrant_drops);
         // SAFETY: leave the child.
         unsafe { libc::_exit(0) };

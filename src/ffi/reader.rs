@@ -187,7 +187,7 @@ pub extern "C" fn latte_reader_read(
 
 /// The producer's process-wide counters.
 #[no_mangle]
-pub extern "C" fn latte_reader_counters(r: *const latte_reader, out: *mut latte_counters) -> c_int {
+pub extern "C" fn latte_reader_get_counters(r: *const latte_reader, out: *mut latte_counters) -> c_int {
     guard(PANICKED, || with_reader(r, -libc::EINVAL, |v| put_out(out, || Ok(v.counters()))))
 }
 
@@ -216,7 +216,7 @@ pub struct latte_region_info {
 
 /// Describes the region.
 #[no_mangle]
-pub extern "C" fn latte_reader_info(r: *const latte_reader, out: *mut latte_region_info) -> c_int {
+pub extern "C" fn latte_reader_get_info(r: *const latte_reader, out: *mut latte_region_info) -> c_int {
     guard(PANICKED, || {
         with_reader(r, -libc::EINVAL, |v| {
             let c = v.calibration();

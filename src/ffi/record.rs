@@ -25,7 +25,7 @@ pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
 /// of 65,536 samples) is welcome. Returns the pages touched (0 when the ring
 /// has wrapped already), or -ENOSPC when the ID or a slot does not fit.
 #[no_mangle]
-pub extern "C" fn latte_prefault(id: *const c_char) -> i64 {
+pub extern "C" fn latte_thread_prefault(id: *const c_char) -> i64 {
     guard(PANICKED as i64, || match recorder::prefault(id) {
         Ok(n) => n as i64,
         Err(e) => e.code() as i64,
@@ -72,7 +72,7 @@ pub extern "C" fn latte_thread_get_counters(out: *mut latte_thread_counters) -> 
 
 /// Process-wide counters of this process's region. -EINVAL on NULL.
 #[no_mangle]
-pub extern "C" fn latte_get_counters(out: *mut latte_counters) -> c_int {
+pub extern "C" fn latte_region_get_counters(out: *mut latte_counters) -> c_int {
     guard(PANICKED, || put_out(out, || Ok(recorder::region_if_any().map(|r| counters_of(r.header())).unwrap_or_default())))
 }
 
