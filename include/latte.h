@@ -594,7 +594,7 @@ uint32_t latte_calibration_iterations(void);
 // The ID calibration records under.
 const char *latte_calibration_id(void);
 
-// The calibrated overheads in cycles: `out9` gets [start][stop] for the 9
+// The calibrated overheads in cycles: `out9` gets `[start][stop]` for the 9
 // mode pairs, `out_pulse` the pulse. Zeros before calibration.
 int latte_calibration_get_overheads(double *out9, double *out_pulse);
 

@@ -184,14 +184,16 @@ pub fn run_native() -> Result<(), Error> {
         for s in 0..3 {
             for e in 0..3 {
                 for _ in 0..CALIBRATION_ITERS {
-                    recorder::start(t, id, s);
+                    // SAFETY: a static NUL-terminated string.
+                    unsafe { recorder::start(t, id, s) };
                     recorder::stop(t, e);
                 }
             }
         }
         let mut site = latte_pulse_site::new();
         for _ in 0..=CALIBRATION_ITERS {
-            recorder::pulse(t, &mut site, id);
+            // SAFETY: a static NUL-terminated string.
+            unsafe { recorder::pulse(t, &mut site, id) };
         }
     }
     end()

@@ -255,11 +255,13 @@ fn durations_out_of_range_are_defined() {
     // SAFETY: the calling thread's own active state.
     let t = unsafe { &mut *t };
     let now = latte::internals::tsc::rdtsc();
-    latte::internals::recorder::start(t, c"dur.neg".as_ptr(), LATTE_MODE_FAST);
+    // SAFETY: a NUL-terminated ID.
+    unsafe { latte::internals::recorder::start(t, c"dur.neg".as_ptr(), LATTE_MODE_FAST) };
     let d = t.depth as usize - 1;
     t.frame_tsc[d] = now + 1_000_000_000;
     assert_eq!(latte::internals::recorder::stop_at(t, LATTE_MODE_FAST, now), 0);
-    latte::internals::recorder::start(t, c"dur.long".as_ptr(), LATTE_MODE_FAST);
+    // SAFETY: a NUL-terminated ID.
+    unsafe { latte::internals::recorder::start(t, c"dur.long".as_ptr(), LATTE_MODE_FAST) };
     t.frame_tsc[d] = now - (1u64 << 50);
     assert_eq!(latte::internals::recorder::stop_at(t, LATTE_MODE_FAST, now), LATTE_MAX_DURATION);
     assert_eq!(snapshot(c"dur.neg"), vec![0]);
@@ -287,7 +289,8 @@ fn a_callers_state_takes_over_open_spans() {
         // SAFETY: `a` is this thread's active state now.
         let sa = unsafe { &mut *a };
         assert_eq!((sa.depth, sa.attached), (1, 1));
-        latte::internals::recorder::start(sa, c"take.b".as_ptr(), LATTE_MODE_FAST); // a cache hit
+        // SAFETY: a NUL-terminated ID.
+        unsafe { latte::internals::recorder::start(sa, c"take.b".as_ptr(), LATTE_MODE_FAST) }; // a cache hit
         assert_eq!(thread_counters().depth, 2);
         assert!(latte_stop(core::ptr::null(), LATTE_MODE_MID) > 0); // closes take.b
                                                                     // A second caller state takes over take.a; a Stop through `a` (now

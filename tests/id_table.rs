@@ -32,7 +32,8 @@ fn the_257th_id_does_not_fit() {
     // SAFETY: `me` is this thread's active state.
     let t = unsafe { &mut *me };
     for _ in 0..70_000 {
-        latte::internals::recorder::start(t, names[256].as_ptr(), LATTE_MODE_FAST);
+        // SAFETY: a NUL-terminated ID.
+        unsafe { latte::internals::recorder::start(t, names[256].as_ptr(), LATTE_MODE_FAST) };
         latte::internals::recorder::stop(t, LATTE_MODE_FAST);
     }
     assert_eq!(counters().unfit_id_drops, 70_004);

@@ -35,7 +35,7 @@ pub extern "C" fn latte_calibration_id() -> *const c_char {
     crate::calibrate::CALIBRATION_ID.as_ptr()
 }
 
-/// The calibrated overheads in cycles: `out9` gets [start][stop] for the 9
+/// The calibrated overheads in cycles: `out9` gets `[start][stop]` for the 9
 /// mode pairs, `out_pulse` the pulse. Zeros before calibration.
 #[no_mangle]
 pub extern "C" fn latte_calibration_get_overheads(out9: *mut f64, out_pulse: *mut f64) -> c_int {

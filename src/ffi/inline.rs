@@ -21,7 +21,8 @@ pub extern "C" fn latte_internal_thread_resolve(t: *mut latte_thread, id: *const
     let slot = guard(core::ptr::null_mut(), || {
         // SAFETY: `t` is the calling thread's own state (the contract above).
         match unsafe { recorder::activate(t) } {
-            Some(t) => recorder::resolve(t, id),
+            // SAFETY: the C API takes NULL or a NUL-terminated string as an ID.
+            Some(t) => unsafe { recorder::resolve(t, id) },
             None => {
                 recorder::note_unavailable();
                 core::ptr::null_mut()
@@ -68,8 +69,9 @@ pub extern "C" fn latte_internal_thread_pulse_slow(t: *mut latte_thread, site: *
         }
         // SAFETY: `t` is the calling thread's own state (the contract above).
         match unsafe { recorder::activate(t) } {
-            // SAFETY: site checked non-null; the caller's per-thread call-site state.
-            Some(t) => recorder::pulse_slow(t, unsafe { &mut *site }, id, now),
+            // SAFETY: site checked non-null; the caller's per-thread
+            // call-site state; the C API takes NULL or a NUL-terminated ID.
+            Some(t) => unsafe { recorder::pulse_slow(t, &mut *site, id, now) },
             None => recorder::note_unavailable(),
         }
     })

@@ -168,9 +168,9 @@ pub extern "C" fn latte_reader_read(
                 // SAFETY: out is writable for cap samples (contract; checked non-null).
                 unsafe { core::slice::from_raw_parts_mut(out as *mut core::mem::MaybeUninit<latte_raw_sample>, cap) }
             };
-            // SAFETY: cursor checked non-null, owned by the caller.
             let pace = rd.min_interval_ns.load(Ordering::Relaxed);
             let mode = if pace == 0 { ReadMode::Live } else { ReadMode::Paced { min_interval_ns: pace } };
+            // SAFETY: cursor checked non-null, owned by the caller.
             match rd.map.view().read_into(slot, unsafe { &mut *cursor }, dst, mode) {
                 Ok(res) => {
                     if !out_n.is_null() {

@@ -12,8 +12,9 @@ pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
     guard((), || {
         let t = recorder::current();
         if !t.is_null() {
-            // SAFETY: the calling thread's own state.
-            recorder::start(unsafe { &mut *t }, id, mode)
+            // SAFETY: the calling thread's own state; the C API takes NULL
+            // or a NUL-terminated string as an ID.
+            unsafe { recorder::start(&mut *t, id, mode) }
         }
     })
 }
@@ -26,7 +27,8 @@ pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
 /// has wrapped already), or -ENOSPC when the ID or a slot does not fit.
 #[no_mangle]
 pub extern "C" fn latte_thread_prefault(id: *const c_char) -> i64 {
-    guard(PANICKED as i64, || match recorder::prefault(id) {
+    // SAFETY: the C API takes NULL or a NUL-terminated string as an ID.
+    guard(PANICKED as i64, || match unsafe { recorder::prefault(id) } {
         Ok(n) => n as i64,
         Err(e) => e.code() as i64,
     })
@@ -59,8 +61,9 @@ pub extern "C" fn latte_pulse(site: *mut latte_pulse_site, id: *const c_char) {
         if t.is_null() || site.is_null() {
             return;
         }
-        // SAFETY: own state; site checked non-null and owned by the caller's thread.
-        recorder::pulse(unsafe { &mut *t }, unsafe { &mut *site }, id)
+        // SAFETY: own state; site checked non-null and owned by the
+        // caller's thread; the C API takes NULL or a NUL-terminated ID.
+        unsafe { recorder::pulse(&mut *t, &mut *site, id) }
     })
 }
 
