@@ -64,6 +64,7 @@ mod liveness;
 mod mmap;
 mod recorder;
 mod region;
+mod ring;
 mod tsc;
 
 /// The engine's insides, for the integration tests only: re-exported with
@@ -104,6 +105,9 @@ pub mod internals {
     }
     pub mod region {
         pub use crate::region::*;
+    }
+    pub mod ring {
+        pub use crate::ring::*;
     }
     pub mod tsc {
         pub use crate::tsc::*;
