@@ -3,7 +3,7 @@
  * inlined into the caller. Hand-written (not generated).
  *
  * It reads and writes the per-thread state that Rust owns and lays out
- * (latte_thread in latte.h) exactly as Rust's own path does (src/recorder.rs:
+ * (latte_thread in latte.h) exactly as Rust's own path does (src/recorder/hot.rs:
  * start, stop_at, pulse, write_sample); every slow path (first use of a
  * thread or an ID, more than 64 open spans, a Stop with nothing open, a
  * span that cannot be recorded) is a call into the library.
@@ -18,8 +18,8 @@
  * visibility), each Start through the other one moves the open spans over
  * (src/layout.rs, latte_thread): correct, only slower.
  *
- * Ring writer protocol (see src/recorder.rs): load write_idx (relaxed, sole
- * writer), store the sample's two words (release), store write_idx + 1
+ * Ring writer protocol (src/ring.rs, steps W1-W3): load write_idx (relaxed,
+ * sole writer), store the sample's two words (release), store write_idx + 1
  * (release). On x86-64 these are plain moves.
  *
  * Do not record from a thread-local destructor that runs after latte's own
@@ -97,7 +97,7 @@ LATTE__FN latte_slot_header *latte__probe(latte_thread *t, const char *id, size_
       if (k == id) return t->cache[i].slot;
       if (k == NULL) break;
     }
-  return latte_thread_resolve(t, id);
+  return latte_internal_thread_resolve(t, id);
 }
 
 /* Duration stop - start; one that does not fit 48 bits is made defined as
@@ -130,7 +130,7 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
   size_t i;
   uint32_t d = t->depth;
   if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
-    latte_thread_note_overflow(t);
+    latte_internal_thread_note_overflow(t);
     return;
   }
   mode = latte__norm(mode);
@@ -143,11 +143,11 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
     slot = latte__probe(t, id, i);
     d = t->depth;
     if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
-      latte_thread_note_overflow(t);
+      latte_internal_thread_note_overflow(t);
       return;
     }
   }
-  /* Steps S1-S3 of the span stack protocol (src/recorder.rs), kept in
+  /* Steps S1-S3 of the span stack protocol (src/recorder/hot.rs), kept in
    * order for signal handlers that record on this thread. */
   t->depth = d + 1; /* S1 */
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -165,8 +165,8 @@ LATTE__FN uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now
   latte_slot_header *slot;
   uint64_t st, dur, word;
   uint32_t d = t->depth;
-  if (__builtin_expect(d == 0, 0)) return latte_thread_stop_slow(t, latte__norm(mode), now);
-  /* Steps P1-P3 of the span stack protocol (src/recorder.rs). */
+  if (__builtin_expect(d == 0, 0)) return latte_internal_thread_stop_slow(t, latte__norm(mode), now);
+  /* Steps P1-P3 of the span stack protocol (src/recorder/hot.rs). */
   slot = t->top_slot; /* P1 */
   d -= 1;
   word = t->frame_word[d];
@@ -204,7 +204,7 @@ LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   latte_slot_header *s;
   uint64_t last, packed, idx;
   if (__builtin_expect(site->id != id || id == NULL, 0)) {
-    latte_thread_pulse_slow(t, site, id, now);
+    latte_internal_thread_pulse_slow(t, site, id, now);
     return;
   }
   last = site->last_tsc;

@@ -50,6 +50,14 @@ static INSTALL: AtomicU32 = AtomicU32::new(0);
 static mut PREVIOUS: core::mem::MaybeUninit<libc::sigaction> = core::mem::MaybeUninit::uninit();
 static HAVE_PREVIOUS: AtomicBool = AtomicBool::new(false);
 
+/// Entries of the table in use: the mappings protected now. For the tests,
+/// which check that failing calls leave none behind.
+#[cfg(feature = "internals")]
+pub fn registered() -> usize {
+    // Acquire: pairs with the release stores of `register`/`unregister`.
+    TABLE.iter().filter(|e| e.base.load(Ordering::Acquire) != 0).count()
+}
+
 /// Pages replaced after a SIGBUS in a latte mapping, process-wide.
 pub fn faults() -> u64 {
     // Relaxed: a statistic.
@@ -116,7 +124,7 @@ unsafe impl Sync for Protected {}
 /// Registers `map` (a shared mapping of an object that may shrink); the
 /// table is full: `EMFILE`, and the caller must not use the mapping.
 pub fn protect(map: &crate::mmap::Mmap, writable: bool) -> Result<Protected, crate::error::Error> {
-    if register(map.as_ptr(), map.len(), writable) {
+    if register(map.as_ptr(), map.size(), writable) {
         Ok(Protected { base: map.as_ptr() })
     } else {
         Err(crate::error::Error::Os(libc::EMFILE))

@@ -70,7 +70,7 @@ impl Mmap {
     }
 
     /// The length in bytes.
-    pub fn len(&self) -> usize {
+    pub fn size(&self) -> usize {
         self.len
     }
 
@@ -116,6 +116,6 @@ mod tests {
         assert!(!below_frame_limit(u64::MAX as *mut u8, 2));
         // What the kernel gives us passes.
         let m = Mmap::anonymous(1 << 20).unwrap();
-        assert!(below_frame_limit(m.as_ptr(), m.len()));
+        assert!(below_frame_limit(m.as_ptr(), m.size()));
     }
 }

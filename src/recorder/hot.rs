@@ -10,14 +10,7 @@
 //! fills the cache. A pulse keeps its ring in its call-site state.
 //! `include/latte_inline.h` is the same hot path in C.
 //!
-//! Writer protocol for a ring (single writer: the owning thread):
-//! 1. `idx = write_idx` (relaxed: only this thread stores it);
-//! 2. store both words of `samples[idx & mask]` with release: a reader
-//!    whose relaxed load sees either word, followed by its acquire fence,
-//!    then also sees every earlier publish, so its second load of
-//!    `write_idx` is at least `idx` and tells it the slot was being
-//!    overwritten (the seqlock writer rule; plain moves on x86);
-//! 3. `write_idx = idx + 1` with release (publishes the sample).
+//! A sample is written by the ring protocol's writer steps W1-W3 (`ring`).
 //!
 //! Span stack protocol (signal handlers). A signal handler that records on
 //! the thread it interrupted runs a whole Start and Stop between two steps
@@ -36,9 +29,10 @@
 //!   `frame_tsc[d - 1]`; P2 `top_slot` = the outer ring; P3 `depth = d - 1`
 //!   (frame `d - 1` is free again); then write the sample. A handler before
 //!   P3 sees the span still open and uses frame `d`.
+//!
 //! A handler's span shares a ring with the interrupted code only when both
 //! use one ID; a sample written into that ring while the interrupted one is
-//! between steps 1 and 3 of the ring writer is lost (overwritten). The slow
+//! between steps W1 and W3 of the ring writer is lost (overwritten). The slow
 //! paths take the registry lock; one that interrupts the lock's holder on
 //! its own thread is refused (`Lock::lock_unless_held`) and counted in
 //! `reentrant_drops`, and its span goes to a sink.
@@ -50,7 +44,7 @@ use crate::tsc;
 use core::ffi::c_char;
 use core::sync::atomic::{compiler_fence, Ordering};
 
-/// Appends one sample to a ring (the writer protocol in the module doc).
+/// Appends one sample to a ring (the ring protocol's writer, W1-W3).
 ///
 /// # Safety
 /// `slot` is a slot owned by the calling thread (or a sink), `mask` its
@@ -58,14 +52,14 @@ use core::sync::atomic::{compiler_fence, Ordering};
 #[inline(always)]
 pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u64, packed: u64) {
     // SAFETY: the caller guarantees `slot` is a live slot header of ours.
-    // Relaxed: this thread is the only writer of write_idx.
+    // W1. Relaxed: this thread is the only writer of write_idx.
     let idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
     // SAFETY: forwarded; idx is the ring's own index.
     unsafe { write_sample_at(slot, mask, idx, start_tsc, packed) };
 }
 
 /// `write_sample` at index `idx`, which must be the ring's current
-/// `write_idx`. Returns the new index.
+/// `write_idx`: W2-W3 (`ring::publish`). Returns the new index.
 ///
 /// # Safety
 /// As `write_sample`, and `idx == write_idx` of the slot.
@@ -75,20 +69,17 @@ pub unsafe fn write_sample_at(slot: *mut latte_slot_header, mask: u64, idx: u64,
     let h = unsafe { &*slot };
     // SAFETY: (idx & mask) < samples_per_slot, so the sample is inside the slot.
     let s = unsafe { &*((slot as *mut u8).add(LATTE_SLOT_HEADER_SIZE as usize) as *const latte_sample).add((idx & mask) as usize) };
-    // Release: every earlier publish happens-before these stores for a
-    // reader whose acquire fence follows a load of them (module doc, step 2).
-    s.start_tsc.store(start_tsc, Ordering::Release);
-    s.packed.store(packed, Ordering::Release);
-    // Release: publishes the sample's two stores.
-    h.write_idx.store(idx + 1, Ordering::Release);
-    idx + 1
+    crate::ring::publish(&h.write_idx, &s.start_tsc, &s.packed, idx, start_tsc, packed)
 }
 
 /// Opens a span on the thread's stack, resolving its ring now (cache hit:
 /// one compare). The TSC is read last, so the bookkeeping is outside the
 /// measured interval.
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string that stays valid while the process records under it.
 #[inline(always)]
-pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
+pub unsafe fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     let d = t.depth;
     if d >= LATTE_MAX_DEPTH {
         note_overflow(t);
@@ -101,7 +92,8 @@ pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     } else {
         match cache_probe(t, id, h) {
             Some(s) => s, // further along the probe order
-            None => resolve(t, id),
+            // SAFETY: forwarded (this function's contract on `id`).
+            None => unsafe { resolve(t, id) },
         }
     };
     // (Unlike the C path, `t` here is already the active state, so the
@@ -150,11 +142,15 @@ pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
 
 /// A pulse from one call site: records the cycles since that site's
 /// previous pulse on this thread (the first call only primes the site).
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string that stays valid while the process records under it.
 #[inline(always)]
-pub fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char) {
+pub unsafe fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char) {
     let now = tsc::rdtsc();
     if site.id != id || id.is_null() {
-        return pulse_slow(t, site, id, now);
+        // SAFETY: forwarded (this function's contract on `id`).
+        return unsafe { pulse_slow(t, site, id, now) };
     }
     let last = site.last_tsc;
     site.last_tsc = now;
@@ -176,12 +172,16 @@ pub fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_cha
 /// A pulse whose site is not resolved for `id` yet (first call, or a
 /// different ID from the same site, or a NULL ID): resolves, primes, and
 /// records the interval when the site was primed before.
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string that stays valid while the process records under it.
 #[cold]
 #[inline(never)]
-pub fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char, now: u64) {
+pub unsafe fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char, now: u64) {
     let last = site.last_tsc;
     site.last_tsc = now;
-    let Some(slot) = resolve_slot(t, id) else {
+    // SAFETY: forwarded (this function's contract on `id`).
+    let Some(slot) = (unsafe { resolve_slot(t, id) }) else {
         // Not cached: every pulse that cannot be recorded is counted.
         site.id = core::ptr::null();
         return;

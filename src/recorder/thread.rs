@@ -173,11 +173,11 @@ pub fn current_if_any() -> *mut latte_thread {
 
 pub(super) fn with_cold<R>(f: impl FnOnce(&mut Cold) -> R) -> Option<R> {
     let c = COLD.try_with(|c| c.get()).unwrap_or(core::ptr::null_mut());
-    // SAFETY: the calling thread's own cold state, touched only by this thread
-    // (and by the registry once the thread has exited).
     if c.is_null() {
         None
     } else {
+        // SAFETY: the calling thread's own cold state, touched only by this
+        // thread (and by the registry once the thread has exited).
         Some(f(unsafe { &mut *c }))
     }
 }
