@@ -81,8 +81,8 @@ struct CleanResult {
 // Keys of Manager::CalibrationOffset: start mode x 3 + stop mode, 9 = pulse.
 constexpr uint8_t CALIB_KEY_UNSET = 0xFF;
 constexpr uint8_t CALIB_KEY_MIXED = 0xFE;
-constexpr uint8_t CALIB_KEY_PULSE = 9;
-constexpr size_t CALIB_KEY_COUNT = 10;
+constexpr uint8_t CALIB_KEY_PULSE = LATTE_MODE_PAIRS;
+constexpr size_t CALIB_KEY_COUNT = LATTE_MODE_PAIRS + 1;
 inline uint8_t CalibKey(uint8_t start_mode, uint8_t stop_mode) {
   return (start_mode < 3 && stop_mode < 3) ? static_cast<uint8_t>(start_mode * 3 + stop_mode) : CALIB_KEY_UNSET;
 }
@@ -307,7 +307,7 @@ class Manager {
   // 9 = pulse), in cycles; 0 when unknown or before calibration.
   Cycles CalibrationOffset(uint8_t key) const {
     if (key >= Internal::CALIB_KEY_COUNT) return 0;
-    double pairs[9] = {0}, pulse = 0;
+    double pairs[LATTE_MODE_PAIRS] = {0}, pulse = 0;
     if (latte_calibration_get_overheads(pairs, &pulse) != 0) return 0;
     double v = key == Internal::CALIB_KEY_PULSE ? pulse : pairs[key];
     return v > 0 ? static_cast<Cycles>(std::llround(v)) : 0;
@@ -499,7 +499,7 @@ class Reader {
   }
 
   static Cycles Duration(const latte_raw_sample &s) { return s.packed & LATTE_MAX_DURATION; }
-  static unsigned Depth(const latte_raw_sample &s) { return unsigned(s.packed >> LATTE_DEPTH_SHIFT) & 63u; }
+  static unsigned Depth(const latte_raw_sample &s) { return unsigned(s.packed >> LATTE_DEPTH_SHIFT) & ((1u << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) - 1u); }
 
  private:
   Reader() = default;

@@ -108,6 +108,15 @@ LATTE__FN uint64_t latte__duration(uint64_t start, uint64_t stop) {
   return dur;
 }
 
+/* What the pulse's single shift below relies on: the depth field is 6 bits
+ * wide and at most 64 (its top value lands on the start mode's low bit, which
+ * LATTE_MODE_PULSE sets anyway). A header that changed any of these fails to
+ * compile here rather than writing wrong bits. */
+typedef char latte__assert_pulse_bits[(LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT == 6 && LATTE_MAX_DEPTH == 64 &&
+                                       (LATTE_MODE_PULSE & 1) == 1 && LATTE_STOP_MODE_SHIFT - LATTE_START_MODE_SHIFT == 2)
+                                          ? 1
+                                          : -1];
+
 /* Writes a sample at idx, which must be the ring's write_idx; returns the new one. */
 LATTE__FN uint64_t latte__write_at(latte_slot_header *s, uint64_t mask, uint64_t idx, uint64_t tsc, uint64_t packed) {
   /* The ring starts right after the header: its offset folds into the stores. */

@@ -154,7 +154,7 @@ fn compute() -> Result<[f64; 10], Error> {
     }
     let slot = recorder::own_slot_for(tok).ok_or(Error::Os(libc::ENOSPC))?;
     let view = crate::extract::own_view().ok_or(Error::Os(libc::EINVAL))?;
-    let idx = ((slot as usize - view.base() as usize) as u64 - view.geo.slots_offset) / view.geo.slot_stride;
+    let idx = ((slot as usize - view.base() as usize) as u64 - view.geo().slots_offset) / view.geo().slot_stride;
     let mut cur = latte_cursor::default();
     let mut raw = Vec::new();
     view.read_slot(idx as u32, &mut cur, &mut raw, crate::reader::ReadMode::Final)?;

@@ -7,7 +7,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Spans refused because a signal handler interrupted latte's own slow
 /// path on their thread (which held the registry lock). Process-local.
-pub static REENTRANT_DROPS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static REENTRANT_DROPS: AtomicU64 = AtomicU64::new(0);
 
 /// Process-wide counters (from the region header).
 #[repr(C)]

@@ -57,7 +57,7 @@ impl Error {
     /// The C ABI's number for this error (negative).
     pub const fn code(self) -> i32 {
         match self {
-            Error::Os(e) => -e,
+            Error::Os(e) => e.wrapping_neg(),
             Error::NotLatte => LATTE_ERR_NOT_LATTE,
             Error::Version => LATTE_ERR_VERSION,
             Error::Truncated => LATTE_ERR_TRUNCATED,
@@ -77,7 +77,7 @@ impl Error {
             LATTE_ERR_CORRUPT => Error::Corrupt,
             LATTE_ERR_NOT_SUPPORTED => Error::NotSupported,
             LATTE_ERR_INTERNAL => Error::Internal,
-            c if c < 0 => Error::Os(-c),
+            c if c < 0 => Error::Os(c.wrapping_neg()),
             _ => Error::Os(libc::EIO),
         }
     }
@@ -144,7 +144,7 @@ pub fn describe(code: i32) -> &'static CStr {
         c if c == -libc::ENODEV => c"no such device (the object cannot be mapped)",
         c if c == -libc::ESPIPE => c"not seekable (a pipe, FIFO or socket)",
         c if c == -libc::ENXIO => c"no such device or address",
-        c if c < 0 => system_error(-c),
+        c if c < 0 => system_error(c.wrapping_neg()),
         _ => c"not an error code",
     }
 }
@@ -194,5 +194,8 @@ mod tests {
         }
         assert_ne!(Error::Internal.code(), Error::Os(libc::EIO).code(), "a caught panic is not an I/O error");
         assert_ne!(describe(Error::Internal.code()), describe(-libc::EIO));
+        // No number makes a conversion or a description panic.
+        assert_eq!(Error::from_code(i32::MIN).code(), i32::MIN);
+        assert!(!describe(i32::MIN).to_bytes().is_empty());
     }
 }

@@ -30,7 +30,7 @@ pub struct Finality {
 impl Finality {
     fn of(v: &View<'_>) -> Finality {
         Finality {
-            own_region: v.flags & LATTE_REGION_FLUSHED == 0 && crate::recorder::region_if_any().map(|r| r.base() as *const u8) == Some(v.base()),
+            own_region: v.flags() & LATTE_REGION_FLUSHED == 0 && crate::recorder::region_if_any().map(|r| r.base() as *const u8) == Some(v.base()),
             my_idx: crate::recorder::current_thread_idx(),
         }
     }
@@ -105,7 +105,7 @@ pub fn extract_all(out: &mut Vec<(u32, latte_raw_sample)>) -> Result<(), Error> 
     let Some(v) = own_view() else { return Ok(()) };
     let hidden: Vec<bool> = v.ids()?.iter().map(|i| crate::name::is_reserved_name(crate::name::name_bytes(&i.name))).collect();
     let fin = Finality::of(&v);
-    let cap = v.geo.samples_per_slot as u64;
+    let cap = v.geo().samples_per_slot as u64;
     let mut buf = Vec::new();
     for s in v.slots()? {
         if hidden.get(s.id_token as usize).copied().unwrap_or(true) {

@@ -30,6 +30,9 @@ pub const LATTE_HEADER_SIZE: u32 = 512;
 pub const LATTE_SLOT_HEADER_SIZE: u32 = 128;
 /// Size of one sample in bytes.
 pub const LATTE_SAMPLE_SIZE: u32 = 16;
+/// (start mode, stop mode) pairs of the three timed modes: the calibration
+/// measures each (`overhead_bits`, indexed by `start * 3 + stop`).
+pub const LATTE_MODE_PAIRS: u32 = 9;
 /// Open spans per thread; a Start beyond this is ignored and counted.
 pub const LATTE_MAX_DEPTH: u32 = 64;
 /// Distinct IDs per process (the ID table's capacity).
@@ -206,7 +209,7 @@ pub struct latte_region_header {
     /// Preferred display unit (set by a flush).
     pub display_unit: AtomicU32,
     /// Overhead in cycles (f64 bits) of an empty span, [start mode][stop mode].
-    pub overhead_bits: [AtomicU64; 9],
+    pub overhead_bits: [AtomicU64; LATTE_MODE_PAIRS as usize],
     /// Overhead in cycles (f64 bits) of a pulse.
     pub pulse_overhead_bits: AtomicU64,
     /// Starts ignored because 64 spans were open.
@@ -290,11 +293,11 @@ pub struct latte_thread {
     /// second entry and every miss ends.
     pub cache: [latte_cache_entry; LATTE_CACHE_SIZE as usize],
     /// `frame_tsc[d]`: the TSC span `d` started at.
-    pub frame_tsc: [u64; 64],
+    pub frame_tsc: [u64; LATTE_MAX_DEPTH as usize],
     /// `frame_word[d]`: bits 0..47, `top_slot` as it was when span `d`
     /// opened (`LATTE_FRAME_RING_MASK`); bits 48..63, span `d`'s depth and
     /// start mode, placed as in `latte_sample.packed` (see `frame_word`).
-    pub frame_word: [u64; 64],
+    pub frame_word: [u64; LATTE_MAX_DEPTH as usize],
 }
 
 /// The bits of a `frame_word` that hold the outer span's ring.

@@ -33,9 +33,11 @@
 //! let _span = latte::Span::start(c"lib.example");
 //! ```
 //!
-//! Every call that takes a raw pointer is an `unsafe fn`; the engine's
-//! insides are private (the tests reach them through a test-only feature,
-//! and even there a raw ID cannot be handed over from safe code):
+//! Every call of the public API that takes a raw pointer is an `unsafe fn`,
+//! and the engine's insides are private (the integration tests reach them
+//! through the test-only `internals` feature, where the engine's own calls
+//! that take a raw ID are `unsafe fn` too; the C exports there are not, as
+//! a C prototype has no `unsafe`):
 //!
 //! ```compile_fail,E0133
 //! let t = unsafe { &mut *latte::internals::recorder::current() };

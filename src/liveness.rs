@@ -28,6 +28,7 @@
 
 use crate::error::Error;
 use std::ffi::CStr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// An all-file lock request of `kind` (F_WRLCK to take or test).
 fn whole_file(kind: i32) -> libc::flock {
@@ -42,10 +43,10 @@ fn whole_file(kind: i32) -> libc::flock {
 
 /// L1: takes the liveness lock on `fd` (open for writing). `-EEXIST` when
 /// another open file description holds it.
-pub fn hold(fd: i32) -> Result<(), Error> {
+pub fn hold(fd: BorrowedFd<'_>) -> Result<(), Error> {
     let l = whole_file(libc::F_WRLCK);
     // SAFETY: a valid flock for F_OFD_SETLK (l_pid 0, as it requires).
-    if unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &l) } == 0 {
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_SETLK, &l) } == 0 {
         return Ok(());
     }
     match Error::last_os() {
@@ -56,16 +57,10 @@ pub fn hold(fd: i32) -> Result<(), Error> {
 
 /// L3: whether a producer holds the liveness lock of the object open as `fd`
 /// (read access is enough to ask).
-pub fn held(fd: i32) -> bool {
+pub fn held(fd: BorrowedFd<'_>) -> bool {
     let mut l = whole_file(libc::F_WRLCK);
     // SAFETY: a valid flock for F_OFD_GETLK, which the kernel overwrites.
-    unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut l) == 0 && l.l_type != libc::F_UNLCK as libc::c_short }
-}
-
-fn path(name: &[u8]) -> Result<std::ffi::CString, Error> {
-    let mut p = b"/dev/shm".to_vec();
-    p.extend_from_slice(name);
-    std::ffi::CString::new(p).map_err(|_| Error::Os(libc::EINVAL))
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_GETLK, &mut l) == 0 && l.l_type != libc::F_UNLCK as libc::c_short }
 }
 
 /// (device, inode) of an open object or of a path.
@@ -75,10 +70,10 @@ fn identity(st: &libc::stat) -> (u64, u64) {
 
 /// Whether the 8 bytes at the start of `fd` are latte's magic (only latte
 /// regions are ever taken over).
-fn is_latte(fd: i32) -> bool {
+fn is_latte(fd: BorrowedFd<'_>) -> bool {
     let mut m = [0u8; 8];
     // SAFETY: reads at most 8 bytes into m.
-    let n = unsafe { libc::pread(fd, m.as_mut_ptr() as *mut libc::c_void, 8, 0) };
+    let n = unsafe { libc::pread(fd.as_raw_fd(), m.as_mut_ptr() as *mut libc::c_void, 8, 0) };
     n == 8 && m == crate::layout::LATTE_MAGIC
 }
 
@@ -88,8 +83,8 @@ fn is_latte(fd: i32) -> bool {
 /// producer, to something that is not a latte region, or to an object this
 /// process may not open for writing.
 pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool) -> Result<(), Error> {
-    let tmp_path = path(tmp.to_bytes())?;
-    let target = path(name)?;
+    let tmp_path = crate::shm::path(tmp.to_bytes())?;
+    let target = crate::shm::path(name)?;
     for _ in 0..16 {
         // L2.
         // SAFETY: two valid paths.
@@ -111,9 +106,11 @@ pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool) -> Result<(), Error
             }
             return Err(Error::Os(libc::EEXIST));
         }
-        let outcome = take_over(old, &tmp_path, &target);
-        // SAFETY: our descriptor; closing it lets go of the old object's lock.
-        unsafe { libc::close(old) };
+        // SAFETY: a fresh descriptor nobody else owns.
+        let old = unsafe { OwnedFd::from_raw_fd(old) };
+        let outcome = take_over(old.as_fd(), &tmp_path, &target);
+        // Dropping `old` closes it, which lets go of the old object's lock.
+        drop(old);
         match outcome {
             Some(r) => return r,
             None => continue, // the name moved meanwhile
@@ -124,11 +121,11 @@ pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool) -> Result<(), Error
 
 /// L4 on the object open as `old`: Some(result), or None when the name no
 /// longer refers to it.
-fn take_over(old: i32, tmp_path: &CStr, target: &CStr) -> Option<Result<(), Error>> {
+fn take_over(old: BorrowedFd<'_>, tmp_path: &CStr, target: &CStr) -> Option<Result<(), Error>> {
     // SAFETY: all-zero stats are valid out-parameters.
     let (mut a, mut b): (libc::stat, libc::stat) = unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
     // SAFETY: a valid descriptor and out-parameter.
-    if unsafe { libc::fstat(old, &mut a) } != 0 || a.st_mode & libc::S_IFMT != libc::S_IFREG || !is_latte(old) {
+    if unsafe { libc::fstat(old.as_raw_fd(), &mut a) } != 0 || a.st_mode & libc::S_IFMT != libc::S_IFREG || !is_latte(old) {
         return Some(Err(Error::Os(libc::EEXIST)));
     }
     if let Err(e) = hold(old) {

@@ -40,7 +40,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 /// `src..src+len` must be mapped and readable, `dst..dst+len` writable, not
 /// overlapping, and `dst` not read or written by anyone else meanwhile.
 #[inline]
-pub unsafe fn copy_shared(dst: *mut u8, src: *const u8, len: usize) {
+pub(crate) unsafe fn copy_shared(dst: *mut u8, src: *const u8, len: usize) {
     // SAFETY: the caller's contract; the direction flag is clear on entry to
     // inline asm (Rust's asm! guarantees it), so rep movsb copies upwards;
     // rcx, rsi, rdi are declared clobbered, the flags are not touched.
@@ -96,16 +96,25 @@ pub enum ReadMode {
 /// let v = latte::Mapping::open_file(std::path::Path::new("x.img")).unwrap().view();
 /// v.ids(); // the Mapping was dropped at the end of the line above
 /// ```
+///
+/// and what was validated cannot be changed afterwards:
+///
+/// ```compile_fail,E0616
+/// let m = latte::Mapping::open_file(std::path::Path::new("x.img")).unwrap();
+/// let mut v = m.view();
+/// v.geo.slot_capacity = u32::MAX; // the geometry is private: `v.geo()` reads it
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct View<'a> {
     base: *const u8,
     len: usize,
     _mapping: PhantomData<&'a [u8]>,
-    pub geo: Geometry,
-    pub producer_pid: u32,
-    pub flags: u32,
-    pub anchor_tsc: u64,
-    pub anchor_realtime_ns: u64,
+    // Private: every read trusts them (validated once, at `new`).
+    geo: Geometry,
+    producer_pid: u32,
+    flags: u32,
+    anchor_tsc: u64,
+    anchor_realtime_ns: u64,
 }
 
 /// One ID of the table.
@@ -195,7 +204,7 @@ pub struct Calibration {
     pub cycles_per_ns: f64,
     pub calibrated: bool,
     /// [start mode][stop mode] overhead in cycles, then the pulse at index 9.
-    pub overhead: [f64; 10],
+    pub overhead: [f64; LATTE_MODE_PAIRS as usize + 1],
 }
 
 // SAFETY: a view only reads, through atomic loads and opaque copies, memory
@@ -207,6 +216,33 @@ unsafe impl Sync for View<'_> {}
 // Atomic loads at a byte offset. Offsets are checked against `len` by the
 // callers (validate, slot bounds); every one is naturally aligned because
 // the mapping is page aligned and the layout aligns each field.
+impl View<'_> {
+    /// The region's geometry (validated against the mapping at `new`).
+    pub fn geo(&self) -> Geometry {
+        self.geo
+    }
+
+    /// The producer's pid, as its header says.
+    pub fn producer_pid(&self) -> u32 {
+        self.producer_pid
+    }
+
+    /// `LATTE_REGION_SHARED`, `LATTE_REGION_FLUSHED`.
+    pub fn flags(&self) -> u32 {
+        self.flags
+    }
+
+    /// TSC of the producer's anchor (its region's creation).
+    pub fn anchor_tsc(&self) -> u64 {
+        self.anchor_tsc
+    }
+
+    /// CLOCK_REALTIME (ns) of the same anchor.
+    pub fn anchor_realtime_ns(&self) -> u64 {
+        self.anchor_realtime_ns
+    }
+}
+
 impl<'a> View<'a> {
     fn u32_at(&self, off: u64) -> u32 {
         debug_assert!(off + 4 <= self.len as u64 && off.is_multiple_of(4));
@@ -473,8 +509,7 @@ impl<'a> View<'a> {
         let gen_a = self.atomic_u32(o + f!(S, generation) as u64);
         let widx = self.atomic_u64(o);
         let mut res = ReadOutcome::default();
-        // R1. Acquire: pairs with A4, which published this generation's metadata.
-        let g1 = gen_a.load(Ordering::Acquire);
+        let g1 = crate::ring::generation(gen_a); // R1
         if g1 == 0 {
             return Ok(res);
         }
@@ -482,8 +517,7 @@ impl<'a> View<'a> {
             res.restarted = cur.generation != 0;
             *cur = latte_cursor { generation: g1, ..Default::default() };
         }
-        // R2. Acquire: pairs with W4, the owner's store of CLOSED at exit.
-        let closed = assume_final || self.atomic_u32(o + f!(S, state) as u64).load(Ordering::Acquire) == LATTE_SLOT_CLOSED;
+        let closed = assume_final || crate::ring::is_closed(self.atomic_u32(o + f!(S, state) as u64), LATTE_SLOT_CLOSED); // R2
         let flushed = self.flags & LATTE_REGION_FLUSHED != 0;
         // Pacing (`ReadMode::Paced`): generation and state sit on the header's
         // second line, which the owner does not write while recording, so
@@ -496,8 +530,7 @@ impl<'a> View<'a> {
                 return Ok(res);
             }
         }
-        // R3. Acquire: pairs with W3; every sample below w1 is published.
-        let w1 = widx.load(Ordering::Acquire);
+        let w1 = crate::ring::published(widx); // R3
         if w1 >= LATTE_MAX_WRITE_IDX {
             return Err(Error::Corrupt);
         }
@@ -547,11 +580,8 @@ impl<'a> View<'a> {
             |from, n| out.copy_within(from..from + n, 0),
             head,
         )?;
-        // R7. Relaxed: R6's acquire fence after the last chunk comes first.
-        // If the copy saw a word a new owner wrote (with release, after A4),
-        // that fence makes the new generation visible here.
-        let g2 = if flushed { g1 } else { gen_a.load(Ordering::Relaxed) };
-        if g2 != g1 {
+        // R7.
+        if !flushed && !crate::ring::unchanged(gen_a, g1) {
             return Ok(res);
         }
         let kept = (end - first_kept) as usize;
@@ -581,12 +611,12 @@ impl<'a> View<'a> {
             cycles_per_ns: crate::layout::load_f64(&h.cycles_per_ns_bits),
             // Acquire: pairs with the release store of 2 after the figures.
             calibrated: h.calibration_state.load(Ordering::Acquire) == 2,
-            overhead: [0.0; 10],
+            overhead: [0.0; LATTE_MODE_PAIRS as usize + 1],
         };
-        for k in 0..9 {
+        for k in 0..LATTE_MODE_PAIRS as usize {
             c.overhead[k] = crate::layout::load_f64(&h.overhead_bits[k]);
         }
-        c.overhead[9] = crate::layout::load_f64(&h.pulse_overhead_bits);
+        c.overhead[LATTE_MODE_PAIRS as usize] = crate::layout::load_f64(&h.pulse_overhead_bits);
         // Figures another process wrote: what is not finite or out of range
         // (0.001 to 1000 cycles per ns; overheads below 1e12 cycles) is
         // taken as not measured, never printed (a trace with "ts":inf is not
@@ -664,7 +694,7 @@ impl Mapping {
     /// Whether the region's producer is alive: it holds its object's
     /// liveness lock (`liveness`, L3). A flushed image has none.
     pub fn producer_alive(&self) -> bool {
-        self.view.flags & LATTE_REGION_FLUSHED == 0 && crate::liveness::held(self.fd.as_raw_fd())
+        self.view.flags() & LATTE_REGION_FLUSHED == 0 && crate::liveness::held(self.fd.as_fd())
     }
 
     /// Maps `fd` read-only (PROT_READ: a reader can never disturb the producer) and validates it.

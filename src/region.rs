@@ -124,7 +124,7 @@ impl Region {
         // SAFETY: a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut unlink_tmp = UnlinkOnDrop(Some(&tmp));
-        crate::liveness::hold(fd.as_raw_fd())?;
+        crate::liveness::hold(fd.as_fd())?;
         // shm_open applies the umask; make the permissions exactly what was asked.
         // SAFETY: fd is a valid descriptor we own.
         unsafe { libc::fchmod(fd.as_raw_fd(), cfg.mode as libc::mode_t) };

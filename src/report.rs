@@ -128,7 +128,9 @@ pub fn collect(view: &View) -> Result<Collected, Error> {
 }
 
 /// Test hook: makes the report's allocation for a component's durations
-/// fail, as it would without memory. Never set outside tests.
+/// fail, as it would without memory. Exists only with the test-only
+/// `internals` feature.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub static FAIL_REPORT_ALLOC: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
@@ -152,9 +154,10 @@ pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<
             continue;
         }
         // Room for what its rings hold, taken at once (no doubling on the way).
-        let holds: u64 = mine.iter().map(|s| s.write_idx.min(view.geo.samples_per_slot as u64)).sum();
+        let holds: u64 = mine.iter().map(|s| s.write_idx.min(view.geo().samples_per_slot as u64)).sum();
         let mut durations: Vec<f64> = Vec::new();
         // Relaxed: a test switch, read on its own.
+        #[cfg(feature = "internals")]
         if FAIL_REPORT_ALLOC.load(core::sync::atomic::Ordering::Relaxed) {
             return Err(Error::Os(libc::ENOMEM));
         }

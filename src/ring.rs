@@ -92,6 +92,12 @@ impl Atomic for AtomicU32 {
     }
 }
 
+/// W1: the writer's index. Relaxed: the owner thread is its only writer.
+#[inline(always)]
+pub fn writer_index<W: Atomic<V = u64>>(write_idx: &W) -> u64 {
+    write_idx.load(Ordering::Relaxed)
+}
+
 /// W2 and W3: writes the sample (`start`, `packed`) into its two words and
 /// publishes index `idx`, which must be the ring's `write_idx` (W1).
 /// Returns the new `write_idx`.
@@ -115,6 +121,36 @@ pub fn assign<G: Atomic<V = u32>>(generation: &G, new_generation: u32, metadata:
     G::fence(Ordering::Release); // A2
     metadata(); // A3
     generation.store(new_generation, Ordering::Release); // A4
+}
+
+/// R1: the slot's generation. Acquire: pairs with A4, so the metadata of
+/// the generation seen is visible.
+#[inline]
+pub fn generation<G: Atomic<V = u32>>(generation: &G) -> G::V {
+    generation.load(Ordering::Acquire)
+}
+
+/// R2: whether the slot is closed (`state == closed`). Acquire: pairs with
+/// W4, so every sample its owner wrote is visible.
+#[inline]
+pub fn is_closed<S: Atomic<V = u32>>(state: &S, closed: u32) -> bool {
+    state.load(Ordering::Acquire) == closed
+}
+
+/// R3: the writer's index as published. Acquire: pairs with W3, so every
+/// sample below it is visible.
+#[inline]
+pub fn published<W: Atomic<V = u64>>(write_idx: &W) -> u64 {
+    write_idx.load(Ordering::Acquire)
+}
+
+/// R7: whether the generation is still `g1` after the copy. Relaxed: R6's
+/// acquire fence after the last chunk comes first; if the copy saw a word a
+/// new owner wrote (with release, after A4), that fence makes the new
+/// generation visible here.
+#[inline]
+pub fn unchanged<G: Atomic<V = u32>>(generation: &G, g1: u32) -> bool {
+    generation.load(Ordering::Relaxed) == g1
 }
 
 /// R4: `write_idx` went below the cursor's `next`. True when the slot is

@@ -126,7 +126,7 @@ pub fn write_file(path: &std::path::Path, view: Option<&crate::reader::View>, pi
     };
     let f = std::fs::File::create(path).map_err(|e| Error::from_io(&e))?;
     let mut bw = std::io::BufWriter::with_capacity(1 << 20, f);
-    let anchor = view.map(|v| v.anchor_tsc).unwrap_or(0);
+    let anchor = view.map(|v| v.anchor_tsc()).unwrap_or(0);
     write(&mut bw, &c, pid, anchor, cycles_per_ns).map_err(|e| Error::from_io(&e))
 }
 

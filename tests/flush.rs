@@ -37,7 +37,7 @@ fn temp(name: &str) -> std::path::PathBuf {
 /// Every ID of the image has exactly the durations Snapshot returns.
 fn same_as_snapshot(path: &std::path::Path) {
     let m = Mapping::open_file(path).unwrap();
-    assert!(m.view().flags & LATTE_REGION_FLUSHED != 0);
+    assert!(m.view().flags() & LATTE_REGION_FLUSHED != 0);
     let c = latte::report::collect(&m.view()).unwrap();
     for id in IDS {
         let t = c.names.iter().position(|n| n == id).unwrap();
@@ -166,7 +166,7 @@ fn async_flush_round_trip() {
     assert_eq!(st.bytes_total, std::fs::metadata(&p).unwrap().len());
     // Written: everything but the padding after the ID table (under a page)
     // and each slot's stride padding (never written: the image has holes).
-    let g = Mapping::open_file(&p).unwrap().view().geo;
+    let g = Mapping::open_file(&p).unwrap().view().geo();
     let pad = g.slot_stride - LATTE_SLOT_HEADER_SIZE as u64 - g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64;
     assert!(st.bytes_written > 0 && st.bytes_written <= st.bytes_total);
     assert!(st.bytes_written + 4096 + g.slot_capacity as u64 * pad >= st.bytes_total, "{st:?}");
@@ -255,7 +255,7 @@ fn async_flush_while_producers_record() {
     let mut out = Vec::new();
     let r = v.read_slot(slot.index, &mut cur, &mut out, latte::ReadMode::Live).unwrap();
     assert!(slot.write_idx > 70_000, "the flush started after 70,000 samples");
-    assert!(r.read <= v.geo.samples_per_slot as u64, "read {} lost {}", r.read, r.lost);
+    assert!(r.read <= v.geo().samples_per_slot as u64, "read {} lost {}", r.read, r.lost);
     assert_eq!(r.read + r.lost, slot.write_idx, "read {} lost {}", r.read, r.lost);
     let first = cur.next - r.read;
     for (k, x) in out.iter().enumerate() {

@@ -99,7 +99,7 @@ fn async_flush_writes_through_its_own_descriptor() {
     assert_eq!(wait(), latte::layout::LATTE_FLUSH_IDLE);
     assert_eq!(std::fs::read(&b).unwrap(), b"not an image", "the flush wrote into another file");
     let m = latte::reader::Mapping::open_file(&a).unwrap();
-    assert!(m.view().flags & LATTE_REGION_FLUSHED != 0);
+    assert!(m.view().flags() & LATTE_REGION_FLUSHED != 0);
     drop(fb);
     std::fs::remove_file(&a).unwrap();
     std::fs::remove_file(&b).unwrap();

@@ -21,7 +21,7 @@ fn image() -> &'static Vec<u8> {
             latte::internals::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
         }
         let m = Mapping::open_shm(name.as_bytes()).unwrap();
-        let len = m.view().geo.total_size as usize;
+        let len = m.view().geo().total_size as usize;
         // SAFETY: the mapping is readable for its validated total size.
         let bytes = unsafe { std::slice::from_raw_parts(m.view().base(), len) }.to_vec();
         latte::shm::unlink(name.as_bytes()).unwrap();
@@ -43,6 +43,7 @@ fn guarded<R>(bytes: &[u8], f: impl FnOnce(*const u8, usize) -> R) -> R {
     // 64-byte aligned, as the layout's atomics need).
     // SAFETY: start + bytes.len() <= body.
     let start = unsafe { p.add((body - bytes.len()) & !63) };
+    // SAFETY: as above; the mapping is ours and writable, `bytes` is not in it.
     unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), start, bytes.len()) };
     let r = f(start, bytes.len());
     // SAFETY: our mapping.

@@ -78,4 +78,45 @@ fn failing_calls_leave_nothing_behind() {
         assert_eq!(state(), before, "after a dropped region");
         assert!(Mapping::open_shm(made.as_bytes()).is_err());
     }
+
+    // An install that fails after the region was made and published (the
+    // sink ring cannot be mapped: the address space is capped just above
+    // the region) removes the region's name again. In a child process, so
+    // that the cap and the failed install stay there.
+    let capped = format!("/latte-leak-{pid}-capped");
+    // SAFETY: fork in a test binary with one test; the child only calls
+    // async-signal-safe code and latte, then _exit.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        let vm_kib: u64 = std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmSize:").map(|v| v.trim().trim_end_matches(" kB").trim().parse().unwrap()))
+            .unwrap();
+        let cfg = latte_region_config { slot_capacity: 64, samples_per_slot: 65536, id_capacity: 0, mode: 0, replace_stale: 0 };
+        let region = latte::layout::Geometry::new(latte::layout::LATTE_MAX_IDS, 64, 65536).unwrap().total_size;
+        // Room for the region and a little more, not for a 1 MiB sink too.
+        let cap = libc::rlimit { rlim_cur: vm_kib * 1024 + region + (256 << 10), rlim_max: libc::RLIM_INFINITY };
+        // SAFETY: a valid rlimit.
+        unsafe { libc::setrlimit(libc::RLIMIT_AS, &cap) };
+        let r = install_shared(capped.as_bytes(), &cfg);
+        // SAFETY: ends the child without running the parent's atexit handlers.
+        unsafe {
+            libc::_exit(match r {
+                Err(Error::NOMEM) => 0,
+                Ok(()) => 1,
+                Err(e) => 10 + (-e.code()).min(200),
+            })
+        };
+    }
+    let mut status = 0;
+    // SAFETY: our child.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the capped install did not fail with ENOMEM as set up: exit {}",
+        libc::WEXITSTATUS(status)
+    );
+    assert!(Mapping::open_shm(capped.as_bytes()).is_err(), "a failed install left its region's name in /dev/shm");
+    assert_eq!(temp_names(), 0);
 }

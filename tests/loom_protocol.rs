@@ -1,6 +1,7 @@
 //! The ring protocol (`src/ring.rs`) model checked with loom: the library's
-//! own step functions (`publish`, `copy_checked`, `assign`, `reassigned`)
-//! run here on loom's atomics, on an in-memory ring of capacity 2. Under
+//! own step functions (`writer_index`, `publish`, `assign`, `generation`,
+//! `published`, `reassigned`, `copy_checked`, `unchanged`: W1-W3, A1-A4,
+//! R1, R3-R7) run here on loom's atomics, on an in-memory ring of capacity 2. Under
 //! every interleaving and every value the memory model allows a load to
 //! return, the reader never accepts a torn or stale sample, read + lost
 //! equals what it looked at, and a reassigned slot is never taken for a
@@ -54,7 +55,7 @@ fn encode(i: u64) -> u64 {
 
 /// The writer: W1, then `ring::publish` (W2-W3).
 fn write(r: &Ring, value: u64) {
-    let idx = r.write_idx.load(Ordering::Relaxed); // W1
+    let idx = ring::writer_index(&r.write_idx); // W1
     let w = &r.words[(idx % CAP) as usize];
     ring::publish(&r.write_idx, &w[0], &w[1], idx, value, encode(value));
 }
@@ -67,7 +68,10 @@ fn write(r: &Ring, value: u64) {
 /// Returns (index, word0, word1) of every accepted sample, the lost count
 /// and w1.
 fn read(r: &Ring, next: u64) -> (Vec<(u64, u64, u64)>, u64, u64) {
-    let w1 = r.write_idx.load(Ordering::Acquire); // R3
+    let w1 = ring::published(&r.write_idx); // R3
+    if w1 < next {
+        return (Vec::new(), 0, w1); // R4's case: the callers that reassign check it
+    }
     let lo = next.max(ring::oldest_safe(w1, 1, CAP));
     let out = std::cell::RefCell::new(vec![(0u64, 0u64, 0u64); (w1 - lo) as usize]);
     let first = ring::copy_checked::<W64, ()>(
@@ -136,9 +140,9 @@ fn reassignment_is_never_read_as_corruption() {
         });
         let reader = thread::spawn(move || {
             // The reader's cursor: generation 1, next index 5.
-            let g1 = generation.load(Ordering::Acquire); // R1
+            let g1 = ring::generation(&*generation); // R1
             if g1 == 1 {
-                let w1 = write_idx.load(Ordering::Acquire); // R3
+                let w1 = ring::published(&*write_idx); // R3
                 if w1 < 5 {
                     assert!(ring::reassigned(&*generation, g1), "a reset index with an unchanged generation: read as corrupt");
                 }
@@ -146,5 +150,43 @@ fn reassignment_is_never_read_as_corruption() {
         });
         reader.join().unwrap();
         registry.join().unwrap();
+    });
+}
+
+/// A slot reassigned while a reader copies it: the new owner resets the
+/// index (A1-A4) and writes both ring positions again (W1-W3). A reader
+/// that began under the old generation (R1, R3) and copied (R5-R6) keeps
+/// its copy only when R7 finds the generation unchanged, and then every
+/// sample it kept must be the old owner's.
+#[test]
+fn a_copy_of_a_reassigned_slot_is_discarded() {
+    const OLD: u64 = 1_000;
+    const NEW: u64 = 2_000;
+    loom::model(|| {
+        let w = |v: u64| W64(AtomicU64::new(v));
+        // The old owner wrote indices 0 and 1; write_idx is 2.
+        let ring = Arc::new(Ring { write_idx: w(2), words: [[w(OLD), w(encode(OLD))], [w(OLD + 1), w(encode(OLD + 1))]] });
+        let generation = Arc::new(W32(AtomicU32::new(1)));
+        let (r2, g2) = (ring.clone(), generation.clone());
+        let new_owner = thread::spawn(move || {
+            ring::assign(&*g2, 2, || r2.write_idx.store(0, Ordering::Relaxed));
+            for v in [NEW, NEW + 1] {
+                write(&r2, v);
+            }
+        });
+        thread::yield_now();
+        let g1 = ring::generation(&*generation); // R1
+        if g1 == 1 {
+            let (kept, _, w1) = read(&ring, 1); // R3, R5-R6, from the cursor's next = 1
+            if w1 < 1 {
+                assert!(ring::reassigned(&*generation, g1), "R4: a reset index under an unchanged generation");
+            } else if ring::unchanged(&*generation, g1) {
+                // R7 kept the copy: nothing of the new owner's is in it.
+                for (j, a, _) in &kept {
+                    assert!(*a == OLD + *j, "a sample of the new owner kept under the old generation at index {j}: {a}");
+                }
+            }
+        }
+        new_owner.join().unwrap();
     });
 }

@@ -28,14 +28,45 @@ def fail(msg):
     failed += 1
     print("module graph: " + msg)
 
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+
+# Names the crate root re-exports (`pub use api::{Span, ...}`), and macros
+# (`#[macro_export]` ones live at the crate root): each counts as a use of
+# the module that defines it.
+lib = strip_comments(open(os.path.join(root, "src/lib.rs")).read())
+root_names = {}
+for m in re.finditer(r"pub use ([a-z_]+)::(\{[^}]*\}|[A-Za-z_]+)\s*;", lib):
+    for name in re.findall(r"[A-Za-z_]+", m.group(2)):
+        root_names[name] = m.group(1)
+for mod in mods:
+    for f in sources(mod):
+        for name in re.findall(r"#\[macro_export\]\s*macro_rules!\s*([a-z_]+)", open(f).read()):
+            root_names[name] = mod
+
+def uses(text, top_level):
+    """The crate modules a file's code names."""
+    text = strip_comments(text)
+    found = set()
+    prefixes = ["crate"] + (["super"] if top_level else [])
+    for p in prefixes:
+        for m in re.finditer(p + r"::(\{[^;]*?\}|[A-Za-z_]+!?)", text, re.S):
+            item = m.group(1)
+            names = re.findall(r"(?:^|[{,]\s*)([A-Za-z_]+)", item) if item.startswith("{") else [item.rstrip("!")]
+            for n in names:
+                found.add(root_names.get(n, n))
+    return found
+
 for mod in mods:
     if mod not in rows:
         fail(f"src/{mod} is not in the module map of docs/design.md")
         continue
     used = set()
     for f in sources(mod):
-        text = open(f).read()
-        used |= set(re.findall(r"crate::([a-z_]+)", text))
+        # `super::` in a top-level module's own file names a crate module.
+        top = os.path.dirname(f) == os.path.join(root, "src")
+        used |= uses(open(f).read(), top)
     used = {u for u in used if u in mods and u != mod}
     layer, listed = rows[mod]
     if used != listed:

@@ -88,7 +88,7 @@ fn one_of_two_producers_takes_a_stale_region_over() {
         }
         let winners = res.iter().filter(|&&r| r == 0).count();
         let m = Mapping::open_shm(name.as_bytes());
-        let owner = m.as_ref().map(|m| m.view().producer_pid as i32).unwrap_or(0);
+        let owner = m.as_ref().map(|m| m.view().producer_pid() as i32).unwrap_or(0);
         // SAFETY: our pipe ends: a byte each lets both exit.
         unsafe {
             libc::write(done[1], [1u8, 1u8].as_ptr() as *const libc::c_void, 2);
@@ -173,7 +173,7 @@ fn a_producer_in_another_pid_namespace_stays_alive() {
     }
     assert_eq!(b[0], 1, "the producer in the new namespace could not install its region");
     let m = Mapping::open_shm(name.as_bytes()).unwrap();
-    eprintln!("the producer's pid in its namespace: {}", m.view().producer_pid);
+    eprintln!("the producer's pid in its namespace: {}", m.view().producer_pid());
     assert!(m.producer_alive(), "a running producer judged dead");
     // Another producer asking to replace a stale region must not take it.
     // SAFETY: fork; the child tries and _exits.

@@ -535,7 +535,7 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
     // Looked at before reading: when the producer was gone already, this
     // pass takes the last samples there will ever be.
     r.alive = o.map.producer_alive();
-    r.pid = v.producer_pid;
+    r.pid = v.producer_pid();
     let cal = v.calibration();
     r.calibrated = cal.cycles_per_ns > 0.0;
     let cpn = if r.calibrated { cal.cycles_per_ns } else { own_cpn };
@@ -543,7 +543,7 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
         o.cpn = cpn;
         o.bounds = bounds_in_cycles(cpn);
     }
-    r.slot_capacity = v.geo.slot_capacity;
+    r.slot_capacity = v.geo().slot_capacity;
     r.slots_used = v.slots_used();
     let fail = |r: &mut Region, e: Error| {
         r.read_errors += 1;

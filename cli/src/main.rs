@@ -227,13 +227,14 @@ fn open(target: &str) -> Result<Mapping, ExitCode> {
                 fail(&shown, &format!("permission denied{}", owner_text(&path)), EXIT_PERMISSION)
             }
             c if c == Error::Os(libc::EINVAL) && matches!(kind, Target::Region(_)) => {
-                fail(target, "not a valid region name (one leading '/', no other, at most 255 bytes)", EXIT_MISSING)
+                fail(target, "not a valid region name (one leading '/', no other, at most 250 bytes after it)", EXIT_MISSING)
             }
             Error::NotLatte | Error::Version | Error::Truncated | Error::Corrupt => fail(&shown, &strerror(e), EXIT_NOT_REGION),
             c if c == Error::Os(libc::ENODEV) || c == Error::Os(libc::EISDIR) => {
                 fail(&shown, "cannot be mapped: not a latte region or a flushed image", EXIT_NOT_REGION)
             }
-            _ => fail(&shown, &format!("{} (errno {})", strerror(e), -e.code()), EXIT_OTHER),
+            Error::Os(errno) => fail(&shown, &format!("{} (errno {errno})", strerror(e)), EXIT_OTHER),
+            _ => fail(&shown, &strerror(e), EXIT_OTHER),
         }
     })
 }
@@ -327,7 +328,7 @@ fn serve_cmd(regions: Vec<String>, listen: std::net::SocketAddr, per_thread: boo
     for r in regions {
         match classify(&r) {
             Target::Region(n) if n.len() <= 255 => names.push(n),
-            Target::Region(_) => return Err(fail(&r, "not a valid region name (one leading '/', no other, at most 255 bytes)", EXIT_USAGE)),
+            Target::Region(_) => return Err(fail(&r, "not a valid region name (one leading '/', no other, at most 250 bytes after it)", EXIT_USAGE)),
             Target::File(_) => return Err(fail(&r, "serve reads shared-memory regions (`/name`), not files", EXIT_USAGE)),
         }
     }
@@ -408,12 +409,12 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
                 rows.push(serde_json::json!({
                     "name": name,
                     "readable": true,
-                    "pid": v.producer_pid,
+                    "pid": v.producer_pid(),
                     "alive": m.producer_alive(),
                     "ids": program_ids(&v),
                     "threads": k.threads_seen,
                     "slots": k.slots_used,
-                    "bytes": v.geo.total_size,
+                    "bytes": v.geo().total_size,
                 }));
             }
             // Objects that are not latte regions (bad magic, empty, not a
@@ -515,7 +516,7 @@ fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, style: Styl
         .collect();
     let out = serde_json::json!({
         "region": target,
-        "producer_pid": v.producer_pid,
+        "producer_pid": v.producer_pid(),
         "producer_alive": m.producer_alive(),
         "unit": if time { "ns" } else { "cycles" },
         "calibrated": calibrated && cal.calibrated,
@@ -560,7 +561,7 @@ fn trace(target: &str, output: &std::path::Path) -> Result<(), ExitCode> {
     let v = &m.view();
     let c = report::collect(v).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
     let cpn = cycles_per_ns(v);
-    let pid = v.producer_pid;
+    let pid = v.producer_pid();
     // Names are read while the producer runs: a pid of an exited producer
     // may belong to another process by now.
     let alive = m.producer_alive();
@@ -577,7 +578,7 @@ fn trace(target: &str, output: &std::path::Path) -> Result<(), ExitCode> {
     let f = std::fs::File::create(output).map_err(|e| fail(&shown, &output_error(output, &e), EXIT_OUTPUT))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
     let names = latte::trace::Names { process: &process, thread: &thread };
-    if let Err(e) = latte::trace::write_annotated(&mut w, &c, pid, v.anchor_tsc, cpn, &names) {
+    if let Err(e) = latte::trace::write_annotated(&mut w, &c, pid, v.anchor_tsc(), cpn, &names) {
         drop(w);
         let _ = std::fs::remove_file(output);
         return Err(fail(&shown, &output_error(output, &e), EXIT_OUTPUT));
@@ -632,7 +633,7 @@ fn field(name: &str) -> String {
 fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     let m = open(target)?;
     let v = m.view();
-    let pid = v.producer_pid;
+    let pid = v.producer_pid();
     let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };
     let units = report::Units { unit: if o.time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE }, cycles_per_ns: cpn };
     // Table cells carry their unit; plain fields a number and its unit.

@@ -111,6 +111,7 @@ fn scenario() {
     let ended = |r: &(i32, String, String, f64)| r.3 < 10.0 && r.0 >= 0;
 
     // A FIFO: every open is non-blocking and refuses it.
+    // SAFETY: a valid path.
     assert_eq!(unsafe { libc::mkfifo(c"/dev/shm/fifo".as_ptr(), 0o600) }, 0);
     for args in [&["ls"][..], &["stats", "/fifo"], &["trace", "/fifo", "-o", "/tmp/latte-hostile-fifo.json"], &["watch", "/fifo", "--plain", "--count", "1"]] {
         let r = latte(args);

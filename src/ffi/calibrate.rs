@@ -44,7 +44,7 @@ pub extern "C" fn latte_calibration_get_overheads(out9: *mut f64, out_pulse: *mu
         // SAFETY: outputs are NULL or writable (out9 for 9 elements).
         unsafe {
             if !out9.is_null() {
-                core::ptr::copy_nonoverlapping(c.overhead.as_ptr(), out9, 9);
+                core::ptr::copy_nonoverlapping(c.overhead.as_ptr(), out9, crate::layout::LATTE_MODE_PAIRS as usize);
             }
             if !out_pulse.is_null() {
                 *out_pulse = c.overhead[9];

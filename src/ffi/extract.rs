@@ -114,7 +114,7 @@ pub extern "C" fn latte_tsc_epoch() -> u64 {
         if recorder::REGISTRY.lock().region().is_err() {
             return 0;
         }
-        crate::extract::own_view().map(|v| v.anchor_tsc).unwrap_or(0)
+        crate::extract::own_view().map(|v| v.anchor_tsc()).unwrap_or(0)
     })
 }
 

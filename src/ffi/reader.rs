@@ -221,15 +221,15 @@ pub extern "C" fn latte_reader_get_info(r: *const latte_reader, out: *mut latte_
         with_reader(r, -libc::EINVAL, |v| {
             let c = v.calibration();
             let i = latte_region_info {
-                producer_pid: v.producer_pid,
-                flags: v.flags,
-                id_capacity: v.geo.id_capacity,
-                slot_capacity: v.geo.slot_capacity,
-                samples_per_slot: v.geo.samples_per_slot,
+                producer_pid: v.producer_pid(),
+                flags: v.flags(),
+                id_capacity: v.geo().id_capacity,
+                slot_capacity: v.geo().slot_capacity,
+                samples_per_slot: v.geo().samples_per_slot,
                 display_unit: v.display_unit(),
-                total_size: v.geo.total_size,
-                anchor_tsc: v.anchor_tsc,
-                anchor_realtime_ns: v.anchor_realtime_ns,
+                total_size: v.geo().total_size,
+                anchor_tsc: v.anchor_tsc(),
+                anchor_realtime_ns: v.anchor_realtime_ns(),
                 cycles_per_ns: c.cycles_per_ns,
                 calibrated: c.calibrated as u32,
                 _pad: 0,

@@ -52,9 +52,8 @@ use core::sync::atomic::{compiler_fence, Ordering};
 #[inline(always)]
 pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u64, packed: u64) {
     // SAFETY: the caller guarantees `slot` is a live slot header of ours.
-    // W1. Relaxed: this thread is the only writer of write_idx.
-    let idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
-    // SAFETY: forwarded; idx is the ring's own index.
+    let idx = crate::ring::writer_index(unsafe { &(*slot).write_idx }); // W1
+                                                                        // SAFETY: forwarded; idx is the ring's own index.
     unsafe { write_sample_at(slot, mask, idx, start_tsc, packed) };
 }
 

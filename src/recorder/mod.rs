@@ -1,7 +1,11 @@
 //! Recording: Start pushes onto the calling thread's span stack, Stop pops
 //! the innermost span and appends a sample to the thread's ring for that ID.
 //!
-//! One file per concern; the graph flows down this list:
+//! One module, one file per concern. The files call one another (the hot
+//! path falls to the slow paths and a slow Stop finishes on the hot one;
+//! the registry installs the fork handlers that take its lock): the
+//! layering of `docs/design.md` is between modules, and the recorder is one
+//! layer.
 //!
 //! | file | what it holds |
 //! |---|---|

@@ -21,7 +21,7 @@ pub struct Cold {
     pub(super) overflow_starts: u64,
     pub(super) orphan_stops: u64,
     pub(super) dropped: u64,
-    pub(super) slots_by_token: [*mut latte_slot_header; 256],
+    pub(super) slots_by_token: [*mut latte_slot_header; LATTE_MAX_IDS as usize],
     /// Second level behind the hot cache: ID pointer -> this thread's ring,
     /// so that IDs whose pointers collide in the direct-mapped cache cost a
     /// probe here, not the registry lock. Cleared when it fills up.
@@ -103,14 +103,19 @@ impl Registry {
             return Ok(r);
         }
         let r = Region::create_private(LATTE_MAX_IDS, LATTE_DEFAULT_PRIVATE_SLOTS, LATTE_DEFAULT_SAMPLES)?;
-        self.install(r)?;
+        self.install(r).map_err(|(e, _)| e)?;
         Ok(self.region.unwrap())
     }
 
     /// Makes `r` the region everything records into and readers read.
-    pub fn install(&mut self, r: Region) -> Result<(), Error> {
+    /// On failure (nothing changed) the region comes back to the caller,
+    /// whose it is to release (a shared one: `Region::discard`).
+    pub fn install(&mut self, r: Region) -> Result<(), (Error, Region)> {
         let stride = r.geometry().slot_stride as usize;
-        let sink = crate::mmap::Mmap::anonymous(stride)?.leak();
+        let sink = match crate::mmap::Mmap::anonymous(stride) {
+            Ok(m) => m.leak(),
+            Err(e) => return Err((e, r)),
+        };
         let old_sink = SINK.swap(sink as *mut latte_slot_header, Ordering::AcqRel);
         if !old_sink.is_null() {
             // Only replaced before any thread recorded, so no state holds it.
@@ -147,7 +152,7 @@ impl Registry {
                     overflow_starts: 0,
                     orphan_stops: 0,
                     dropped: 0,
-                    slots_by_token: [core::ptr::null_mut(); 256],
+                    slots_by_token: [core::ptr::null_mut(); LATTE_MAX_IDS as usize],
                     by_ptr: PtrMap::new(),
                 }));
                 self.colds.push(p);
@@ -161,7 +166,7 @@ impl Registry {
         s.overflow_starts = 0;
         s.orphan_stops = 0;
         s.dropped = 0;
-        s.slots_by_token = [core::ptr::null_mut(); 256];
+        s.slots_by_token = [core::ptr::null_mut(); LATTE_MAX_IDS as usize];
         s.by_ptr.clear();
         s.os_tid = tsc::gettid();
         s.alive = true;

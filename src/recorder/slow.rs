@@ -214,5 +214,8 @@ pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> 
             return Err(Error::Os(libc::ENOSPC));
         }
     }
-    reg.install(new)
+    reg.install(new).map_err(|(e, r)| {
+        r.discard(); // a failed install leaves no name behind
+        e
+    })
 }

@@ -11,8 +11,8 @@ pub fn span(id: &CStr, start: latte_mode, stop: latte_mode) -> u64 {
 }
 
 pub fn snapshot(id: &CStr) -> Vec<u64> {
-    // SAFETY: a valid C string.
     let mut raw = Vec::new();
+    // SAFETY: a valid C string.
     unsafe { latte::internals::extract::snapshot_into(id.as_ptr(), &mut raw) }.unwrap();
     raw.iter().map(|r| r.decode().duration).collect()
 }
