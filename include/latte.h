@@ -36,6 +36,14 @@
 // A field is out of range (sizes, counts, offsets, indices, names).
 #define LATTE_ERR_CORRUPT -4004
 
+// Switch tracking is not enabled in this process (`latte_sched_enable`, or
+// `LATTE_SCHED=1` in the environment).
+#define LATTE_ERR_SCHED_OFF -4005
+
+// Switch records of the interval were overwritten in the thread's ring
+// before they were read: the split of the time is unknown.
+#define LATTE_ERR_SCHED_LOST -4006
+
 // `latte_poll_flush`: nothing pending (the last flush finished, or none was started).
 #define LATTE_FLUSH_IDLE 0
 
@@ -132,6 +140,16 @@
 
 // Default slot capacity of a shared region (128 rings of 1 MiB).
 #define LATTE_DEFAULT_SHARED_SLOTS 128
+
+// `latte_sched_status`: tracking is not enabled in this process.
+#define LATTE_SCHED_OFF 0
+
+// `latte_sched_status`: the calling thread is tracked.
+#define LATTE_SCHED_ON 1
+
+// `latte_sched_status`: tracking is enabled; the calling thread opens its
+// event at its next slow path (a first Start of an ID, or `latte_sched_snap`).
+#define LATTE_SCHED_PENDING 2
 
 // A read-only view of a region opened by name or a flushed file.
 typedef struct latte_reader latte_reader;
@@ -390,6 +408,75 @@ typedef struct latte_region_info {
   // Overhead in cycles per [start mode][stop mode], then the pulse.
   double overhead[10];
 } latte_region_info;
+
+// Process-wide switch tracking counters.
+typedef struct latte_sched_counters {
+  // 1 when tracking is enabled in this process.
+  uint32_t enabled;
+  // The errno of the last refusal (positive), 0 when none.
+  int32_t last_refusal;
+  // Threads tracked now (an open event).
+  uint64_t tracked;
+  // Events ever opened in this process.
+  uint64_t opened;
+  // Threads the kernel refused an event, in total and by errno.
+  uint64_t refused;
+  uint64_t refused_eacces;
+  uint64_t refused_eperm;
+  uint64_t refused_enosys;
+  uint64_t refused_emfile;
+  uint64_t refused_enomem;
+  uint64_t refused_other;
+} latte_sched_counters;
+
+// A point in a thread's run: where its switch ring stood, and when.
+typedef struct latte_sched_point {
+  // The thread's ring position (bytes of switch records ever written).
+  uint64_t head;
+  // TSC (`rdtscp`), read after the head.
+  uint64_t tsc;
+  // CLOCK_MONOTONIC in ns, read after the TSC: the clock of the records.
+  uint64_t mono_ns;
+  // The CPU the thread ran on (from `rdtscp`).
+  uint32_t cpu;
+  // Which ring `head` belongs to (unique in the process; never 0).
+  uint32_t ring;
+} latte_sched_point;
+
+// Where a thread's time went between two points.
+//
+// `on_cpu_ns + preempted_ns + blocked_ns == wall_ns` when `lost` is 0.
+typedef struct latte_sched_delta {
+  // CLOCK_MONOTONIC ns from the first point to the second.
+  uint64_t wall_ns;
+  // TSC cycles from the first point to the second.
+  uint64_t cycles;
+  // Time the thread was running.
+  uint64_t on_cpu_ns;
+  // Time it was switched out: `preempted_ns + blocked_ns`.
+  uint64_t off_cpu_ns;
+  // Off-CPU while runnable: preempted by another thread.
+  uint64_t preempted_ns;
+  // Off-CPU while not runnable: sleeping, waiting for I/O, a lock, a page.
+  uint64_t blocked_ns;
+  // Times the thread was switched out.
+  uint32_t switch_outs;
+  // Of those, preemptions.
+  uint32_t preemptions;
+  // Times it resumed on another CPU than it last ran on (the CPUs at both
+  // points included).
+  uint32_t migrations;
+  // Distinct CPUs it ran on.
+  uint32_t cpus;
+  // The CPU at the first point and at the second.
+  uint32_t first_cpu;
+  uint32_t last_cpu;
+  // 1 when switch records of the interval were overwritten in the ring
+  // before they were read (more switches than it holds, or read too long
+  // after): only `wall_ns`, `cycles` and the CPUs are known then.
+  uint32_t lost;
+  uint32_t _pad;
+} latte_sched_delta;
 
 // The directory header at offset 0 of a region.
 //
@@ -759,6 +846,50 @@ int latte_reader_info(const struct latte_reader *r, struct latte_region_info *ou
 // Removes the shared-memory object `shm_name` (readers that have it open
 // keep their mapping).
 int latte_shm_unlink(const char *shm_name);
+
+// Turns switch tracking on for this process and opens the calling thread's
+// perf switch event now (again, if it was refused before). Every other
+// thread opens its own in its next slow path (its first Start of an ID, or
+// `latte_sched_snap`): one `perf_event_open` and one `mmap` on that
+// thread. Returns 0, or the negative errno the kernel gave for the calling
+// thread (-EACCES: `perf_event_paranoid` too strict; -ENOSYS or -EPERM:
+// seccomp or the user's perf memory budget; -EMFILE): recording goes on
+// exactly as without tracking. `LATTE_SCHED=1` in the environment turns
+// tracking on without opening anything until a thread's slow path.
+int latte_sched_enable(void);
+
+// The calling thread's tracking: LATTE_SCHED_ON (1), LATTE_SCHED_OFF (0:
+// not enabled in this process), LATTE_SCHED_PENDING (2: enabled, this
+// thread has not opened its event yet), or the negative errno its event was
+// refused with.
+int latte_sched_status(void);
+
+// The process's tracking counters: threads tracked now, events opened,
+// refusals by errno. -EINVAL on NULL.
+int latte_sched_get_counters(struct latte_sched_counters *out);
+
+// A point of the calling thread: its switch ring's head, the TSC,
+// CLOCK_MONOTONIC and the CPU. No syscall once the thread's event is open
+// (about as costly as two clock reads). Errors: LATTE_ERR_SCHED_OFF, the
+// thread's refusal (negative errno), -EINVAL on NULL.
+int latte_sched_snap(struct latte_sched_point *out);
+
+// Where the calling thread's time went between two of its points
+// (`before` first): wall, on-CPU and off-CPU time, the off-CPU time split
+// into preempted (runnable) and blocked (sleeping, waiting), switch-outs,
+// CPUs and migrations. Reads the thread's switch records, no syscall.
+// Returns 0; LATTE_ERR_SCHED_LOST when records of the interval were
+// overwritten in the ring (more switches than it holds): `*out` then has
+// `lost` = 1 and only the wall time, cycles and CPUs; -EINVAL for NULL,
+// points out of order, or points of another thread's ring.
+int latte_sched_diff(const struct latte_sched_point *before, const struct latte_sched_point *after, struct latte_sched_delta *out);
+
+// A delta on one line ("wall 1.20 ms = on-CPU 150.00 us + off-CPU 1.05 ms
+// (preempted 0.00 ns, blocked 1.05 ms); 1 switch-out (0 preempted); 1 CPU,
+// 0 migrations"), NUL-terminated in `buf`. `*out_n` gets its length
+// without the NUL; -ERANGE (nothing written) when `cap` is not more than
+// that; -EINVAL when `d` is NULL.
+int latte_sched_format(const struct latte_sched_delta *d, char *buf, size_t cap, size_t *out_n);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -12,6 +12,12 @@ pub const LATTE_ERR_VERSION: i32 = -4002;
 pub const LATTE_ERR_TRUNCATED: i32 = -4003;
 /// A field is out of range (sizes, counts, offsets, indices, names).
 pub const LATTE_ERR_CORRUPT: i32 = -4004;
+/// Switch tracking is not enabled in this process (`latte_sched_enable`, or
+/// `LATTE_SCHED=1` in the environment).
+pub const LATTE_ERR_SCHED_OFF: i32 = -4005;
+/// Switch records of the interval were overwritten in the thread's ring
+/// before they were read: the split of the time is unknown.
+pub const LATTE_ERR_SCHED_LOST: i32 = -4006;
 
 /// A static description of an error code.
 pub fn describe(code: i32) -> &'static core::ffi::CStr {
@@ -21,6 +27,8 @@ pub fn describe(code: i32) -> &'static core::ffi::CStr {
         LATTE_ERR_VERSION => c"latte region of an unsupported layout version",
         LATTE_ERR_TRUNCATED => c"latte region is truncated (smaller than its header says)",
         LATTE_ERR_CORRUPT => c"latte region is corrupt (a field is out of range)",
+        LATTE_ERR_SCHED_OFF => c"switch tracking is off (latte_sched_enable or LATTE_SCHED=1 turns it on)",
+        LATTE_ERR_SCHED_LOST => c"switch records were lost (overwritten in the thread's ring before they were read)",
         c if c == LATTE_ERR_NOT_SUPPORTED => c"not supported by this build of latte",
         c if c == -libc::EINVAL => c"invalid argument",
         c if c == -libc::EBUSY => c"busy (recording already began, or an operation is pending)",

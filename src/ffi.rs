@@ -14,7 +14,7 @@ use core::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 #[inline(always)]
-fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
+pub(crate) fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
 }
 
@@ -27,7 +27,7 @@ fn code(r: Result<(), i32>) -> c_int {
 
 /// Writes `v` to a caller's out-parameter and returns 0; -EINVAL when
 /// `out` is NULL; the error when `v` is one.
-fn put_out<T>(out: *mut T, v: impl FnOnce() -> Result<T, i32>) -> c_int {
+pub(crate) fn put_out<T>(out: *mut T, v: impl FnOnce() -> Result<T, i32>) -> c_int {
     if out.is_null() {
         return -libc::EINVAL;
     }

@@ -36,6 +36,7 @@ pub mod reader;
 pub mod recorder;
 pub mod region;
 pub mod report;
+pub mod sched;
 pub mod stats;
 pub mod trace;
 pub mod tsc;
