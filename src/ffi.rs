@@ -6,10 +6,10 @@
 use crate::error::*;
 use crate::layout::*;
 use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, Mapping, View, LATTE_READER_MIN_INTERVAL_NS};
-use core::sync::atomic::{AtomicU64, Ordering};
 use crate::recorder::{self, latte_counters, latte_thread_counters};
 use crate::region::latte_region_config;
 use core::ffi::{c_char, c_int, CStr};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -326,7 +326,11 @@ pub fn frame_bits(word: u64) -> u64 {
 #[inline(always)]
 pub fn duration(start: u64, stop: u64) -> u64 {
     let d = stop.wrapping_sub(start);
-    if d > LATTE_MAX_DURATION { fix_duration(d) } else { d }
+    if d > LATTE_MAX_DURATION {
+        fix_duration(d)
+    } else {
+        d
+    }
 }
 
 /// A duration that does not fit 48 bits: a negative one (the TSC went
@@ -335,7 +339,11 @@ pub fn duration(start: u64, stop: u64) -> u64 {
 #[cold]
 #[inline(never)]
 pub fn fix_duration(raw: u64) -> u64 {
-    if (raw as i64) < 0 { 0 } else { LATTE_MAX_DURATION }
+    if (raw as i64) < 0 {
+        0
+    } else {
+        LATTE_MAX_DURATION
+    }
 }
 
 /// The `packed` bits of a pulse taken with `depth` spans open.
@@ -383,9 +391,7 @@ pub const LATTE_STOP_MODE_SHIFT: u32 = 56;
 #[inline(always)]
 pub fn pack(duration: u64, depth: u32, start_mode: u32, stop_mode: u32) -> u64 {
     let d = if duration > LATTE_MAX_DURATION { LATTE_MAX_DURATION } else { duration };
-    d | ((depth as u64 & 63) << LATTE_DEPTH_SHIFT)
-        | ((start_mode as u64 & 3) << LATTE_START_MODE_SHIFT)
-        | ((stop_mode as u64 & 3) << LATTE_STOP_MODE_SHIFT)
+    d | ((depth as u64 & 63) << LATTE_DEPTH_SHIFT) | ((start_mode as u64 & 3) << LATTE_START_MODE_SHIFT) | ((stop_mode as u64 & 3) << LATTE_STOP_MODE_SHIFT)
 }
 
 /// A sample decoded from its two words.
@@ -461,19 +467,13 @@ impl Geometry {
     /// Computes the geometry for these capacities; None when they are not
     /// usable (zero, not a power of two, or a size that overflows).
     pub fn new(id_capacity: u32, slot_capacity: u32, samples_per_slot: u32) -> Option<Geometry> {
-        if id_capacity == 0
-            || id_capacity > LATTE_MAX_IDS
-            || slot_capacity == 0
-            || samples_per_slot < 2
-            || !samples_per_slot.is_power_of_two()
-        {
+        if id_capacity == 0 || id_capacity > LATTE_MAX_IDS || slot_capacity == 0 || samples_per_slot < 2 || !samples_per_slot.is_power_of_two() {
             return None;
         }
         let id_table_offset = LATTE_HEADER_SIZE as u64;
         let ids_end = id_table_offset + id_capacity as u64 * LATTE_ID_NAME_SIZE as u64;
         let slots_offset = ids_end.checked_add(4095)? & !4095;
-        let ring_bytes = (LATTE_SLOT_HEADER_SIZE as u64)
-            .checked_add((samples_per_slot as u64).checked_mul(LATTE_SAMPLE_SIZE as u64)?)?;
+        let ring_bytes = (LATTE_SLOT_HEADER_SIZE as u64).checked_add((samples_per_slot as u64).checked_mul(LATTE_SAMPLE_SIZE as u64)?)?;
         // Pad a stride of a page or more up to SLOT_PAGE_OFFSET modulo 4 KiB.
         let pad = if ring_bytes >= 4096 { (SLOT_PAGE_OFFSET + 4096 - ring_bytes % 4096) % 4096 } else { 0 };
         let slot_stride = ring_bytes.checked_add(pad)?;
@@ -482,15 +482,7 @@ impl Geometry {
         if total_size > (isize::MAX as u64) / 2 {
             return None;
         }
-        Some(Geometry {
-            id_capacity,
-            slot_capacity,
-            samples_per_slot,
-            id_table_offset,
-            slots_offset,
-            slot_stride,
-            total_size,
-        })
+        Some(Geometry { id_capacity, slot_capacity, samples_per_slot, id_table_offset, slots_offset, slot_stride, total_size })
     }
 }
 

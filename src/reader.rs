@@ -233,15 +233,7 @@ impl View {
         if len < LATTE_HEADER_SIZE as usize {
             return Err(if len >= 8 { magic_or(base, LATTE_ERR_TRUNCATED) } else { LATTE_ERR_NOT_LATTE });
         }
-        let mut v = View {
-            base,
-            len,
-            geo: Geometry::new(1, 1, 2).unwrap(),
-            producer_pid: 0,
-            flags: 0,
-            anchor_tsc: 0,
-            anchor_realtime_ns: 0,
-        };
+        let mut v = View { base, len, geo: Geometry::new(1, 1, 2).unwrap(), producer_pid: 0, flags: 0, anchor_tsc: 0, anchor_realtime_ns: 0 };
         let magic = v.u64_at(0).to_le_bytes();
         if magic != LATTE_MAGIC {
             return Err(LATTE_ERR_NOT_LATTE);
@@ -261,12 +253,8 @@ impl View {
         {
             return Err(LATTE_ERR_CORRUPT);
         }
-        let geo = Geometry::new(
-            v.u32_at(off(o!(H, id_capacity))),
-            v.u32_at(off(o!(H, slot_capacity))),
-            v.u32_at(off(o!(H, samples_per_slot))),
-        )
-        .ok_or(LATTE_ERR_CORRUPT)?;
+        let geo = Geometry::new(v.u32_at(off(o!(H, id_capacity))), v.u32_at(off(o!(H, slot_capacity))), v.u32_at(off(o!(H, samples_per_slot))))
+            .ok_or(LATTE_ERR_CORRUPT)?;
         if v.u64_at(off(o!(H, id_table_offset))) != geo.id_table_offset
             || v.u64_at(off(o!(H, slots_offset))) != geo.slots_offset
             || v.u64_at(off(o!(H, slot_stride))) != geo.slot_stride
@@ -428,7 +416,13 @@ impl View {
     /// cursor, at most `out.len()`, land in `out[..read]`, oldest first.
     /// When the object shrank under the reader during the call (a page read
     /// as zeros), the result is `LATTE_ERR_TRUNCATED`, whatever was read.
-    pub fn read_into(&self, i: u32, cur: &mut latte_cursor, out: &mut [core::mem::MaybeUninit<latte_raw_sample>], assume_final: bool) -> Result<ReadOutcome, i32> {
+    pub fn read_into(
+        &self,
+        i: u32,
+        cur: &mut latte_cursor,
+        out: &mut [core::mem::MaybeUninit<latte_raw_sample>],
+        assume_final: bool,
+    ) -> Result<ReadOutcome, i32> {
         self.read_checked(i, cur, out, assume_final, 0)
     }
 
@@ -446,11 +440,24 @@ impl View {
     /// in 10 us; its reader lowers the interval). A read cut short by `out`
     /// being full, a closed slot, a flushed image and a slot with a new
     /// owner are never deferred. 0 turns pacing off.
-    pub fn read_into_paced(&self, i: u32, cur: &mut latte_cursor, out: &mut [core::mem::MaybeUninit<latte_raw_sample>], min_interval_ns: u64) -> Result<ReadOutcome, i32> {
+    pub fn read_into_paced(
+        &self,
+        i: u32,
+        cur: &mut latte_cursor,
+        out: &mut [core::mem::MaybeUninit<latte_raw_sample>],
+        min_interval_ns: u64,
+    ) -> Result<ReadOutcome, i32> {
         self.read_checked(i, cur, out, false, min_interval_ns)
     }
 
-    fn read_checked(&self, i: u32, cur: &mut latte_cursor, out: &mut [core::mem::MaybeUninit<latte_raw_sample>], assume_final: bool, pace_ns: u64) -> Result<ReadOutcome, i32> {
+    fn read_checked(
+        &self,
+        i: u32,
+        cur: &mut latte_cursor,
+        out: &mut [core::mem::MaybeUninit<latte_raw_sample>],
+        assume_final: bool,
+        pace_ns: u64,
+    ) -> Result<ReadOutcome, i32> {
         let mut c = *cur;
         let r = self.read_protocol(i, &mut c, out, assume_final, pace_ns);
         check_whole(self.base)?;
@@ -458,7 +465,14 @@ impl View {
         r
     }
 
-    fn read_protocol(&self, i: u32, cur: &mut latte_cursor, out: &mut [core::mem::MaybeUninit<latte_raw_sample>], assume_final: bool, pace_ns: u64) -> Result<ReadOutcome, i32> {
+    fn read_protocol(
+        &self,
+        i: u32,
+        cur: &mut latte_cursor,
+        out: &mut [core::mem::MaybeUninit<latte_raw_sample>],
+        assume_final: bool,
+        pace_ns: u64,
+    ) -> Result<ReadOutcome, i32> {
         if i >= self.geo.slot_capacity {
             return Err(-libc::EINVAL);
         }
@@ -649,7 +663,11 @@ unsafe fn magic_or(base: *const u8, e: i32) -> i32 {
     // are validated one by one afterwards).
     // SAFETY: the caller checked that 8 bytes are readable.
     let m = unsafe { AtomicU64::from_ptr(base as *mut u64) }.load(Ordering::Relaxed).to_le_bytes();
-    if m == LATTE_MAGIC { e } else { LATTE_ERR_NOT_LATTE }
+    if m == LATTE_MAGIC {
+        e
+    } else {
+        LATTE_ERR_NOT_LATTE
+    }
 }
 
 /// The view of this process's own region, if there is one.
@@ -778,7 +796,11 @@ pub unsafe fn snapshot(id: *const core::ffi::c_char) -> Result<Vec<u64>, i32> {
 /// `LATTE_ERR_TRUNCATED` once the mapping at `base` lost pages (the object
 /// shrank under it, see `fault`): what it reads may be zeros, not data.
 pub fn check_whole(base: *const u8) -> Result<(), i32> {
-    if crate::fault::faults_at(base) != 0 { Err(LATTE_ERR_TRUNCATED) } else { Ok(()) }
+    if crate::fault::faults_at(base) != 0 {
+        Err(LATTE_ERR_TRUNCATED)
+    } else {
+        Ok(())
+    }
 }
 
 /// A read-only mapping of a shm object or a file, with its validated view.
@@ -848,7 +870,11 @@ impl Mapping {
         // SAFETY: an all-zero statfs is a valid out-parameter; fd is open.
         let held = unsafe {
             let mut fs: libc::statfs = core::mem::zeroed();
-            if libc::fstatfs(fd, &mut fs) == 0 && fs.f_type as i64 == libc::TMPFS_MAGIC as i64 { (st.st_blocks as u64).saturating_mul(512) } else { len as u64 }
+            if libc::fstatfs(fd, &mut fs) == 0 && fs.f_type as i64 == libc::TMPFS_MAGIC as i64 {
+                (st.st_blocks as u64).saturating_mul(512)
+            } else {
+                len as u64
+            }
         };
         // SAFETY: p is readable for len bytes and page aligned; it lives in the Mapping.
         match unsafe { View::new_held(p as *const u8, len, held) }.and_then(|v| check_whole(p as *const u8).map(|_| v)) {
@@ -921,4 +947,3 @@ pub fn unlink_shm(name: &[u8]) -> Result<(), i32> {
     }
     Ok(())
 }
-

@@ -126,16 +126,7 @@ impl Region {
             return fail(-rc);
         }
         // SAFETY: maps the object we just sized; a new mapping.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                geo.total_size as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
+        let p = unsafe { libc::mmap(core::ptr::null_mut(), geo.total_size as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
         let p = match accept_mapping(p, geo.total_size as usize) {
             Ok(p) => p as *mut libc::c_void,
             Err(e) => return fail(e),
@@ -248,9 +239,8 @@ impl Region {
         if !self.replace_with_anonymous_copy() {
             // SAFETY: remaps exactly our own mapping (same base and length)
             // with MAP_FIXED; the object is still sized as before.
-            let p = unsafe {
-                libc::mmap(self.base as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_FIXED, self.fd, 0)
-            };
+            let p =
+                unsafe { libc::mmap(self.base as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_FIXED, self.fd, 0) };
             if p == libc::MAP_FAILED {
                 // SAFETY: our own mapping.
                 unsafe { libc::mprotect(self.base as *mut libc::c_void, len, libc::PROT_READ) };
@@ -353,14 +343,7 @@ impl Region {
 pub fn map_anonymous(len: usize) -> Result<*mut u8, i32> {
     // SAFETY: a fresh anonymous mapping; no existing memory is affected.
     let p = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
+        libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
     };
     accept_mapping(p, len)
 }

@@ -207,18 +207,8 @@ const GRAY: &str = "\x1b[90m";
 const RESET: &str = "\x1b[0m";
 
 /// Column titles and widths of the standard table.
-const COLS: [(&str, usize); 10] = [
-    ("COMPONENT", 20),
-    ("SAMPLES", 9),
-    ("AVG", 10),
-    ("MEDIAN", 10),
-    ("STD DEV", 10),
-    ("SKEW", 8),
-    ("MIN", 10),
-    ("MAX", 10),
-    ("RANGE", 10),
-    ("OUTLIER", 10),
-];
+const COLS: [(&str, usize); 10] =
+    [("COMPONENT", 20), ("SAMPLES", 9), ("AVG", 10), ("MEDIAN", 10), ("STD DEV", 10), ("SKEW", 8), ("MIN", 10), ("MAX", 10), ("RANGE", 10), ("OUTLIER", 10)];
 
 /// Extra columns of the extended table (`latte stats`).
 const EXTRA_COLS: [(&str, usize); 4] = [("P90", 10), ("P99", 10), ("P99.9", 10), ("LOST", 9)];

@@ -110,11 +110,7 @@ pub fn summarize(sorted: &[f64]) -> Option<Summary> {
     let mean = sorted.iter().sum::<f64>() / nf;
     let var = sorted.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / nf;
     let sd = var.sqrt();
-    let skew = if sd <= 1e-9 * mean.abs().max(1.0) {
-        0.0
-    } else {
-        sorted.iter().map(|v| ((v - mean) / sd).powi(3)).sum::<f64>() / nf
-    };
+    let skew = if sd <= 1e-9 * mean.abs().max(1.0) { 0.0 } else { sorted.iter().map(|v| ((v - mean) / sd).powi(3)).sum::<f64>() / nf };
     Some(Summary {
         count: n,
         mean,

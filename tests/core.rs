@@ -193,7 +193,18 @@ fn bad_arguments_get_errors() {
     assert_eq!(latte_init_shared_region(core::ptr::null()), -libc::EINVAL);
     assert_eq!(latte_trace_write(core::ptr::null()), -libc::EINVAL);
     assert_eq!(latte_get_counters(core::ptr::null_mut()), -libc::EINVAL);
-    assert_eq!(latte_data_clean(core::ptr::null(), 3, core::ptr::null_mut(), core::ptr::null_mut(), core::ptr::null_mut(), core::ptr::null_mut(), core::ptr::null_mut()), -libc::EINVAL);
+    assert_eq!(
+        latte_data_clean(
+            core::ptr::null(),
+            3,
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+            core::ptr::null_mut()
+        ),
+        -libc::EINVAL
+    );
     latte_pulse(core::ptr::null_mut(), c"x".as_ptr());
     latte_string_free(core::ptr::null_mut());
     latte_reader_close(core::ptr::null_mut());
@@ -278,8 +289,8 @@ fn a_callers_state_takes_over_open_spans() {
         latte::recorder::start(sa, c"take.b".as_ptr(), LATTE_MODE_FAST); // a cache hit
         assert_eq!(thread_counters().depth, 2);
         assert!(latte_stop(core::ptr::null(), LATTE_MODE_MID) > 0); // closes take.b
-        // A second caller state takes over take.a; a Stop through `a` (now
-        // empty) closes it there.
+                                                                    // A second caller state takes over take.a; a Stop through `a` (now
+                                                                    // empty) closes it there.
         let b = caller_state();
         assert!(!latte_thread_resolve(b, c"take.c".as_ptr()).is_null());
         // SAFETY: `a` is this thread's (inactive) state.

@@ -98,7 +98,11 @@ fn sync_flush_into_a_full_file() -> i32 {
     let f = std::fs::File::create(&p).unwrap();
     let rc = latte_flush_sync(f.as_raw_fd(), LATTE_UNIT_CYCLE);
     std::fs::remove_file(&p).unwrap();
-    if rc == -libc::EFBIG { 0 } else { 1 }
+    if rc == -libc::EFBIG {
+        0
+    } else {
+        1
+    }
 }
 
 #[test]
@@ -131,7 +135,11 @@ fn async_flush_into_a_full_file() -> i32 {
         st.state == -libc::EFBIG && latte_poll_flush() == -libc::EFBIG
     };
     std::fs::remove_file(&p).unwrap();
-    if ok { 0 } else { 1 }
+    if ok {
+        0
+    } else {
+        1
+    }
 }
 
 #[cfg(not(feature = "uring"))]

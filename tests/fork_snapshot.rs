@@ -34,7 +34,12 @@ fn fork_child_sees_the_region_as_it_was_at_the_fork() {
         // The child's own recording goes into its copy.
         span(c"snap.a", LATTE_MODE_FAST, LATTE_MODE_FAST);
         let mine = snapshot(c"snap.a").len();
-        let code = if a == 1000 && new_id == 0 && mine == 1001 { 0 } else { eprintln!("child sees snap.a {a}, snap.after {new_id}, then {mine}"); 3 };
+        let code = if a == 1000 && new_id == 0 && mine == 1001 {
+            0
+        } else {
+            eprintln!("child sees snap.a {a}, snap.after {new_id}, then {mine}");
+            3
+        };
         // SAFETY: leave the child.
         unsafe { libc::_exit(code) };
     }

@@ -34,7 +34,8 @@ fn guarded<R>(bytes: &[u8], f: impl FnOnce(*const u8, usize) -> R) -> R {
     let page = 4096;
     let body = (bytes.len() + page - 1) / page * page;
     // SAFETY: a fresh anonymous mapping of body + one guard page.
-    let p = unsafe { libc::mmap(core::ptr::null_mut(), body + page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) } as *mut u8;
+    let p = unsafe { libc::mmap(core::ptr::null_mut(), body + page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) }
+        as *mut u8;
     assert!(!p.is_null());
     // SAFETY: inside the mapping; the guard page is the last one.
     unsafe { libc::mprotect(p.add(body) as *mut libc::c_void, page, libc::PROT_NONE) };

@@ -131,14 +131,18 @@ fn a_handler_interrupting_a_slow_path_is_refused_not_deadlocked() {
         unsafe { libc::alarm(8) };
         handle(libc::SIGUSR2, on_usr2);
         let t0 = Instant::now();
-        under_signals(libc::SIGUSR2, || {}, || {
-            while t0.elapsed() < Duration::from_secs(2) {
-                for _ in 0..1000 {
-                    latte_start(fresh_name(), LATTE_MODE_FAST);
-                    latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+        under_signals(
+            libc::SIGUSR2,
+            || {},
+            || {
+                while t0.elapsed() < Duration::from_secs(2) {
+                    for _ in 0..1000 {
+                        latte_start(fresh_name(), LATTE_MODE_FAST);
+                        latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+                    }
                 }
-            }
-        });
+            },
+        );
         let mut c = latte::recorder::latte_counters::default();
         latte_get_counters(&mut c);
         eprintln!("handler spans {}, refused in a slow path {}", HANDLER_SPANS.load(Ordering::Relaxed), c.reentrant_drops);

@@ -12,9 +12,9 @@
 
 use latte::layout::*;
 use latte::reader::{latte_cursor, latte_raw_sample, Mapping};
-use std::mem::MaybeUninit;
 use latte::recorder;
 use std::io::BufRead;
+use std::mem::MaybeUninit;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -121,7 +121,8 @@ fn torture_reader_process() {
     });
     go.store(false, Ordering::Relaxed);
     let out = child.stdout.take().unwrap();
-    let lines: Vec<String> = std::io::BufReader::new(out).lines().map(|l| l.unwrap()).filter_map(|l| l.split_once("TORTURE ").map(|x| x.1.to_string())).collect();
+    let lines: Vec<String> =
+        std::io::BufReader::new(out).lines().map(|l| l.unwrap()).filter_map(|l| l.split_once("TORTURE ").map(|x| x.1.to_string())).collect();
     assert!(child.wait().unwrap().success());
     latte::reader::unlink_shm(name.as_bytes()).unwrap();
     assert_eq!(lines.len(), THREADS, "{lines:?}");

@@ -183,7 +183,11 @@ fn open(target: &str) -> Result<Mapping, ExitCode> {
                 }
                 Target::Region(n) if std::path::Path::new(target).exists() => {
                     let file = if target.starts_with('/') { format!("/.{target}") } else { format!("./{target}") };
-                    fail(target, &format!("no such region {n} (a name without '/' after its first character is a region; write {file} for the file)"), EXIT_MISSING)
+                    fail(
+                        target,
+                        &format!("no such region {n} (a name without '/' after its first character is a region; write {file} for the file)"),
+                        EXIT_MISSING,
+                    )
                 }
                 Target::Region(n) => fail(target, &format!("no such region (no /dev/shm{n}; `latte ls` lists the regions)"), EXIT_MISSING),
                 Target::File(_) => fail(target, "no such file", EXIT_MISSING),
@@ -273,7 +277,9 @@ fn main() -> ExitCode {
     let style = Style::detect(cli.color);
     match cli.cmd {
         Cmd::Ls { json } => done(ls(json, style)),
-        Cmd::Stats { target, time, calibrated, json, wide } => done(stats_cmd(&target, time, calibrated, json, if wide { Style { width: None, ..style } } else { style })),
+        Cmd::Stats { target, time, calibrated, json, wide } => {
+            done(stats_cmd(&target, time, calibrated, json, if wide { Style { width: None, ..style } } else { style }))
+        }
         Cmd::Watch { target, interval, count, plain, time, follow } => {
             done(watch(&target, &WatchOpts { every: interval, count, plain: plain || !style.tty, time, follow }, style))
         }
@@ -400,7 +406,16 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
                 ]
             } else {
                 let owner = r["owner_uid"].as_u64().map(|u| format!(" (owner uid {u})")).unwrap_or_default();
-                vec![name, "?".into(), "?".into(), "?".into(), "?".into(), "?".into(), size_text(n(r, "bytes")), format!("{}{owner}", r["error"].as_str().unwrap_or(""))]
+                vec![
+                    name,
+                    "?".into(),
+                    "?".into(),
+                    "?".into(),
+                    "?".into(),
+                    "?".into(),
+                    size_text(n(r, "bytes")),
+                    format!("{}{owner}", r["error"].as_str().unwrap_or("")),
+                ]
             }
         })
         .collect();
@@ -482,7 +497,9 @@ fn output_error(path: &std::path::Path, e: &std::io::Error) -> String {
         Some(libc::ENOENT) if !parent.exists() => format!("cannot create the output file: no such directory {}", parent.display()),
         Some(libc::ENOTDIR) => format!("cannot create the output file: {} is not a directory", parent.display()),
         Some(libc::EISDIR) => "cannot write the output file: it is a directory".into(),
-        Some(libc::EACCES) | Some(libc::EPERM) => format!("cannot create the output file: permission denied{}", owner_text(if path.exists() { path } else { parent })),
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            format!("cannot create the output file: permission denied{}", owner_text(if path.exists() { path } else { parent }))
+        }
         Some(libc::ENOSPC) => "cannot write the output file: no space left on the device".into(),
         Some(libc::EROFS) => "cannot create the output file: read-only file system".into(),
         _ => format!("cannot write the output file: {e}"),

@@ -147,7 +147,10 @@ fn scenario() {
     std::fs::write("/dev/shm/tiny", &img).unwrap();
     let r = latte(&["trace", "/tiny", "-o", "/tmp/latte-hostile-tiny.json"]);
     let text = std::fs::read_to_string("/tmp/latte-hostile-tiny.json").unwrap_or_default();
-    check(r.0 == 0 && serde_json::from_str::<serde_json::Value>(&text).is_ok() && !text.contains("inf"), format!("tiny cycles per ns: trace -> {} {}; valid JSON: {}", r.0, r.2, serde_json::from_str::<serde_json::Value>(&text).is_ok()));
+    check(
+        r.0 == 0 && serde_json::from_str::<serde_json::Value>(&text).is_ok() && !text.contains("inf"),
+        format!("tiny cycles per ns: trace -> {} {}; valid JSON: {}", r.0, r.2, serde_json::from_str::<serde_json::Value>(&text).is_ok()),
+    );
     let _ = std::fs::remove_file("/tmp/latte-hostile-tiny.json");
     std::fs::remove_file("/dev/shm/tiny").unwrap();
 
@@ -181,7 +184,13 @@ fn scenario() {
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(50));
-    let watcher = Command::new(LATTE).args(["watch", "/trunc", "--plain", "--interval", "0.05"]).env("NO_COLOR", "1").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let watcher = Command::new(LATTE)
+        .args(["watch", "/trunc", "--plain", "--interval", "0.05"])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     std::fs::OpenOptions::new().write(true).open("/dev/shm/trunc").unwrap().set_len(4096).unwrap();
     let t0 = Instant::now();

@@ -1,0 +1,199 @@
+//! The hot path: Start pushes onto the calling thread's span stack, Stop pops
+//! the innermost span and appends a sample to the thread's ring for that ID.
+//!
+//! Hot path (`start`, `stop`, `pulse`): no lock, no atomic read-modify-write,
+//! no allocation. Start finds the ring through a per-thread open-addressed
+//! cache keyed by the ID pointer (at most half full: nearly always found at
+//! its home entry or the next) and pushes it with the TSC; Stop pops it
+//! and writes the sample. A cache miss goes to `resolve`, which interns the
+//! ID, finds or allocates the (thread, ID) slot under the registry lock and
+//! fills the cache. A pulse keeps its ring in its call-site state.
+//! `include/latte_inline.h` is the same hot path in C.
+//!
+//! Writer protocol for a ring (single writer: the owning thread):
+//! 1. `idx = write_idx` (relaxed: only this thread stores it);
+//! 2. store both words of `samples[idx & mask]` with release: a reader
+//!    whose relaxed load sees either word, followed by its acquire fence,
+//!    then also sees every earlier publish, so its second load of
+//!    `write_idx` is at least `idx` and tells it the slot was being
+//!    overwritten (the seqlock writer rule; plain moves on x86);
+//! 3. `write_idx = idx + 1` with release (publishes the sample).
+//!
+//! Span stack protocol (signal handlers). A signal handler that records on
+//! the thread it interrupted runs a whole Start and Stop between two steps
+//! of the interrupted one, and leaves `depth`, `top_slot` and every frame
+//! at or above `depth` as it found them; so the interrupted call is correct
+//! when each step below holds whatever the handler does before it. The
+//! steps are kept in order by compiler fences (a thread sees its own
+//! accesses in program order; no CPU fence is needed).
+//! - Start at depth `d`: S1 `depth = d + 1` (frame `d` is now taken: a
+//!   handler's Start uses `d + 1`); S2 save the outer ring (`top_slot`) and
+//!   this span's depth and mode in `frame_word[d]`; S3 `top_slot` = this
+//!   span's ring; then the TSC into `frame_tsc[d]`. A handler before S1
+//!   uses frame `d` and is done with it before S2 writes it; between S1
+//!   and S3 it saves and restores the outer ring in frame `d + 1`.
+//! - Stop at depth `d`: P1 read `top_slot`, `frame_word[d - 1]` and
+//!   `frame_tsc[d - 1]`; P2 `top_slot` = the outer ring; P3 `depth = d - 1`
+//!   (frame `d - 1` is free again); then write the sample. A handler before
+//!   P3 sees the span still open and uses frame `d`.
+//! A handler's span shares a ring with the interrupted code only when both
+//! use one ID; a sample written into that ring while the interrupted one is
+//! between steps 1 and 3 of the ring writer is lost (overwritten). The slow
+//! paths take the registry lock; one that interrupts the lock's holder on
+//! its own thread is refused (`Lock::lock_unless_held`) and counted in
+//! `reentrant_drops`, and its span goes to a sink.
+
+use super::cache::cache_probe;
+use super::slow::{note_orphan, note_overflow, resolve, resolve_slot};
+use crate::layout::*;
+use crate::tsc;
+use core::ffi::c_char;
+use core::sync::atomic::{compiler_fence, Ordering};
+
+/// Appends one sample to a ring (the writer protocol in the module doc).
+///
+/// # Safety
+/// `slot` is a slot owned by the calling thread (or a sink), `mask` its
+/// region's mask.
+#[inline(always)]
+pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u64, packed: u64) {
+    // SAFETY: the caller guarantees `slot` is a live slot header of ours.
+    // Relaxed: this thread is the only writer of write_idx.
+    let idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
+    // SAFETY: forwarded; idx is the ring's own index.
+    unsafe { write_sample_at(slot, mask, idx, start_tsc, packed) };
+}
+
+/// `write_sample` at index `idx`, which must be the ring's current
+/// `write_idx`. Returns the new index.
+///
+/// # Safety
+/// As `write_sample`, and `idx == write_idx` of the slot.
+#[inline(always)]
+pub unsafe fn write_sample_at(slot: *mut latte_slot_header, mask: u64, idx: u64, start_tsc: u64, packed: u64) -> u64 {
+    // SAFETY: the caller guarantees `slot` is a live slot header of ours.
+    let h = unsafe { &*slot };
+    // SAFETY: (idx & mask) < samples_per_slot, so the sample is inside the slot.
+    let s = unsafe { &*((slot as *mut u8).add(LATTE_SLOT_HEADER_SIZE as usize) as *const latte_sample).add((idx & mask) as usize) };
+    // Release: every earlier publish happens-before these stores for a
+    // reader whose acquire fence follows a load of them (module doc, step 2).
+    s.start_tsc.store(start_tsc, Ordering::Release);
+    s.packed.store(packed, Ordering::Release);
+    // Release: publishes the sample's two stores.
+    h.write_idx.store(idx + 1, Ordering::Release);
+    idx + 1
+}
+
+/// Opens a span on the thread's stack, resolving its ring now (cache hit:
+/// one compare). The TSC is read last, so the bookkeeping is outside the
+/// measured interval.
+#[inline(always)]
+pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
+    let d = t.depth;
+    if d >= LATTE_MAX_DEPTH {
+        note_overflow(t);
+        return;
+    }
+    let mode = tsc::normalize_mode(mode);
+    let h = cache_index(id);
+    let slot = if t.cache[h].key == id && !id.is_null() {
+        t.cache[h].slot
+    } else {
+        match cache_probe(t, id, h) {
+            Some(s) => s, // further along the probe order
+            None => resolve(t, id),
+        }
+    };
+    // (Unlike the C path, `t` here is already the active state, so the
+    // slow path cannot have moved spans onto it: the depth still holds.)
+    let d = d as usize;
+    // Steps S1-S3 of the span stack protocol (module doc).
+    t.depth = d as u32 + 1; // S1
+    compiler_fence(Ordering::SeqCst);
+    t.frame_word[d] = frame_word(t.top_slot, d as u32, mode); // S2
+    compiler_fence(Ordering::SeqCst);
+    t.top_slot = slot; // S3
+    t.frame_tsc[d] = tsc::read_start(mode);
+}
+
+/// Closes the innermost open span and records it; returns its duration in
+/// cycles, 0 when nothing was open. The TSC is read first.
+#[inline(always)]
+pub fn stop(t: &mut latte_thread, mode: latte_mode) -> u64 {
+    stop_at(t, mode, tsc::read_stop(mode))
+}
+
+/// `stop` with the TSC already read (callers read it before looking up
+/// their thread state, so that lookup stays outside the measured span).
+#[inline(always)]
+pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
+    let d = t.depth;
+    if d == 0 {
+        note_orphan(t);
+        return 0;
+    }
+    // Steps P1-P3 of the span stack protocol (module doc).
+    let slot = t.top_slot; // P1
+    let d = d as usize - 1;
+    let word = t.frame_word[d];
+    let start_tsc = t.frame_tsc[d];
+    compiler_fence(Ordering::SeqCst);
+    t.top_slot = frame_ring(word); // P2
+    compiler_fence(Ordering::SeqCst);
+    t.depth = d as u32; // P3
+    let dur = duration(start_tsc, now);
+    let packed = dur | frame_bits(word) | ((tsc::normalize_mode(mode) as u64) << LATTE_STOP_MODE_SHIFT);
+    // SAFETY: top_slot is a ring this thread owns or a sink (both fit its mask).
+    unsafe { write_sample(slot, t.sample_mask, start_tsc, packed) };
+    dur
+}
+
+/// A pulse from one call site: records the cycles since that site's
+/// previous pulse on this thread (the first call only primes the site).
+#[inline(always)]
+pub fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char) {
+    let now = tsc::rdtsc();
+    if site.id != id || id.is_null() {
+        return pulse_slow(t, site, id, now);
+    }
+    let last = site.last_tsc;
+    site.last_tsc = now;
+    let packed = duration(last, now) | pulse_bits(t.depth);
+    // SAFETY: the site's slot was resolved by this thread for `id`.
+    let h = unsafe { &*site.slot };
+    // Relaxed: this thread is the only writer of write_idx.
+    site.next_idx = if h.write_idx.load(Ordering::Relaxed) == site.next_idx {
+        // SAFETY: as above; next_idx is the ring's index (just compared).
+        unsafe { write_sample_at(site.slot, t.sample_mask, site.next_idx, last, packed) }
+    } else {
+        // Something else wrote the ring (a span, or another site of this ID).
+        // SAFETY: as above.
+        unsafe { write_sample(site.slot, t.sample_mask, last, packed) };
+        h.write_idx.load(Ordering::Relaxed)
+    };
+}
+
+/// A pulse whose site is not resolved for `id` yet (first call, or a
+/// different ID from the same site, or a NULL ID): resolves, primes, and
+/// records the interval when the site was primed before.
+#[cold]
+#[inline(never)]
+pub fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char, now: u64) {
+    let last = site.last_tsc;
+    site.last_tsc = now;
+    let Some(slot) = resolve_slot(t, id) else {
+        // Not cached: every pulse that cannot be recorded is counted.
+        site.id = core::ptr::null();
+        return;
+    };
+    site.id = id;
+    site.slot = slot;
+    // SAFETY: a slot (or sink) of this thread; relaxed: its only writer.
+    site.next_idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
+    if last == 0 {
+        return;
+    }
+    let packed = duration(last, now) | pulse_bits(t.depth);
+    // SAFETY: just resolved for this thread; next_idx was read just now.
+    site.next_idx = unsafe { write_sample_at(slot, t.sample_mask, site.next_idx, last, packed) };
+}

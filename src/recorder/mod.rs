@@ -1,0 +1,34 @@
+//! Recording: Start pushes onto the calling thread's span stack, Stop pops
+//! the innermost span and appends a sample to the thread's ring for that ID.
+//!
+//! One file per concern; the graph flows down this list:
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `hot.rs` | Start, Stop and pulse: the path `include/latte_inline.h` mirrors, and the span stack protocol |
+//! | `cache.rs` | the hot state's ID cache (probe, insert, clear) |
+//! | `slow.rs` | cache misses and counted refusals; prefault; installing a region; interning |
+//! | `thread.rs` | the calling thread's hot and cold states, attach and exit |
+//! | `registry.rs` | process-wide state under the lock: region, interner, state pools, slot allocation |
+//! | `ptr_map.rs` | the thread-private pointer map behind the cache |
+//! | `lock.rs` | the registry's lock |
+//! | `fork.rs` | the fork handlers |
+//! | `counters.rs` | per-thread and per-process counters |
+
+mod cache;
+mod counters;
+mod fork;
+mod hot;
+mod lock;
+mod ptr_map;
+mod registry;
+mod slow;
+mod thread;
+
+pub use cache::cache_probe;
+pub use counters::*;
+pub use hot::*;
+pub use lock::registry_held_here;
+pub use registry::{region_if_any, unrecordable, Registry, REGION, REGISTRY};
+pub use slow::*;
+pub use thread::{activate, current, current_if_any, note_late_drop, note_unavailable};

@@ -1,0 +1,271 @@
+//! Process-wide recorder state behind the registry lock: the region, the ID
+//! interner, the pool of thread states, and slot allocation and retirement.
+
+use super::fork::{atfork_child, atfork_parent, atfork_prepare};
+use super::lock::Lock;
+use super::ptr_map::PtrMap;
+use crate::intern::Interner;
+use crate::layout::*;
+use crate::region::{bump, Region};
+use crate::tsc;
+use core::sync::atomic::{fence, AtomicPtr, Ordering};
+use std::collections::VecDeque;
+
+/// Rust-private per-thread state: identity, counters and the thread's
+/// rings by token. Pooled when the thread exits.
+pub struct Cold {
+    pub(super) thread_idx: u32,
+    pub(super) os_tid: u32,
+    pub(super) alive: bool,
+    pub(super) overflow_starts: u64,
+    pub(super) orphan_stops: u64,
+    pub(super) dropped: u64,
+    pub(super) slots_by_token: [*mut latte_slot_header; 256],
+    /// Second level behind the hot cache: ID pointer -> this thread's ring,
+    /// so that IDs whose pointers collide in the direct-mapped cache cost a
+    /// probe here, not the registry lock. Cleared when it fills up.
+    pub(super) by_ptr: PtrMap,
+}
+
+/// Process-wide recorder state, behind `REGISTRY`.
+pub struct Registry {
+    pub region: Option<&'static Region>,
+    pub interner: Interner,
+    /// Every cold state ever allocated (live, or pooled for reuse).
+    pub(super) colds: Vec<*mut Cold>,
+    /// Cold states of exited threads, ready for new threads.
+    free_colds: Vec<*mut Cold>,
+    /// Hot states Rust allocated for threads that no longer use them.
+    pub(super) free_hots: Vec<*mut latte_thread>,
+    next_thread_idx: u32,
+    /// Slots of exited threads, oldest first: reused only when no fresh slot is left.
+    reusable: VecDeque<u32>,
+    /// Set once a thread recorded: the region can no longer be replaced.
+    pub recording_began: bool,
+    atfork_installed: bool,
+}
+
+// SAFETY: the raw pointers are thread states and slots that live for the
+// whole process; the registry is only touched under its lock.
+unsafe impl Send for Registry {}
+
+pub static REGISTRY: Lock<Registry> = Lock::new(Registry {
+    region: None,
+    interner: Interner::new(),
+    colds: Vec::new(),
+    free_colds: Vec::new(),
+    free_hots: Vec::new(),
+    next_thread_idx: 0,
+    reusable: VecDeque::new(),
+    recording_began: false,
+    atfork_installed: false,
+});
+
+/// The installed region, for lock-free readers in this process. Set once
+/// under the registry lock (release), read with acquire; never unmapped.
+pub static REGION: AtomicPtr<Region> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Where a span goes that cannot be recorded (its ID or slot did not fit,
+/// or its thread is being torn down): a private ring as large as the
+/// region's, never read. Frames always hold a writable ring, so Stop needs
+/// no NULL test. Set with the region (release), read with acquire.
+static SINK: AtomicPtr<latte_slot_header> = AtomicPtr::new(core::ptr::null_mut());
+
+/// A one-sample sink for states that were never attached (mask 0).
+#[repr(C, align(64))]
+struct Sink0 {
+    header: latte_slot_header,
+    sample: latte_sample,
+}
+
+// SAFETY: all-zero atomics and integers are valid values of both types.
+static SINK0: Sink0 = unsafe { core::mem::zeroed() };
+
+/// The ring for a span that cannot be recorded: a sink that fits `t`'s mask.
+pub fn unrecordable(t: &latte_thread) -> *mut latte_slot_header {
+    // Acquire: pairs with the swap in `install`, which published the sink
+    // mapping (zero-filled by mmap) before its address.
+    let big = SINK.load(Ordering::Acquire);
+    if t.sample_mask == 0 || big.is_null() {
+        // Every write through it is an atomic store, so sharing it between
+        // threads is sound (its contents are meaningless by design).
+        &SINK0.header as *const latte_slot_header as *mut latte_slot_header
+    } else {
+        big
+    }
+}
+
+impl Registry {
+    /// The region, creating the default private one on first need.
+    pub fn region(&mut self) -> Result<&'static Region, i32> {
+        if let Some(r) = self.region {
+            return Ok(r);
+        }
+        let r = Region::create_private(LATTE_MAX_IDS, LATTE_DEFAULT_PRIVATE_SLOTS, LATTE_DEFAULT_SAMPLES)?;
+        self.install(r)?;
+        Ok(self.region.unwrap())
+    }
+
+    /// Makes `r` the region everything records into and readers read.
+    pub fn install(&mut self, r: Region) -> Result<(), i32> {
+        let stride = r.geometry().slot_stride as usize;
+        let sink = crate::region::map_anonymous(stride)?;
+        let old_sink = SINK.swap(sink as *mut latte_slot_header, Ordering::AcqRel);
+        if !old_sink.is_null() {
+            // Only replaced before any thread recorded, so no state holds it.
+            let old_stride = self.region.map(|o| o.geometry().slot_stride as usize).unwrap_or(0);
+            // SAFETY: the previous sink mapping, of the previous region's stride.
+            unsafe { libc::munmap(old_sink as *mut libc::c_void, old_stride) };
+        }
+        let leaked: &'static Region = Box::leak(Box::new(r));
+        self.region = Some(leaked);
+        self.reusable.clear();
+        self.interner.reload(leaked);
+        // Release: the region's initialised header is visible to any reader
+        // that loads the pointer with acquire.
+        REGION.store(leaked as *const Region as *mut Region, Ordering::Release);
+        if !self.atfork_installed {
+            // SAFETY: the three handlers are valid extern "C" functions with no arguments.
+            unsafe { libc::pthread_atfork(Some(atfork_prepare), Some(atfork_parent), Some(atfork_child)) };
+            self.atfork_installed = true;
+        }
+        Ok(())
+    }
+
+    pub(super) fn new_cold(&mut self) -> Result<*mut Cold, i32> {
+        let region = self.region()?;
+        self.recording_began = true;
+        let c = match self.free_colds.pop() {
+            Some(c) => c,
+            None => {
+                let p = Box::into_raw(Box::new(Cold {
+                    thread_idx: 0,
+                    os_tid: 0,
+                    alive: false,
+                    overflow_starts: 0,
+                    orphan_stops: 0,
+                    dropped: 0,
+                    slots_by_token: [core::ptr::null_mut(); 256],
+                    by_ptr: PtrMap::new(),
+                }));
+                self.colds.push(p);
+                p
+            }
+        };
+        // SAFETY: `c` is a pooled or fresh state no thread owns now.
+        let s = unsafe { &mut *c };
+        s.thread_idx = self.next_thread_idx;
+        self.next_thread_idx = self.next_thread_idx.wrapping_add(1);
+        s.overflow_starts = 0;
+        s.orphan_stops = 0;
+        s.dropped = 0;
+        s.slots_by_token = [core::ptr::null_mut(); 256];
+        s.by_ptr.clear();
+        s.os_tid = tsc::gettid();
+        s.alive = true;
+        bump(&region.header().threads_seen, 1);
+        Ok(c)
+    }
+
+    pub(super) fn new_hot(&mut self) -> *mut latte_thread {
+        match self.free_hots.pop() {
+            Some(h) => h,
+            None => {
+                // SAFETY: an all-zero latte_thread is valid (integers and
+                // null pointers); the Box is leaked into the pool's care.
+                let b: Box<latte_thread> = unsafe { Box::new(core::mem::zeroed()) };
+                Box::into_raw(b)
+            }
+        }
+    }
+
+    /// Hands a slot to (thread `c`, `token`): a fresh one while any is left,
+    /// else the oldest slot of an exited thread. None when neither exists.
+    pub(super) fn allocate_slot(&mut self, c: &Cold, token: u32) -> Option<*mut latte_slot_header> {
+        let region = self.region?;
+        let h = region.header();
+        // Relaxed, here and for the slot's old generation and index below:
+        // the registry lock is held, and only its holder stores these (the
+        // index: the slot's previous owner, which exited before the slot
+        // became reusable, its last store ordered by the lock it took then).
+        let used = h.slots_used.load(Ordering::Relaxed);
+        let (i, fresh) = if used < region.geometry().slot_capacity {
+            (used, true)
+        } else if let Some(i) = self.reusable.pop_front() {
+            (i, false)
+        } else {
+            return None;
+        };
+        let slot = region.slot(i);
+        // SAFETY: slot i is inside the region; we hold the registry lock, the
+        // only place slots are (re)assigned, and its previous owner is gone.
+        let sh = unsafe { &*slot };
+        let old_gen = sh.generation.load(Ordering::Relaxed);
+        if !fresh {
+            let written = sh.write_idx.load(Ordering::Relaxed);
+            bump(&h.slot_reuses, 1);
+            bump(&h.reuse_discarded, written.min(region.geometry().samples_per_slot as u64));
+        }
+        // Seqlock-style reassignment: generation 0 marks "changing"; the
+        // release fence orders that store before the metadata stores, and
+        // the final release store publishes the new metadata.
+        sh.generation.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        sh.write_idx.store(0, Ordering::Relaxed);
+        sh.id_token.store(token, Ordering::Relaxed);
+        sh.thread_idx.store(c.thread_idx, Ordering::Relaxed);
+        sh.os_tid.store(c.os_tid, Ordering::Relaxed);
+        sh.state.store(LATTE_SLOT_LIVE, Ordering::Relaxed);
+        let mut g = old_gen.wrapping_add(1);
+        if g == 0 {
+            g = 1;
+        }
+        sh.generation.store(g, Ordering::Release);
+        if fresh {
+            // Release: the slot's metadata is published before readers count it.
+            h.slots_used.store(used + 1, Ordering::Release);
+        }
+        Some(slot)
+    }
+
+    /// Marks a thread's slots closed and reusable, and pools its cold state.
+    pub(super) fn retire_cold(&mut self, c: *mut Cold) {
+        // SAFETY: `c` is the exiting thread's own cold state (or, in a fork
+        // child, one whose thread does not exist there).
+        let s = unsafe { &mut *c };
+        if !s.alive {
+            return;
+        }
+        s.alive = false;
+        if let Some(region) = self.region {
+            let base = region.slot(0) as usize;
+            let stride = region.geometry().slot_stride as usize;
+            for p in s.slots_by_token.iter_mut() {
+                if p.is_null() {
+                    continue;
+                }
+                // SAFETY: a slot this thread owns, inside the region.
+                let sh = unsafe { &**p };
+                // Release: every sample this thread wrote is visible to a
+                // reader that sees CLOSED with acquire; the ring is final.
+                sh.state.store(LATTE_SLOT_CLOSED, Ordering::Release);
+                self.reusable.push_back(((*p as usize - base) / stride) as u32);
+                *p = core::ptr::null_mut();
+            }
+        }
+        s.by_ptr.clear();
+        self.free_colds.push(c);
+    }
+}
+
+/// The installed region, without locking.
+pub fn region_if_any() -> Option<&'static Region> {
+    // Acquire pairs with the release in `install`.
+    let p = REGION.load(Ordering::Acquire);
+    // SAFETY: a non-null REGION points to a leaked, never-freed Region.
+    if p.is_null() {
+        None
+    } else {
+        Some(unsafe { &*p })
+    }
+}

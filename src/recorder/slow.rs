@@ -1,0 +1,215 @@
+//! Slow paths of the hot path: cache misses (intern the ID, find or
+//! allocate the slot), counted refusals, prefaulting, and the calls that
+//! install a region or intern an ID.
+
+use super::cache::{cache_insert, cache_probe};
+use super::hot::stop_at;
+use super::registry::{region_if_any, unrecordable, REGISTRY};
+use super::thread::{current, current_if_any, note_late_drop, note_unavailable, with_cold, COLD};
+use crate::layout::*;
+use crate::region::{bump, Region};
+use core::ffi::c_char;
+use core::sync::atomic::Ordering;
+
+/// A Start beyond 64 open spans: ignored, counted.
+#[cold]
+#[inline(never)]
+pub fn note_overflow(_t: &mut latte_thread) {
+    with_cold(|c| c.overflow_starts += 1);
+    if let Some(r) = region_if_any() {
+        bump(&r.header().overflow_starts, 1);
+    }
+}
+
+/// A Stop with nothing open: ignored, counted.
+#[cold]
+#[inline(never)]
+pub fn note_orphan(_t: &mut latte_thread) {
+    count_orphan();
+}
+
+fn count_orphan() {
+    with_cold(|c| c.orphan_stops += 1);
+    if let Some(r) = region_if_any() {
+        bump(&r.header().orphan_stops, 1);
+    }
+}
+
+/// Cache miss: the ring for `id` on this thread, from `resolve_slot`; the
+/// cache is filled on success. On failure (counted there) the span goes
+/// to a sink, so the frame still holds a writable ring.
+#[cold]
+#[inline(never)]
+pub fn resolve(t: &mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
+    match resolve_slot(t, id) {
+        Some(slot) => {
+            cache_insert(t, id, slot);
+            slot
+        }
+        None => unrecordable(t),
+    }
+}
+
+/// Interns the ID and finds or allocates this thread's slot for it. None
+/// (counted as a dropped span) when the ID or the slot does not fit, or
+/// the thread is being torn down.
+pub fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut latte_slot_header> {
+    let Some(c) = COLD.try_with(|c| c.get()).ok().filter(|c| !c.is_null()) else {
+        note_late_drop();
+        return None;
+    };
+    // SAFETY: this thread's own cold state.
+    let c = unsafe { &mut *c };
+    if let Some(slot) = c.by_ptr.get(id as usize) {
+        return Some(slot);
+    }
+    let Some(mut reg) = REGISTRY.lock_unless_held() else {
+        note_unavailable();
+        return None;
+    };
+    let region = reg.region?;
+    // SAFETY: IDs are NULL or NUL-terminated strings (the API contract).
+    let token = match unsafe { reg.interner.intern_ptr(region, id) } {
+        Some(tok) => tok,
+        None => {
+            c.dropped += 1;
+            bump(&region.header().unfit_id_drops, 1);
+            return None;
+        }
+    };
+    let mut slot = c.slots_by_token[token as usize];
+    if slot.is_null() {
+        match reg.allocate_slot(c, token) {
+            Some(s) => {
+                slot = s;
+                c.slots_by_token[token as usize] = s;
+            }
+            None => {
+                c.dropped += 1;
+                bump(&region.header().no_slot_drops, 1);
+                return None;
+            }
+        }
+    }
+    c.by_ptr.insert(id as usize, slot);
+    Some(slot)
+}
+
+/// Resolves the calling thread's ring for `id` as a first Start would (and
+/// caches it in the thread's active state), then commits the pages of that
+/// ring which no sample has been written to yet, so that its first samples
+/// take no page fault. Returns the pages touched (0 for a ring that has
+/// wrapped: all of them were written). A service calls it before its hot
+/// loop, where it chooses to pay the faults (about a microsecond each, 256
+/// for a ring of 65,536 samples); nothing records meanwhile.
+///
+/// Each page is touched by a locked add of 0 to the first word of its
+/// first not-yet-written sample: a write fault that changes no value. Only
+/// this thread writes the ring, and no reader looks at an index at or above
+/// `write_idx`, so the touch races with nothing.
+pub fn prefault(id: *const c_char) -> Result<u64, i32> {
+    let t = current();
+    if t.is_null() {
+        return Err(-libc::ESRCH);
+    }
+    // SAFETY: the calling thread's active state.
+    let t = unsafe { &mut *t };
+    let slot = match cache_probe(t, id, cache_index(id)) {
+        Some(s) => s,
+        None => {
+            let s = resolve_slot(t, id).ok_or(-libc::ENOSPC)?;
+            cache_insert(t, id, s);
+            s
+        }
+    };
+    let cap = t.sample_mask + 1;
+    // SAFETY: a slot of this thread inside the region.
+    let sh = unsafe { &*slot };
+    // Relaxed: this thread is the ring's only writer.
+    let w = sh.write_idx.load(Ordering::Relaxed);
+    if w >= cap {
+        return Ok(0);
+    }
+    let samples = (slot as usize) + LATTE_SLOT_HEADER_SIZE as usize;
+    let page = 4096usize;
+    let mut touched = 0u64;
+    let mut i = w;
+    while i < cap {
+        let addr = samples + (i as usize) * LATTE_SAMPLE_SIZE as usize;
+        // SAFETY: index i < cap lies inside the ring, mapped read-write;
+        // the sample's first word is 8-byte aligned (the ring is, and
+        // samples are 16 bytes). `lock add $0` is an atomic read-modify-write
+        // that stores the value it read: a write access (so the page is
+        // committed writable, not mapped to the shared zero page as a load
+        // would) that changes nothing. In asm because the compiler turns an
+        // atomic add of 0 into a plain load.
+        unsafe { core::arch::asm!("lock add qword ptr [{0}], 0", in(reg) addr, options(nostack)) };
+        touched += 1;
+        // The first sample of the next page.
+        let next_page = (addr / page + 1) * page;
+        i += ((next_page - addr) as u64).div_ceil(LATTE_SAMPLE_SIZE as u64);
+    }
+    Ok(touched)
+}
+
+/// Slow path of a Stop that found no open span on `t`: when `t` is the
+/// thread's active state, an orphan Stop (counted, 0); otherwise `t` lost
+/// the thread to another state, and the Stop closes that state's innermost
+/// span.
+pub fn stop_slow(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
+    let cur = current_if_any();
+    if cur.is_null() || cur == t {
+        count_orphan();
+        return 0;
+    }
+    // SAFETY: the calling thread's active state.
+    stop_at(unsafe { &mut *cur }, mode, now)
+}
+
+/// Token of an ID by content (interning it), without recording anything.
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string.
+pub unsafe fn intern_id(id: *const c_char) -> u32 {
+    let mut reg = REGISTRY.lock();
+    let region = match reg.region() {
+        Ok(r) => r,
+        Err(_) => return LATTE_INVALID_ID,
+    };
+    // SAFETY: forwarded from the caller.
+    let name = unsafe { crate::intern::normalize(id) };
+    reg.interner.intern_name(region, &name).unwrap_or(LATTE_INVALID_ID)
+}
+
+/// Installs a shared region before recording began. -EBUSY once any thread
+/// recorded; -EALREADY when a shared region is already installed.
+pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> Result<(), i32> {
+    Region::validate_name(name)?;
+    let mut reg = REGISTRY.lock();
+    if let Some(r) = reg.region {
+        if r.is_shared() {
+            return Err(-libc::EALREADY);
+        }
+    }
+    if reg.recording_began {
+        return Err(-libc::EBUSY);
+    }
+    let new = Region::create_shared(name, cfg)?;
+    if let Some(old) = reg.region {
+        if !new.copy_ids_from(old) {
+            // More IDs interned than the new table holds.
+            new_unlink(new);
+            return Err(-libc::ENOSPC);
+        }
+    }
+    reg.install(new)
+}
+
+fn new_unlink(r: Region) {
+    if let Some(n) = r.name() {
+        // SAFETY: a valid C string naming the object we just created.
+        unsafe { libc::shm_unlink(n.as_ptr()) };
+    }
+    // SAFETY: r's mapping was never published; unmap it.
+    unsafe { libc::munmap(r.base() as *mut libc::c_void, r.geometry().total_size as usize) };
+}

@@ -1,0 +1,187 @@
+//! Thread states: the calling thread's hot state (`latte_thread`, which the
+//! hot path and `include/latte_inline.h` use) and its cold state (`Cold`,
+//! Rust-private), created on first use and retired at thread exit.
+
+use super::cache::detach;
+use super::lock::registry_held_here;
+use super::registry::region_if_any;
+use super::registry::{Cold, REGISTRY};
+use crate::layout::*;
+use crate::region::bump;
+use crate::tsc;
+use core::cell::Cell;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+thread_local! {
+    /// The calling thread's active hot state (no destructor: fast access).
+    static STATE: Cell<*mut latte_thread> = const { Cell::new(core::ptr::null_mut()) };
+    /// The calling thread's cold state.
+    pub(super) static COLD: Cell<*mut Cold> = const { Cell::new(core::ptr::null_mut()) };
+    /// The hot state Rust allocated for this thread, if any (pooled at exit
+    /// or when a caller's own state takes over).
+    static OWN_HOT: Cell<*mut latte_thread> = const { Cell::new(core::ptr::null_mut()) };
+    /// Retires the thread at exit.
+    static EXIT_GUARD: ExitGuard = const { ExitGuard };
+}
+
+struct ExitGuard;
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        // The main thread's thread-local destructors run at exit, before
+        // atexit handlers and static destructors, which programs use to
+        // time their shutdown and report: its state stays attached (the
+        // process is ending; its rings need not be handed to anyone).
+        // SAFETY: getpid and gettid have no memory effects.
+        if unsafe { libc::getpid() } as u32 == tsc::gettid() {
+            return;
+        }
+        let hot = STATE.with(|c| c.replace(core::ptr::null_mut()));
+        let cold = COLD.with(|c| c.replace(core::ptr::null_mut()));
+        let own = OWN_HOT.with(|c| c.replace(core::ptr::null_mut()));
+        if !hot.is_null() {
+            // SAFETY: this thread's active state: Rust's or the caller's
+            // thread-local, which stays valid while thread-local destructors run.
+            detach(unsafe { &mut *hot });
+        }
+        let mut reg = REGISTRY.lock();
+        if !cold.is_null() {
+            reg.retire_cold(cold);
+        }
+        if !own.is_null() {
+            reg.free_hots.push(own);
+        }
+    }
+}
+
+/// The calling thread's cold state, created on first use; None while the
+/// thread is being torn down or the region cannot be made.
+fn cold_or_create() -> Option<*mut Cold> {
+    let c = COLD.with(|c| c.get());
+    if !c.is_null() {
+        return Some(c);
+    }
+    // Register the exit guard first; if this thread's TLS is being torn
+    // down, refuse rather than leak a state nobody retires.
+    if EXIT_GUARD.try_with(|_| ()).is_err() {
+        return None;
+    }
+    let c = REGISTRY.lock_unless_held()?.new_cold().ok()?;
+    COLD.with(|cell| cell.set(c));
+    Some(c)
+}
+
+/// Makes `t` the calling thread's active state (attaching it on first use,
+/// taking the open spans over from the previous active state). None while
+/// the thread is being torn down or the region cannot be made.
+///
+/// # Safety
+/// `t` is a state of the calling thread: its own thread-local, or Rust's.
+pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread> {
+    let cur = STATE.with(|c| c.get());
+    if cur == t {
+        // SAFETY: the caller's guarantee; the active state is valid.
+        return if t.is_null() { None } else { Some(unsafe { &mut *t }) };
+    }
+    if t.is_null() {
+        return None;
+    }
+    cold_or_create()?;
+    // cold_or_create made the region if there was none.
+    let mask = region_if_any().map(|r| r.geometry().samples_per_slot as u64 - 1).unwrap_or(0);
+    // SAFETY: the caller's guarantee: `t` is this thread's, not aliased now.
+    let nt = unsafe { &mut *t };
+    detach(nt);
+    if cur.is_null() {
+        nt.sample_mask = mask;
+        nt.top_slot = core::ptr::null_mut();
+    } else {
+        // SAFETY: the previous active state of this thread, distinct from `t`.
+        let old = unsafe { &mut *cur };
+        let d = old.depth as usize;
+        nt.sample_mask = old.sample_mask;
+        nt.top_slot = old.top_slot;
+        nt.frame_tsc[..d].copy_from_slice(&old.frame_tsc[..d]);
+        nt.frame_word[..d].copy_from_slice(&old.frame_word[..d]);
+        nt.depth = old.depth;
+        detach(old);
+        if OWN_HOT.with(|c| c.get()) == cur {
+            OWN_HOT.with(|c| c.set(core::ptr::null_mut()));
+            // Pooled for reuse; kept by nobody (a small leak) when a signal
+            // handler interrupted the lock's holder on this thread.
+            if let Some(mut reg) = REGISTRY.lock_unless_held() {
+                reg.free_hots.push(cur);
+            }
+        }
+    }
+    nt.attached = 1;
+    STATE.with(|c| c.set(t));
+    Some(nt)
+}
+
+/// The calling thread's active state, creating one (Rust's own) on first
+/// use. NULL when it cannot be created (during thread teardown, or the
+/// region could not be made).
+#[inline(always)]
+pub fn current() -> *mut latte_thread {
+    let t = STATE.with(|c| c.get());
+    if !t.is_null() {
+        return t;
+    }
+    current_slow()
+}
+
+#[cold]
+#[inline(never)]
+fn current_slow() -> *mut latte_thread {
+    if registry_held_here() || cold_or_create().is_none() {
+        note_unavailable();
+        return core::ptr::null_mut();
+    }
+    let h = REGISTRY.lock().new_hot();
+    OWN_HOT.with(|c| c.set(h));
+    // SAFETY: a state Rust just took for this thread.
+    match unsafe { activate(h) } {
+        Some(t) => t,
+        None => core::ptr::null_mut(),
+    }
+}
+
+/// A span or pulse after the thread's recorder was torn down: counted.
+pub fn note_late_drop() {
+    if let Some(r) = region_if_any() {
+        bump(&r.header().late_drops, 1);
+    }
+}
+
+/// Spans refused because a signal handler interrupted latte's own slow
+/// path on their thread (which held the registry lock). Process-local.
+pub(super) static REENTRANT_DROPS: AtomicU64 = AtomicU64::new(0);
+
+/// A span or pulse whose thread state could not be had: refused inside a
+/// signal handler that interrupted the registry lock's holder, or after
+/// the thread's recorder was torn down. Counted as one or the other.
+pub fn note_unavailable() {
+    if registry_held_here() {
+        // Relaxed: a statistic.
+        REENTRANT_DROPS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        note_late_drop();
+    }
+}
+
+/// The calling thread's active state if it has one (never creates it).
+pub fn current_if_any() -> *mut latte_thread {
+    STATE.try_with(|c| c.get()).unwrap_or(core::ptr::null_mut())
+}
+
+pub(super) fn with_cold<R>(f: impl FnOnce(&mut Cold) -> R) -> Option<R> {
+    let c = COLD.try_with(|c| c.get()).unwrap_or(core::ptr::null_mut());
+    // SAFETY: the calling thread's own cold state, touched only by this thread
+    // (and by the registry once the thread has exited).
+    if c.is_null() {
+        None
+    } else {
+        Some(f(unsafe { &mut *c }))
+    }
+}
