@@ -30,10 +30,7 @@ fn kernel_switches() -> u64 {
     let tid = latte::tsc::gettid();
     let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
     s.lines()
-        .filter(|l| {
-            l.starts_with("voluntary_ctxt_switches:")
-                || l.starts_with("nonvoluntary_ctxt_switches:")
-        })
+        .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
         .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
         .sum()
 }
@@ -56,10 +53,7 @@ fn in_child(f: impl FnOnce() -> bool) {
     let mut status = 0;
     // SAFETY: our child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child status {status}"
-    );
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
 }
 
 #[test]
@@ -75,17 +69,9 @@ fn switch_outs_summed_over_diffs_match_the_kernels_count() {
         let b = snap();
         let (rc, d) = diff(&a, &b);
         assert_eq!(rc, 0, "{d:?}");
-        assert_eq!(
-            d.on_cpu_ns + d.preempted_ns + d.blocked_ns,
-            d.wall_ns,
-            "{d:?}"
-        );
+        assert_eq!(d.on_cpu_ns + d.preempted_ns + d.blocked_ns, d.wall_ns, "{d:?}");
         assert_eq!(d.off_cpu_ns, d.preempted_ns + d.blocked_ns);
-        assert!(
-            d.switch_outs >= 10,
-            "10 sleeps, {} switch-outs",
-            d.switch_outs
-        );
+        assert!(d.switch_outs >= 10, "10 sleeps, {} switch-outs", d.switch_outs);
         outs += d.switch_outs as u64;
         diffs += 1;
         a = b;
@@ -122,10 +108,7 @@ fn a_ring_overrun_is_reported() {
     let b = snap();
     let (rc, d) = diff(&a, &b);
     assert_eq!(rc, LATTE_ERR_SCHED_LOST, "{d:?}");
-    assert_eq!(
-        (d.lost, d.switch_outs, d.on_cpu_ns, d.blocked_ns),
-        (1, 0, 0, 0)
-    );
+    assert_eq!((d.lost, d.switch_outs, d.on_cpu_ns, d.blocked_ns), (1, 0, 0, 0));
     assert!(d.wall_ns > 0);
     assert!(latte::sched::format(&d).contains("lost"));
     // A window that was whole when taken, read after the ring moved on.
@@ -156,22 +139,12 @@ fn points_of_another_thread_or_out_of_order_are_refused() {
     assert_ne!(mine.ring, theirs.ring);
     let later = snap();
     assert_eq!(diff(&mine, &theirs).0, -libc::EINVAL);
-    assert_eq!(
-        diff(&theirs, &theirs).0,
-        -libc::EINVAL,
-        "that ring is gone with its thread"
-    );
+    assert_eq!(diff(&theirs, &theirs).0, -libc::EINVAL, "that ring is gone with its thread");
     assert_eq!(diff(&later, &mine).0, -libc::EINVAL, "out of order");
     assert_eq!(diff(&mine, &later).0, 0);
     let mut d = latte_sched_delta::default();
-    assert_eq!(
-        latte_sched_diff(core::ptr::null(), &mine, &mut d),
-        -libc::EINVAL
-    );
-    assert_eq!(
-        latte_sched_diff(&mine, &mine, core::ptr::null_mut()),
-        -libc::EINVAL
-    );
+    assert_eq!(latte_sched_diff(core::ptr::null(), &mine, &mut d), -libc::EINVAL);
+    assert_eq!(latte_sched_diff(&mine, &mine, core::ptr::null_mut()), -libc::EINVAL);
 }
 
 #[test]
@@ -186,31 +159,18 @@ fn format_follows_the_buffer_rule() {
         ..Default::default()
     };
     let mut n = 0usize;
-    assert_eq!(
-        latte_sched_format(&d, core::ptr::null_mut(), 0, &mut n),
-        -libc::ERANGE
-    );
+    assert_eq!(latte_sched_format(&d, core::ptr::null_mut(), 0, &mut n), -libc::ERANGE);
     let text = latte::sched::format(&d);
     assert_eq!(n, text.len());
     assert_eq!(text, "wall 1.50 ms = on-CPU 500.00 us + off-CPU 1.00 ms (preempted 0.00 ns, blocked 1.00 ms); 1 switch-out (0 preempted); 1 CPU, 0 migrations");
     let mut buf = vec![0x55u8; n];
-    assert_eq!(
-        latte_sched_format(&d, buf.as_mut_ptr().cast(), n, &mut n),
-        -libc::ERANGE,
-        "no room for the NUL"
-    );
+    assert_eq!(latte_sched_format(&d, buf.as_mut_ptr().cast(), n, &mut n), -libc::ERANGE, "no room for the NUL");
     assert!(buf.iter().all(|&b| b == 0x55), "nothing written on -ERANGE");
     let mut buf = vec![0u8; n + 1];
-    assert_eq!(
-        latte_sched_format(&d, buf.as_mut_ptr().cast(), n + 1, core::ptr::null_mut()),
-        0
-    );
+    assert_eq!(latte_sched_format(&d, buf.as_mut_ptr().cast(), n + 1, core::ptr::null_mut()), 0);
     assert_eq!(&buf[..n], text.as_bytes());
     assert_eq!(buf[n], 0);
-    assert_eq!(
-        latte_sched_format(core::ptr::null(), buf.as_mut_ptr().cast(), n + 1, &mut n),
-        -libc::EINVAL
-    );
+    assert_eq!(latte_sched_format(core::ptr::null(), buf.as_mut_ptr().cast(), n + 1, &mut n), -libc::EINVAL);
 }
 
 #[test]
@@ -221,15 +181,9 @@ fn an_exiting_thread_releases_its_event() {
         }
         let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
         let before = (counters().tracked, fds());
-        let during = std::thread::spawn(move || (latte_sched_enable(), counters().tracked, fds()))
-            .join()
-            .unwrap();
+        let during = std::thread::spawn(move || (latte_sched_enable(), counters().tracked, fds())).join().unwrap();
         let after = (counters().tracked, fds());
-        during.0 == 0
-            && during.1 == before.0 + 1
-            && during.2 == before.1 + 1
-            && after == before
-            && counters().opened == 2
+        during.0 == 0 && during.1 == before.0 + 1 && during.2 == before.1 + 1 && after == before && counters().opened == 2
     });
 }
 

@@ -26,18 +26,14 @@ fn in_child(f: impl FnOnce() -> bool) {
     let mut status = 0;
     // SAFETY: our child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child status {status}"
-    );
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
 }
 
 #[test]
 fn off_until_enabled_then_on_for_the_calling_thread() {
     in_child(|| {
         let mut p = latte_sched_point::default();
-        let off = latte_sched_status() == LATTE_SCHED_OFF
-            && latte_sched_snap(&mut p) == LATTE_ERR_SCHED_OFF;
+        let off = latte_sched_status() == LATTE_SCHED_OFF && latte_sched_snap(&mut p) == LATTE_ERR_SCHED_OFF;
         let on = latte_sched_enable() == 0 && latte_sched_status() == LATTE_SCHED_ON;
         let c = counters();
         // Another thread: pending until its slow path (a snap here).
@@ -49,50 +45,29 @@ fn off_until_enabled_then_on_for_the_calling_thread() {
         })
         .join()
         .unwrap();
-        off && on
-            && c.enabled == 1
-            && c.tracked == 1
-            && other == (LATTE_SCHED_PENDING, 0, LATTE_SCHED_ON, 2)
-            && counters().tracked == 1
+        off && on && c.enabled == 1 && c.tracked == 1 && other == (LATTE_SCHED_PENDING, 0, LATTE_SCHED_ON, 2) && counters().tracked == 1
     });
 }
 
 #[test]
 fn the_environment_turns_tracking_on() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_with_latte_sched_1",
-            "--ignored",
-            "--test-threads=1",
-        ])
+        .args(["--exact", "child_with_latte_sched_1", "--ignored", "--test-threads=1"])
         .env("LATTE_SCHED", "1")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success() && text.contains("1 passed"), "{text}{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Run by `the_environment_turns_tracking_on` with LATTE_SCHED=1.
 #[test]
 #[ignore]
 fn child_with_latte_sched_1() {
-    assert_eq!(
-        latte_sched_status(),
-        LATTE_SCHED_PENDING,
-        "enabled, nothing opened yet"
-    );
+    assert_eq!(latte_sched_status(), LATTE_SCHED_PENDING, "enabled, nothing opened yet");
     assert_eq!(counters().tracked, 0);
     let mut p = latte_sched_point::default();
-    assert_eq!(
-        latte_sched_snap(&mut p),
-        0,
-        "the first snap opens the thread's event"
-    );
+    assert_eq!(latte_sched_snap(&mut p), 0, "the first snap opens the thread's event");
     assert_eq!(latte_sched_status(), LATTE_SCHED_ON);
     assert_eq!(counters().tracked, 1);
 }
@@ -100,46 +75,14 @@ fn child_with_latte_sched_1() {
 /// A seccomp filter that makes perf_event_open fail with `errno`.
 fn refuse_perf(errno: i32) -> bool {
     let filter = [
-        libc::sock_filter {
-            code: 0x20,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        }, // ld [nr]
-        libc::sock_filter {
-            code: 0x15,
-            jt: 0,
-            jf: 1,
-            k: libc::SYS_perf_event_open as u32,
-        }, // jeq
-        libc::sock_filter {
-            code: 0x06,
-            jt: 0,
-            jf: 0,
-            k: 0x0005_0000 | errno as u32,
-        }, // ret ERRNO
-        libc::sock_filter {
-            code: 0x06,
-            jt: 0,
-            jf: 0,
-            k: 0x7fff_0000,
-        }, // ret ALLOW
+        libc::sock_filter { code: 0x20, jt: 0, jf: 0, k: 0 },                                // ld [nr]
+        libc::sock_filter { code: 0x15, jt: 0, jf: 1, k: libc::SYS_perf_event_open as u32 }, // jeq
+        libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0x0005_0000 | errno as u32 },       // ret ERRNO
+        libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0x7fff_0000 },                      // ret ALLOW
     ];
-    let prog = libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr() as *mut _,
-    };
+    let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut _ };
     // SAFETY: standard seccomp installation on this (child) process.
-    unsafe {
-        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-            && libc::prctl(
-                libc::PR_SET_SECCOMP,
-                2,
-                &prog as *const _ as libc::c_ulong,
-                0,
-                0,
-            ) == 0
-    }
+    unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && libc::prctl(libc::PR_SET_SECCOMP, 2, &prog as *const _ as libc::c_ulong, 0, 0) == 0 }
 }
 
 #[test]
@@ -153,20 +96,14 @@ fn refused_by_seccomp_recording_still_works() {
             let mut p = latte_sched_point::default();
             let snap_rc = latte_sched_snap(&mut p);
             let c = counters();
-            let by_errno = if errno == libc::EPERM {
-                c.refused_eperm
-            } else {
-                c.refused_enosys
-            };
+            let by_errno = if errno == libc::EPERM { c.refused_eperm } else { c.refused_enosys };
             let id = c"sched.refused";
             for _ in 0..10 {
                 latte::ffi::latte_start(id.as_ptr(), 0);
                 latte::ffi::latte_stop(id.as_ptr(), 0);
             }
             // SAFETY: a valid C string.
-            let n = unsafe { latte::reader::snapshot(id.as_ptr()) }
-                .map(|v| v.len())
-                .unwrap_or(0);
+            let n = unsafe { latte::reader::snapshot(id.as_ptr()) }.map(|v| v.len()).unwrap_or(0);
             rc == -errno
                 && latte_sched_status() == -errno
                 && snap_rc == -errno
@@ -190,16 +127,9 @@ fn an_unprivileged_users_budget_is_counted_when_spent() {
         return;
     }
     in_child(|| {
-        let lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
+        let lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         // SAFETY: plain calls on this child process.
-        let ok = unsafe {
-            libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) == 0
-                && libc::setgid(65534) == 0
-                && libc::setuid(65534) == 0
-        };
+        let ok = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) == 0 && libc::setgid(65534) == 0 && libc::setuid(65534) == 0 };
         if !ok {
             return false;
         }
@@ -227,14 +157,8 @@ fn an_unprivileged_users_budget_is_counted_when_spent() {
         latte::ffi::latte_start(id.as_ptr(), 0);
         latte::ffi::latte_stop(id.as_ptr(), 0);
         // SAFETY: a valid C string.
-        let n = unsafe { latte::reader::snapshot(id.as_ptr()) }
-            .map(|v| v.len())
-            .unwrap_or(0);
-        let mlock_kb: u64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb")
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let n = unsafe { latte::reader::snapshot(id.as_ptr()) }.map(|v| v.len()).unwrap_or(0);
+        let mlock_kb: u64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb").unwrap().trim().parse().unwrap();
         println!(
             "unprivileged user, RLIMIT_MEMLOCK 0, perf_event_mlock_kb {mlock_kb}, {} CPUs: {} threads tracked, then {}",
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),

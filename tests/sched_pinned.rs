@@ -12,10 +12,7 @@ fn pin(cpu: usize) {
     // SAFETY: as above; `cpu` is below CPU_SETSIZE (checked by the caller).
     unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: `set` is valid for its size; 0 = the calling thread.
-    assert_eq!(
-        unsafe { libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set) },
-        0
-    );
+    assert_eq!(unsafe { libc::sched_setaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &set) }, 0);
 }
 
 /// The first CPU this process may run on.
@@ -23,14 +20,9 @@ fn first_allowed_cpu() -> usize {
     // SAFETY: as in `pin`.
     let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
     // SAFETY: `set` is valid for its size.
-    assert_eq!(
-        unsafe { libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set) },
-        0
-    );
+    assert_eq!(unsafe { libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set) }, 0);
     // SAFETY: reads inside the set.
-    (0..libc::CPU_SETSIZE as usize)
-        .find(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .unwrap()
+    (0..libc::CPU_SETSIZE as usize).find(|&c| unsafe { libc::CPU_ISSET(c, &set) }).unwrap()
 }
 
 /// Spins on one CPU next to another spinning thread for `windows` windows
@@ -83,10 +75,6 @@ fn two_threads_on_one_cpu_preempt_each_other() {
         assert!(d.preemptions >= 1 && d.preempted_ns > 0, "{d:?}");
         assert!(d.preemptions <= d.switch_outs);
         assert_eq!(d.on_cpu_ns + d.preempted_ns + d.blocked_ns, d.wall_ns);
-        assert_eq!(
-            (d.first_cpu, d.last_cpu, d.cpus, d.migrations),
-            (cpu as u32, cpu as u32, 1, 0),
-            "pinned"
-        );
+        assert_eq!((d.first_cpu, d.last_cpu, d.cpus, d.migrations), (cpu as u32, cpu as u32, 1, 0), "pinned");
     }
 }

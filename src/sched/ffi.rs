@@ -57,11 +57,7 @@ pub extern "C" fn latte_sched_snap(out: *mut latte_sched_point) -> c_int {
 /// `lost` = 1 and only the wall time, cycles and CPUs; -EINVAL for NULL,
 /// points out of order, or points of another thread's ring.
 #[no_mangle]
-pub extern "C" fn latte_sched_diff(
-    before: *const latte_sched_point,
-    after: *const latte_sched_point,
-    out: *mut latte_sched_delta,
-) -> c_int {
+pub extern "C" fn latte_sched_diff(before: *const latte_sched_point, after: *const latte_sched_point, out: *mut latte_sched_delta) -> c_int {
     guard(-libc::EIO, || {
         if before.is_null() || after.is_null() || out.is_null() {
             return -libc::EINVAL;
@@ -86,12 +82,7 @@ pub extern "C" fn latte_sched_diff(
 /// without the NUL; -ERANGE (nothing written) when `cap` is not more than
 /// that; -EINVAL when `d` is NULL.
 #[no_mangle]
-pub extern "C" fn latte_sched_format(
-    d: *const latte_sched_delta,
-    buf: *mut c_char,
-    cap: usize,
-    out_n: *mut usize,
-) -> c_int {
+pub extern "C" fn latte_sched_format(d: *const latte_sched_delta, buf: *mut c_char, cap: usize, out_n: *mut usize) -> c_int {
     guard(-libc::EIO, || {
         if d.is_null() {
             return -libc::EINVAL;

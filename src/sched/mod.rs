@@ -153,12 +153,7 @@ pub fn enabled() -> bool {
         0 => {
             let on = std::env::var_os("LATTE_SCHED").is_some_and(|v| v == "1");
             // Only the first reader's answer counts (enable may race: it wins).
-            let _ = ENABLED.compare_exchange(
-                0,
-                if on { 2 } else { 1 },
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
+            let _ = ENABLED.compare_exchange(0, if on { 2 } else { 1 }, Ordering::Relaxed, Ordering::Relaxed);
             if ENABLED.load(Ordering::Relaxed) == 2 {
                 install_fork_handlers();
             }
@@ -172,13 +167,7 @@ fn install_fork_handlers() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // SAFETY: three valid extern "C" functions without arguments.
-        unsafe {
-            libc::pthread_atfork(
-                Some(atfork_prepare),
-                Some(atfork_parent),
-                Some(atfork_child),
-            )
-        };
+        unsafe { libc::pthread_atfork(Some(atfork_prepare), Some(atfork_parent), Some(atfork_child)) };
     });
 }
 
@@ -257,10 +246,7 @@ thread_local! {
 /// torn down or the state is in use further up this thread's stack (a
 /// signal handler interrupted latte here).
 fn with_thread<R>(f: impl FnOnce(&mut ThreadSched) -> R) -> Option<R> {
-    THREAD
-        .try_with(|t| t.try_borrow_mut().ok().map(|mut t| f(&mut t)))
-        .ok()
-        .flatten()
+    THREAD.try_with(|t| t.try_borrow_mut().ok().map(|mut t| f(&mut t))).ok().flatten()
 }
 
 /// Turns tracking on for the process and opens the calling thread's event
@@ -321,10 +307,7 @@ fn rdtscp_cpu() -> (u64, u32) {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: writes the valid local `ts`; served by the vDSO (no syscall)
     // where the clock source allows.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
@@ -348,13 +331,7 @@ pub fn snap() -> Result<latte_sched_point, i32> {
         };
         let head = r.head();
         let (tsc, cpu) = rdtscp_cpu();
-        Ok(latte_sched_point {
-            head,
-            tsc,
-            mono_ns: monotonic_ns(),
-            cpu,
-            ring: t.id,
-        })
+        Ok(latte_sched_point { head, tsc, mono_ns: monotonic_ns(), cpu, ring: t.id })
     })
     .unwrap_or(Err(-libc::EBUSY))
 }
@@ -363,10 +340,7 @@ pub fn snap() -> Result<latte_sched_point, i32> {
 /// `-EINVAL` for points of another ring (another thread's, or this one's
 /// before a fork) or out of order; `LATTE_ERR_SCHED_LOST` with the delta
 /// (its `lost` set) when records were overwritten.
-pub fn diff(
-    a: &latte_sched_point,
-    b: &latte_sched_point,
-) -> Result<latte_sched_delta, (i32, latte_sched_delta)> {
+pub fn diff(a: &latte_sched_point, b: &latte_sched_point) -> Result<latte_sched_delta, (i32, latte_sched_delta)> {
     let bad = |e| Err((e, latte_sched_delta::default()));
     if a.ring == 0 || a.ring != b.ring || b.head < a.head || b.mono_ns < a.mono_ns {
         return bad(-libc::EINVAL);
@@ -399,13 +373,7 @@ impl CpuSet {
 /// Walks the switch records between two points of ring `r`.
 fn split(r: &Ring, a: &latte_sched_point, b: &latte_sched_point) -> latte_sched_delta {
     let (t0, t1) = (a.mono_ns, b.mono_ns);
-    let mut d = latte_sched_delta {
-        wall_ns: t1 - t0,
-        cycles: b.tsc.wrapping_sub(a.tsc),
-        first_cpu: a.cpu,
-        last_cpu: b.cpu,
-        ..Default::default()
-    };
+    let mut d = latte_sched_delta { wall_ns: t1 - t0, cycles: b.tsc.wrapping_sub(a.tsc), first_cpu: a.cpu, last_cpu: b.cpu, ..Default::default() };
     let mut cpus = CpuSet([0; 64], 0);
     cpus.add(a.cpu);
     let mut cpu = a.cpu;
@@ -445,16 +413,7 @@ fn split(r: &Ring, a: &latte_sched_point, b: &latte_sched_point) -> latte_sched_
     cpus.add(b.cpu);
     d.cpus = cpus.1;
     if window == Window::Lost {
-        return latte_sched_delta {
-            lost: 1,
-            on_cpu_ns: 0,
-            preempted_ns: 0,
-            blocked_ns: 0,
-            switch_outs: 0,
-            preemptions: 0,
-            migrations: 0,
-            ..d
-        };
+        return latte_sched_delta { lost: 1, on_cpu_ns: 0, preempted_ns: 0, blocked_ns: 0, switch_outs: 0, preemptions: 0, migrations: 0, ..d };
     }
     if let Some(s) = running_since {
         d.on_cpu_ns += t1 - s;

@@ -203,11 +203,7 @@ impl Ring {
             size: PERF_ATTR_SIZE,
             config: PERF_COUNT_SW_DUMMY,
             sample_type: SAMPLE_TYPE,
-            flags: ATTR_EXCLUDE_KERNEL
-                | ATTR_EXCLUDE_HV
-                | ATTR_SAMPLE_ID_ALL
-                | ATTR_USE_CLOCKID
-                | ATTR_CONTEXT_SWITCH,
+            flags: ATTR_EXCLUDE_KERNEL | ATTR_EXCLUDE_HV | ATTR_SAMPLE_ID_ALL | ATTR_USE_CLOCKID | ATTR_CONTEXT_SWITCH,
             clockid: libc::CLOCK_MONOTONIC,
             ..Default::default()
         };
@@ -232,46 +228,22 @@ impl Ring {
         let len = page * (1 + DATA_PAGES);
         // SAFETY: maps the event's ring (metadata page + data pages) read-only:
         // overwrite mode. Fails cleanly (MAP_FAILED) on any refusal.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
+        let p = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
         if p == libc::MAP_FAILED {
             return Err(crate::error::last_errno());
         }
-        let map = RingMapping {
-            base: p as *mut u8,
-            len,
-        };
+        let map = RingMapping { base: p as *mut u8, len };
         // SAFETY: the first page of the mapping is the kernel's metadata page.
         let meta = unsafe { &*(map.base as *const MmapPage) };
         // Relaxed: written by the kernel before mmap returned.
-        let (off, size) = (
-            meta.data_offset.load(Ordering::Relaxed),
-            meta.data_size.load(Ordering::Relaxed),
-        );
+        let (off, size) = (meta.data_offset.load(Ordering::Relaxed), meta.data_size.load(Ordering::Relaxed));
         let want = (page * DATA_PAGES) as u64;
         // Kernels that do not fill these in put the data right after the page.
-        let (off, size) = if size == 0 {
-            (page as u64, want)
-        } else {
-            (off, size)
-        };
+        let (off, size) = if size == 0 { (page as u64, want) } else { (off, size) };
         if size != want || off as usize + size as usize > len || !off.is_multiple_of(8) {
             return Err(-libc::EINVAL);
         }
-        Ok(Ring {
-            map,
-            fd,
-            data_offset: off as usize,
-            data_size: size,
-        })
+        Ok(Ring { map, fd, data_offset: off as usize, data_size: size })
     }
 
     fn meta(&self) -> &MmapPage {
@@ -321,14 +293,8 @@ impl Ring {
                 *w = self.word(pos + 8 * k as u64);
             }
             if h.type_ == PERF_RECORD_SWITCH && size >= core::mem::size_of::<SwitchRecord>() {
-                let r = SwitchRecord {
-                    header: h,
-                    pid: buf[1] as u32,
-                    tid: (buf[1] >> 32) as u32,
-                    time: buf[2],
-                    cpu: buf[3] as u32,
-                    res: (buf[3] >> 32) as u32,
-                };
+                let r =
+                    SwitchRecord { header: h, pid: buf[1] as u32, tid: (buf[1] >> 32) as u32, time: buf[2], cpu: buf[3] as u32, res: (buf[3] >> 32) as u32 };
                 f(&r);
             }
             pos += size as u64;
@@ -358,11 +324,7 @@ impl Ring {
 /// The record header held in a ring's first word of a record (little endian:
 /// type in the low 32 bits, then misc, then size).
 fn header_of(w: u64) -> RecordHeader {
-    RecordHeader {
-        type_: w as u32,
-        misc: (w >> 32) as u16,
-        size: (w >> 48) as u16,
-    }
+    RecordHeader { type_: w as u32, misc: (w >> 32) as u16, size: (w >> 48) as u16 }
 }
 
 /// The system's page size.
@@ -384,9 +346,6 @@ mod tests {
     fn header_word_decodes_type_misc_and_size() {
         let w = (32u64 << 48) | ((MISC_SWITCH_OUT as u64) << 32) | PERF_RECORD_SWITCH as u64;
         let h = header_of(w);
-        assert_eq!(
-            (h.type_, h.misc, h.size),
-            (PERF_RECORD_SWITCH, MISC_SWITCH_OUT, 32)
-        );
+        assert_eq!((h.type_, h.misc, h.size), (PERF_RECORD_SWITCH, MISC_SWITCH_OUT, 32));
     }
 }
