@@ -51,7 +51,7 @@
 #define LATTE_FLUSH_PENDING 1
 
 // Layout version; a reader refuses any other.
-#define LATTE_LAYOUT_VERSION 2
+#define LATTE_LAYOUT_VERSION 3
 
 // Size of the region header in bytes.
 #define LATTE_HEADER_SIZE 512
@@ -129,6 +129,16 @@
 // Bit position of the stop mode in `latte_sample.packed`.
 #define LATTE_STOP_MODE_SHIFT 56
 
+// Bit position of `LATTE_SAMPLE_SWITCHED` in `latte_sample.packed`.
+#define LATTE_SAMPLE_SWITCHED_SHIFT 58
+
+// Set in a sample's `packed` word when its thread was switched out at
+// least once between the Start and the Stop (a pulse: since the previous
+// pulse of its call site). Only tracked threads (`latte_sched_enable`) ever
+// set it; a sample without it was not switched out, exactly, when its
+// thread was tracked.
+#define LATTE_SAMPLE_SWITCHED (1ull << LATTE_SAMPLE_SWITCHED_SHIFT)
+
 // A `write_idx` at or above this is impossible (146 years at one sample
 // per ns) and marks the slot corrupt.
 #define LATTE_MAX_WRITE_IDX (1ull << 62)
@@ -150,6 +160,11 @@
 // `latte_sched_status`: tracking is enabled; the calling thread opens its
 // event at its next slow path (a first Start of an ID, or `latte_sched_snap`).
 #define LATTE_SCHED_PENDING 2
+
+// `latte_sched_status`: tracking is enabled; the calling thread released
+// its event (`latte_sched_release`) and is not asked again until it calls
+// `latte_sched_enable`.
+#define LATTE_SCHED_RELEASED 3
 
 // A read-only view of a region opened by name or a flushed file.
 typedef struct latte_reader latte_reader;
@@ -189,8 +204,8 @@ typedef struct LATTE_ALIGNED(64) latte_slot_header {
 // and thread (a thread-local static), zero-initialised. Never share one
 // between threads.
 //
-// 32-byte aligned, so that it never straddles two cache lines.
-typedef struct LATTE_ALIGNED(32) latte_pulse_site {
+// Cache-line aligned, so that it never straddles two cache lines.
+typedef struct LATTE_ALIGNED(64) latte_pulse_site {
   // TSC of the previous pulse from this site on this thread; 0 = not primed.
   uint64_t last_tsc;
   // The ID the ring below belongs to.
@@ -202,6 +217,9 @@ typedef struct LATTE_ALIGNED(32) latte_pulse_site {
   // the ring since), which the core can check in the shadow of the
   // writes instead of waiting for the load; otherwise at the ring's own.
   uint64_t next_idx;
+  // The thread's switch count (`latte_thread.switch_head`) at this site's
+  // previous pulse.
+  uint64_t last_head;
 } latte_pulse_site;
 
 // One entry of a thread's pointer-keyed cache: ID pointer -> its ring.
@@ -247,6 +265,12 @@ typedef struct LATTE_ALIGNED(64) latte_thread {
   uint64_t sample_mask;
   // Ring of the innermost open span (stale when `depth` is 0).
   struct latte_slot_header *top_slot;
+  // Where this thread's switch count lives: the `data_head` of its perf
+  // switch ring (`sched`), or a word that never changes when the thread is
+  // not tracked. Start saves it in `frame_head`, Stop compares: with no
+  // branch on whether tracking is on. Set when the state is attached and
+  // when the thread's ring opens or closes; never NULL once attached.
+  const uint64_t *switch_head;
   // Rust-private: entries of `cache` in use.
   uint64_t cache_used;
   // Pointer-keyed cache, open addressing with linear probing: an ID is
@@ -261,6 +285,8 @@ typedef struct LATTE_ALIGNED(64) latte_thread {
   // opened (`LATTE_FRAME_RING_MASK`); bits 48..63, span `d`'s depth and
   // start mode, placed as in `latte_sample.packed` (see `frame_word`).
   uint64_t frame_word[64];
+  // `frame_head[d]`: `*switch_head` when span `d` started.
+  uint64_t frame_head[64];
 } latte_thread;
 
 // Per-thread counters of the calling thread.
@@ -558,7 +584,8 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
 //
 // `packed` holds, from bit 0: the duration in cycles (48 bits, saturating),
 // the depth (6 bits: spans still open around it, outermost 0), the start
-// mode (2 bits) and the stop mode (2 bits). Pulses store mode 3 in both.
+// mode (2 bits), the stop mode (2 bits) and `LATTE_SAMPLE_SWITCHED` (bit
+// 58). Pulses store mode 3 in both. Bits 59..63 are 0.
 typedef struct latte_sample {
   // TSC at the start of the span.
   uint64_t start_tsc;
@@ -858,10 +885,17 @@ int latte_shm_unlink(const char *shm_name);
 // tracking on without opening anything until a thread's slow path.
 int latte_sched_enable(void);
 
+// Stops tracking the calling thread: releases its perf event and mapping
+// (its samples are no longer flagged; a span open across the call may be
+// flagged) and leaves it alone until it calls `latte_sched_enable` again.
+// Other threads keep theirs. 0, or -EBUSY (called from a signal handler
+// that interrupted latte on this thread).
+int latte_sched_release(void);
+
 // The calling thread's tracking: LATTE_SCHED_ON (1), LATTE_SCHED_OFF (0:
 // not enabled in this process), LATTE_SCHED_PENDING (2: enabled, this
-// thread has not opened its event yet), or the negative errno its event was
-// refused with.
+// thread has not opened its event yet), LATTE_SCHED_RELEASED (3: it called
+// `latte_sched_release`), or the negative errno its event was refused with.
 int latte_sched_status(void);
 
 // The process's tracking counters: threads tracked now, events opened,

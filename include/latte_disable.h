@@ -120,6 +120,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 /* Switch tracking is not there: enabling it says so; points and deltas are
  * refused as with tracking off. */
 #define latte_sched_enable() (latte__off_int(0) + LATTE_ERR_NOT_SUPPORTED)
+#define latte_sched_release() latte__off_int(0)
 #define latte_sched_status() latte__off_int(0)
 #define latte_sched_get_counters(out) latte__off_zero(0, (out), sizeof(struct latte_sched_counters))
 #define latte_sched_snap(out) latte__off_err_zero(0, (out), sizeof(struct latte_sched_point), LATTE_ERR_SCHED_OFF)

@@ -137,7 +137,7 @@ mod tests {
         let mut c = Collected::default();
         c.names = vec!["a \"quoted\" name".into()];
         c.hidden = vec![false];
-        let sample = crate::layout::Sample { start_tsc: 3000, duration: 2000, depth: 1, start_mode: 0, stop_mode: 0 };
+        let sample = crate::layout::Sample { start_tsc: 3000, duration: 2000, depth: 1, start_mode: 0, stop_mode: 0, switched: false };
         c.events = vec![Event { token: 0, os_tid: 77, sample }];
         c
     }

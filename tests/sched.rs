@@ -212,3 +212,110 @@ fn a_fork_child_gets_an_event_of_its_own() {
     assert_eq!(rc, 0);
     assert!(d.switch_outs >= 1);
 }
+
+/// The `LATTE_SAMPLE_SWITCHED` bit of every sample recorded under `id` in
+/// this process, in ring order.
+pub fn flags_of(id: &std::ffi::CStr) -> Vec<bool> {
+    use latte::ffi::{latte_intern_id, latte_sample_record, latte_samples_extract};
+    let token = latte_intern_id(id.as_ptr());
+    let mut n = 0usize;
+    let _ = latte_samples_extract(core::ptr::null_mut(), 0, &mut n);
+    let mut v = vec![latte_sample_record::default(); n + 4096];
+    assert_eq!(latte_samples_extract(v.as_mut_ptr(), v.len(), &mut n), 0);
+    v.truncate(n);
+    v.iter().filter(|r| r.token == token).map(|r| r.switched != 0).collect()
+}
+
+#[test]
+fn spans_and_pulses_around_a_sleep_are_all_flagged() {
+    std::thread::spawn(|| {
+        assert_eq!(latte_sched_enable(), 0);
+        let id = c"sched.sleep";
+        for _ in 0..20 {
+            latte::ffi::latte_start(id.as_ptr(), 0);
+            usleep(100);
+            latte::ffi::latte_stop(id.as_ptr(), 0);
+        }
+        let flags = flags_of(id);
+        assert_eq!(flags.len(), 20);
+        assert!(flags.iter().all(|&f| f), "{flags:?}");
+        let pid = c"sched.sleep.pulse";
+        let mut site = latte::layout::latte_pulse_site::new();
+        for _ in 0..21 {
+            usleep(100);
+            latte::ffi::latte_pulse(&mut site, pid.as_ptr());
+        }
+        let flags = flags_of(pid);
+        assert_eq!(flags.len(), 20, "the first pulse primes its site");
+        assert!(flags.iter().all(|&f| f), "{flags:?}");
+    })
+    .join()
+    .unwrap();
+}
+
+/// Spins `n` iterations (a short span's body).
+fn spin(n: u32) {
+    let mut x = 0u32;
+    for _ in 0..n {
+        x = std::hint::black_box(x.wrapping_add(1));
+    }
+}
+
+#[test]
+fn flagged_spans_never_outnumber_the_kernels_switches() {
+    std::thread::spawn(|| {
+        assert_eq!(latte_sched_enable(), 0);
+        let (id, pid) = (c"sched.spin", c"sched.spin.pulse");
+        let mut site = latte::layout::latte_pulse_site::new();
+        // Warm: ring resolved and pages committed before counting.
+        latte::ffi::latte_prefault(id.as_ptr());
+        latte::ffi::latte_prefault(pid.as_ptr());
+        latte::ffi::latte_pulse(&mut site, pid.as_ptr());
+        let k0 = kernel_switches();
+        for i in 0..60_000u32 {
+            latte::ffi::latte_start(id.as_ptr(), 0);
+            spin(200);
+            latte::ffi::latte_stop(id.as_ptr(), 0);
+            latte::ffi::latte_pulse(&mut site, pid.as_ptr());
+            if i % 10_000 == 0 {
+                usleep(50); // between spans: counted by the kernel, flags no span
+            }
+        }
+        let k1 = kernel_switches();
+        let spans = flags_of(id);
+        let pulses = flags_of(pid);
+        let (fs, fp) = (spans.iter().filter(|&&f| f).count() as u64, pulses.iter().filter(|&&f| f).count() as u64);
+        println!("{} spans, {fs} flagged; {} pulses, {fp} flagged; the kernel counted {} switch-outs", spans.len(), pulses.len(), k1 - k0);
+        assert_eq!(spans.len(), 60_000);
+        assert!(fs <= k1 - k0, "{fs} flagged spans, {} switches", k1 - k0);
+        // Every sleep between spans falls inside a pulse interval.
+        assert!(fp >= 6 && fp <= k1 - k0, "{fp} flagged pulses, {} switches", k1 - k0);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_thread_that_released_its_event_flags_nothing() {
+    std::thread::spawn(|| {
+        assert_eq!(latte_sched_enable(), 0);
+        let id = c"sched.released";
+        latte::ffi::latte_start(id.as_ptr(), 0);
+        usleep(100);
+        latte::ffi::latte_stop(id.as_ptr(), 0);
+        assert_eq!(latte_sched_release(), 0);
+        assert_eq!(latte_sched_status(), LATTE_SCHED_RELEASED);
+        let mut p = latte_sched_point::default();
+        assert_eq!(latte_sched_snap(&mut p), latte::error::LATTE_ERR_SCHED_OFF);
+        latte::ffi::latte_start(id.as_ptr(), 0);
+        usleep(100);
+        latte::ffi::latte_stop(id.as_ptr(), 0);
+        assert_eq!(latte_sched_enable(), 0, "enable opens it again");
+        latte::ffi::latte_start(id.as_ptr(), 0);
+        usleep(100);
+        latte::ffi::latte_stop(id.as_ptr(), 0);
+        assert_eq!(flags_of(id), vec![true, false, true]);
+    })
+    .join()
+    .unwrap();
+}

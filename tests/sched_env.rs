@@ -8,6 +8,15 @@ use latte::error::LATTE_ERR_SCHED_OFF;
 use latte::sched::ffi::*;
 use latte::sched::*;
 
+/// How many samples under `id` carry `LATTE_SAMPLE_SWITCHED`.
+fn flagged_under(id: &std::ffi::CStr) -> usize {
+    let token = latte::ffi::latte_intern_id(id.as_ptr());
+    let mut v = vec![latte::ffi::latte_sample_record::default(); 4096];
+    let mut n = 0usize;
+    assert_eq!(latte::ffi::latte_samples_extract(v.as_mut_ptr(), v.len(), &mut n), 0);
+    v[..n].iter().filter(|r| r.token == token && r.switched != 0).count()
+}
+
 fn counters() -> latte_sched_counters {
     let mut c = latte_sched_counters::default();
     assert_eq!(latte_sched_get_counters(&mut c), 0);
@@ -50,6 +59,20 @@ fn off_until_enabled_then_on_for_the_calling_thread() {
 }
 
 #[test]
+fn without_tracking_no_sample_is_flagged() {
+    in_child(|| {
+        let id = c"sched.untracked";
+        for _ in 0..10 {
+            latte::ffi::latte_start(id.as_ptr(), 0);
+            // SAFETY: no memory effects.
+            unsafe { libc::usleep(50) };
+            latte::ffi::latte_stop(id.as_ptr(), 0);
+        }
+        latte_sched_status() == LATTE_SCHED_OFF && flagged_under(id) == 0
+    });
+}
+
+#[test]
 fn the_environment_turns_tracking_on() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_with_latte_sched_1", "--ignored", "--test-threads=1"])
@@ -66,10 +89,27 @@ fn the_environment_turns_tracking_on() {
 fn child_with_latte_sched_1() {
     assert_eq!(latte_sched_status(), LATTE_SCHED_PENDING, "enabled, nothing opened yet");
     assert_eq!(counters().tracked, 0);
-    let mut p = latte_sched_point::default();
-    assert_eq!(latte_sched_snap(&mut p), 0, "the first snap opens the thread's event");
-    assert_eq!(latte_sched_status(), LATTE_SCHED_ON);
+    let id = c"sched.env";
+    latte::ffi::latte_start(id.as_ptr(), 0);
+    assert_eq!(latte_sched_status(), LATTE_SCHED_ON, "the first Start opens the thread's event");
     assert_eq!(counters().tracked, 1);
+    // SAFETY: no memory effects.
+    unsafe { libc::usleep(100) };
+    latte::ffi::latte_stop(id.as_ptr(), 0);
+    assert_eq!(flagged_under(id), 1);
+    // Another thread: its first Start opens its own.
+    std::thread::spawn(|| {
+        assert_eq!(latte_sched_status(), LATTE_SCHED_PENDING);
+        latte::ffi::latte_start(c"sched.env.2".as_ptr(), 0);
+        latte::ffi::latte_stop(core::ptr::null(), 0);
+        assert_eq!(latte_sched_status(), LATTE_SCHED_ON);
+        assert_eq!(counters().tracked, 2);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(counters().tracked, 1);
+    let mut p = latte_sched_point::default();
+    assert_eq!(latte_sched_snap(&mut p), 0);
 }
 
 /// A seccomp filter that makes perf_event_open fail with `errno`.
@@ -100,8 +140,11 @@ fn refused_by_seccomp_recording_still_works() {
             let id = c"sched.refused";
             for _ in 0..10 {
                 latte::ffi::latte_start(id.as_ptr(), 0);
+                // SAFETY: no memory effects.
+                unsafe { libc::usleep(50) };
                 latte::ffi::latte_stop(id.as_ptr(), 0);
             }
+            let flagged = flagged_under(id);
             // SAFETY: a valid C string.
             let n = unsafe { latte::reader::snapshot(id.as_ptr()) }.map(|v| v.len()).unwrap_or(0);
             rc == -errno
@@ -112,6 +155,7 @@ fn refused_by_seccomp_recording_still_works() {
                 && c.last_refusal == errno
                 && c.tracked == 0
                 && n == 10
+                && flagged == 0
         });
     }
 }

@@ -36,17 +36,23 @@ fn spin_pinned(cpu: usize, windows: u32, start: &std::sync::Barrier) -> latte_sc
     let mut a = latte_sched_point::default();
     assert_eq!(latte_sched_snap(&mut a), 0);
     sum.first_cpu = a.cpu;
+    let id = c"sched.pinned";
+    let mut flagged = Vec::new();
     for _ in 0..windows {
+        // Each window a span: it is flagged when the thread was switched out in it.
+        latte::ffi::latte_start(id.as_ptr(), 0);
         let t0 = std::time::Instant::now();
         let mut x = 0u64;
         while t0.elapsed().as_millis() < 20 {
             x = std::hint::black_box(x.wrapping_add(1));
         }
+        latte::ffi::latte_stop(id.as_ptr(), 0);
         let mut b = latte_sched_point::default();
         assert_eq!(latte_sched_snap(&mut b), 0);
         let mut d = latte_sched_delta::default();
         let rc = latte_sched_diff(&a, &b, &mut d);
         assert_eq!(rc, 0, "{d:?}");
+        flagged.push((d.switch_outs, d.preempted_ns));
         sum.wall_ns += d.wall_ns;
         sum.on_cpu_ns += d.on_cpu_ns;
         sum.off_cpu_ns += d.off_cpu_ns;
@@ -59,7 +65,30 @@ fn spin_pinned(cpu: usize, windows: u32, start: &std::sync::Barrier) -> latte_sc
         sum.last_cpu = d.last_cpu;
         a = b;
     }
+    // This thread's spans, in order: a flagged one was switched out (its
+    // window's diff, which brackets it, counts a switch-out).
+    let mine = own_flags(latte::ffi::latte_intern_id(id.as_ptr()));
+    assert_eq!(mine.len(), windows as usize);
+    for (f, (outs, pre)) in mine.iter().zip(&flagged) {
+        assert!(!f || (*outs >= 1 && *pre > 0), "a flagged span whose window saw no preemption");
+    }
+    let nf = mine.iter().filter(|&&f| f).count();
+    println!("{nf} of {windows} spans flagged");
+    assert!(nf >= 1, "spinning beside another thread on one CPU, no span was switched out");
     sum
+}
+
+/// This thread's samples under `token`, in ring order (through a reader of
+/// this process's own region: the slots name their OS thread).
+fn own_flags(token: u32) -> Vec<bool> {
+    let view = latte::reader::own_view().unwrap();
+    let tid = latte::tsc::gettid();
+    let slot = view.slots().unwrap().into_iter().find(|s| s.id_token == token && s.os_tid == tid).unwrap();
+    let mut cur = latte::reader::latte_cursor::default();
+    let mut out = vec![core::mem::MaybeUninit::<latte::reader::latte_raw_sample>::uninit(); 4096];
+    let r = view.read_into_paced(slot.index, &mut cur, &mut out, 0).unwrap();
+    // SAFETY: the first `r.read` entries were written by the read.
+    out[..r.read as usize].iter().map(|s| unsafe { s.assume_init() }.decode().switched).collect()
 }
 
 #[test]

@@ -11,6 +11,10 @@ use core::ffi::c_char;
 pub(super) fn detach(t: &mut latte_thread) {
     t.depth = 0;
     t.attached = 0;
+    // Only the active state points at the thread's switch ring, which is
+    // unmapped when the thread exits: a late pulse through this state reads
+    // a word that never moves.
+    t.switch_head = crate::sched::untracked_head();
     clear_cache(t);
 }
 

@@ -31,4 +31,4 @@ pub use hot::*;
 pub use lock::registry_held_here;
 pub use registry::{region_if_any, unrecordable, Registry, REGION, REGISTRY};
 pub use slow::*;
-pub use thread::{activate, current, current_if_any, note_late_drop, note_unavailable};
+pub use thread::{activate, current, current_if_any, note_late_drop, note_unavailable, set_switch_head};

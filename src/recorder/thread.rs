@@ -103,6 +103,7 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
         nt.top_slot = old.top_slot;
         nt.frame_tsc[..d].copy_from_slice(&old.frame_tsc[..d]);
         nt.frame_word[..d].copy_from_slice(&old.frame_word[..d]);
+        nt.frame_head[..d].copy_from_slice(&old.frame_head[..d]);
         nt.depth = old.depth;
         detach(old);
         if OWN_HOT.with(|c| c.get()) == cur {
@@ -116,7 +117,22 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
     }
     nt.attached = 1;
     STATE.with(|c| c.set(t));
+    // The thread's slow path: it opens its switch event here when tracking
+    // is on and it never asked; then `t` points at its ring (or at the
+    // word that never moves).
+    crate::sched::attach_thread();
+    nt.switch_head = crate::sched::head_ptr();
     Some(nt)
+}
+
+/// Points the calling thread's active state (if any) at `head`: its switch
+/// ring opened or closed (`sched`).
+pub fn set_switch_head(head: *const AtomicU64) {
+    let t = current_if_any();
+    if !t.is_null() {
+        // SAFETY: the calling thread's active state; only this thread uses it.
+        unsafe { (*t).switch_head = head };
+    }
 }
 
 /// The calling thread's active state, creating one (Rust's own) on first

@@ -23,10 +23,20 @@ pub extern "C" fn latte_sched_enable() -> c_int {
     guard(-libc::EIO, super::enable)
 }
 
+/// Stops tracking the calling thread: releases its perf event and mapping
+/// (its samples are no longer flagged; a span open across the call may be
+/// flagged) and leaves it alone until it calls `latte_sched_enable` again.
+/// Other threads keep theirs. 0, or -EBUSY (called from a signal handler
+/// that interrupted latte on this thread).
+#[no_mangle]
+pub extern "C" fn latte_sched_release() -> c_int {
+    guard(-libc::EIO, super::release)
+}
+
 /// The calling thread's tracking: LATTE_SCHED_ON (1), LATTE_SCHED_OFF (0:
 /// not enabled in this process), LATTE_SCHED_PENDING (2: enabled, this
-/// thread has not opened its event yet), or the negative errno its event was
-/// refused with.
+/// thread has not opened its event yet), LATTE_SCHED_RELEASED (3: it called
+/// `latte_sched_release`), or the negative errno its event was refused with.
 #[no_mangle]
 pub extern "C" fn latte_sched_status() -> c_int {
     guard(-libc::EIO, super::status)

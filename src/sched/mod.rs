@@ -40,6 +40,11 @@ pub const LATTE_SCHED_ON: i32 = 1;
 /// event at its next slow path (a first Start of an ID, or `latte_sched_snap`).
 pub const LATTE_SCHED_PENDING: i32 = 2;
 
+/// `latte_sched_status`: tracking is enabled; the calling thread released
+/// its event (`latte_sched_release`) and is not asked again until it calls
+/// `latte_sched_enable`.
+pub const LATTE_SCHED_RELEASED: i32 = 3;
+
 /// A point in a thread's run: where its switch ring stood, and when.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -185,6 +190,21 @@ fn count_refusal(errno: i32) {
     LAST_REFUSAL.store(errno, Ordering::Relaxed);
 }
 
+/// The switch count of a thread that is not tracked: never written, so a
+/// span's saved copy always equals what its Stop loads.
+static UNTRACKED: AtomicU64 = AtomicU64::new(0);
+
+/// What `latte_thread.switch_head` points at when its thread has no ring.
+pub fn untracked_head() -> *const AtomicU64 {
+    &UNTRACKED
+}
+
+/// The calling thread's switch count: its ring's `data_head`, or
+/// `untracked_head()`.
+pub fn head_ptr() -> *const AtomicU64 {
+    with_thread(|t| t.ring.as_ref().map(|r| r.head_ptr())).flatten().unwrap_or(untracked_head())
+}
+
 // ---------------------------------------------------------- thread state ----
 
 /// A thread's tracking state; its event is released when the thread exits.
@@ -205,6 +225,7 @@ impl ThreadSched {
                 fds().push(r.raw_fd());
                 // Relaxed: ids need only be unique; counters are statistics.
                 self.id = NEXT_RING.fetch_add(1, Ordering::Relaxed).max(1);
+                crate::recorder::set_switch_head(r.head_ptr());
                 self.ring = Some(r);
                 self.status = LATTE_SCHED_ON;
                 TRACKED.fetch_add(1, Ordering::Relaxed);
@@ -221,6 +242,8 @@ impl ThreadSched {
 
     fn release(&mut self) {
         if let Some(r) = self.ring.take() {
+            // Before the unmap: the hot path must never load from it again.
+            crate::recorder::set_switch_head(untracked_head());
             let fd = r.raw_fd();
             fds().retain(|&f| f != fd);
             drop(r);
@@ -256,6 +279,18 @@ pub fn enable() -> i32 {
     ENABLED.store(2, Ordering::Relaxed);
     install_fork_handlers();
     with_thread(|t| if t.ring.is_some() { 0 } else { t.open() }).unwrap_or(-libc::EBUSY)
+}
+
+/// Stops tracking the calling thread: its event is released (its samples
+/// are no longer flagged) and it is not asked again until it calls
+/// `enable`. 0, or -EBUSY while its state is in use further up the stack.
+pub fn release() -> i32 {
+    with_thread(|t| {
+        t.release();
+        t.status = LATTE_SCHED_RELEASED;
+        0
+    })
+    .unwrap_or(-libc::EBUSY)
 }
 
 /// The slow path of a thread: opens its event when tracking is on and the
@@ -327,7 +362,7 @@ pub fn snap() -> Result<latte_sched_point, i32> {
             t.open();
         }
         let Some(r) = t.ring.as_ref() else {
-            return Err(t.status);
+            return Err(if t.status < 0 { t.status } else { crate::error::LATTE_ERR_SCHED_OFF });
         };
         let head = r.head();
         let (tsc, cpu) = rdtscp_cpu();
@@ -473,6 +508,7 @@ extern "C" fn atfork_child() {
     let mine = with_thread(|t| {
         let fd = t.ring.as_ref().map(|r| r.raw_fd());
         if let Some(r) = t.ring.take() {
+            crate::recorder::set_switch_head(untracked_head());
             r.forget_after_fork();
         }
         t.id = 0;

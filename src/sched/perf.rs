@@ -246,6 +246,11 @@ impl Ring {
         Ok(Ring { map, fd, data_offset: off as usize, data_size: size })
     }
 
+    /// The ring's `data_head`: the word the hot path loads.
+    pub fn head_ptr(&self) -> *const AtomicU64 {
+        &self.meta().data_head
+    }
+
     fn meta(&self) -> &MmapPage {
         // SAFETY: the mapping starts with the metadata page and lives as long as self.
         unsafe { &*(self.map.base as *const MmapPage) }
