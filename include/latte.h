@@ -339,7 +339,9 @@ typedef struct latte_sample_record {
   // halves of a pulse).
   uint8_t start_mode;
   uint8_t stop_mode;
-  uint8_t _pad;
+  // 1 when the thread was switched out during the span
+  // (`LATTE_SAMPLE_SWITCHED`; only tracked threads set it).
+  uint8_t switched;
 } latte_sample_record;
 
 // Display unit of a report or a flush.
