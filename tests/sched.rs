@@ -319,3 +319,33 @@ fn a_thread_that_released_its_event_flags_nothing() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn reports_count_switched_samples_and_leave_them_out_when_clean() {
+    std::thread::spawn(|| {
+        assert_eq!(latte_sched_enable(), 0);
+        let id = c"sched.report";
+        for i in 0..40 {
+            latte::ffi::latte_start(id.as_ptr(), 0);
+            if i % 4 == 0 {
+                usleep(200);
+            }
+            latte::ffi::latte_stop(id.as_ptr(), 0);
+        }
+        let flags = flags_of(id);
+        let switched = flags.iter().filter(|&&f| f).count() as u64;
+        assert!(switched >= 10, "{flags:?}");
+        let view = latte::reader::own_view().unwrap();
+        let cal = view.calibration();
+        let row = |clean| {
+            latte::report::rows_of_view_with(&view, latte::layout::LATTE_DATA_RAW, &cal, clean).unwrap().into_iter().find(|r| r.name == "sched.report").unwrap()
+        };
+        let (all, clean) = (row(false), row(true));
+        assert_eq!((all.switched, all.read()), (switched, 40));
+        assert!((all.switched_share() - switched as f64 / 40.0).abs() < 1e-12);
+        assert_eq!((clean.switched, clean.read(), clean.outliers, clean.summary.count as u64), (switched, 40, 0, 40 - switched));
+        assert!(clean.summary.max < all.summary.max, "the sleeping spans are out of the clean figures");
+    })
+    .join()
+    .unwrap();
+}
