@@ -15,12 +15,6 @@
 #define LATTE_VERSION_STRING "0.1.0"
 
 
-// How old the region's anchor must be for the ratio of the anchor to a
-// (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
-// window `LATTE_FREQ` measures over, so the kept figure is at least as exact
-// as that measurement (each pair is exact to a clock read, tens of ns).
-#define ANCHOR_WINDOW_NS 120000000
-
 // The function exists but this build or this platform does not provide it.
 #define LATTE_ERR_NOT_SUPPORTED -95
 
@@ -36,19 +30,18 @@
 // A field is out of range (sizes, counts, offsets, indices, names).
 #define LATTE_ERR_CORRUPT -4004
 
+// latte failed inside (a panic, caught at the C boundary): a bug in latte,
+// never the caller's input. Nothing was changed by the call.
+#define LATTE_ERR_INTERNAL -4005
+
 // Switch tracking is not enabled in this process (`latte_sched_enable`, or
-// `LATTE_SCHED=1` in the environment).
-#define LATTE_ERR_SCHED_OFF -4005
+// `LATTE_SCHED=1` in the environment), or the calling thread released its
+// event.
+#define LATTE_ERR_SCHED_OFF -4006
 
 // Switch records of the interval were overwritten in the thread's ring
 // before they were read: the split of the time is unknown.
-#define LATTE_ERR_SCHED_LOST -4006
-
-// `latte_poll_flush`: nothing pending (the last flush finished, or none was started).
-#define LATTE_FLUSH_IDLE 0
-
-// `latte_poll_flush`: a flush is in flight.
-#define LATTE_FLUSH_PENDING 1
+#define LATTE_ERR_SCHED_LOST -4007
 
 // Layout version; a reader refuses any other.
 #define LATTE_LAYOUT_VERSION 3
@@ -113,6 +106,12 @@
 // Slot state: its thread has exited; every sample in it is final.
 #define LATTE_SLOT_CLOSED 2
 
+// `latte_poll_flush`: nothing pending (the last flush finished, or none was started).
+#define LATTE_FLUSH_IDLE 0
+
+// `latte_poll_flush`: a flush is in flight.
+#define LATTE_FLUSH_PENDING 1
+
 // Key of an unused cache entry: NULL (a zero-initialised state is an empty
 // cache; NULL IDs are never cached).
 #define LATTE_CACHE_EMPTY 0
@@ -148,6 +147,12 @@
 // the cursor has caught up (`latte_reader_set_min_interval`).
 #define LATTE_READER_MIN_INTERVAL_NS 10000
 
+// How old the region's anchor must be for the ratio of the anchor to a
+// (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
+// window `LATTE_FREQ` measures over, so the kept figure is at least as exact
+// as that measurement (each pair is exact to a clock read, tens of ns).
+#define ANCHOR_WINDOW_NS 120000000
+
 // Default slot capacity of a shared region (128 rings of 1 MiB).
 #define LATTE_DEFAULT_SHARED_SLOTS 128
 
@@ -169,9 +174,41 @@
 // A read-only view of a region opened by name or a flushed file.
 typedef struct latte_reader latte_reader;
 
-// Timer mode of a Start or a Stop. Any value other than MID and HARD behaves,
-// and is recorded, as FAST.
-typedef uint32_t latte_mode;
+// One sample of `latte_samples_extract`.
+typedef struct latte_sample_record {
+  // Duration in cycles (stop TSC - start TSC).
+  uint64_t duration;
+  // Raw TSC at the span's Start (a pulse: the previous pulse's TSC).
+  uint64_t start_tsc;
+  // The ID's token (`latte_id_name`, `latte_id_key`).
+  uint32_t token;
+  // Spans open around it (outermost 0).
+  uint8_t depth;
+  // `latte_mode` of the Start and of the Stop (LATTE_MODE_PULSE for both
+  // halves of a pulse).
+  uint8_t start_mode;
+  uint8_t stop_mode;
+  // 1 when the thread was switched out during the span
+  // (`LATTE_SAMPLE_SWITCHED`; only tracked threads set it).
+  uint8_t switched;
+} latte_sample_record;
+
+// Display unit of a report or a flush.
+typedef uint32_t latte_unit;
+
+// Whether a report subtracts the calibrated overhead.
+typedef uint32_t latte_data;
+
+// What `latte_flush_get_status` reports.
+typedef struct latte_flush_status {
+  // LATTE_FLUSH_IDLE, LATTE_FLUSH_PENDING, or a negative code (the last flush failed).
+  int32_t state;
+  uint32_t _pad;
+  // Bytes written so far by the current or last flush.
+  uint64_t bytes_written;
+  // Bytes the image has.
+  uint64_t bytes_total;
+} latte_flush_status;
 
 // Header of one (thread, ID) ring. Line 0 holds only `write_idx`, written
 // by the owning thread after every sample; line 1 holds metadata written
@@ -199,28 +236,6 @@ typedef struct LATTE_ALIGNED(64) latte_slot_header {
   uint32_t state;
   uint32_t _pad1[11];
 } latte_slot_header;
-
-// Per-call-site state of a pulse, kept by the caller: one per call site
-// and thread (a thread-local static), zero-initialised. Never share one
-// between threads.
-//
-// Cache-line aligned, so that it never straddles two cache lines.
-typedef struct LATTE_ALIGNED(64) latte_pulse_site {
-  // TSC of the previous pulse from this site on this thread; 0 = not primed.
-  uint64_t last_tsc;
-  // The ID the ring below belongs to.
-  const char *id;
-  // This thread's ring for that ID (NULL until resolved).
-  struct latte_slot_header *slot;
-  // The ring's `write_idx` as this site left it. A pulse writes at this
-  // index when the ring's own index still equals it (nothing else wrote
-  // the ring since), which the core can check in the shadow of the
-  // writes instead of waiting for the load; otherwise at the ring's own.
-  uint64_t next_idx;
-  // The thread's switch count (`latte_thread.switch_head`) at this site's
-  // previous pulse.
-  uint64_t last_head;
-} latte_pulse_site;
 
 // One entry of a thread's pointer-keyed cache: ID pointer -> its ring.
 typedef struct latte_cache_entry {
@@ -289,93 +304,31 @@ typedef struct LATTE_ALIGNED(64) latte_thread {
   uint64_t frame_head[64];
 } latte_thread;
 
-// Per-thread counters of the calling thread.
-typedef struct latte_thread_counters {
-  // Process-wide index of this thread.
-  uint32_t thread_idx;
-  // Spans open now.
-  uint32_t depth;
-  // Starts ignored beyond 64 open spans.
-  uint64_t overflow_starts;
-  // Stops ignored with nothing open.
-  uint64_t orphan_stops;
-  // Spans not recorded (ID table or slots full).
-  uint64_t dropped;
-} latte_thread_counters;
+// Timer mode of a Start or a Stop. Any value other than MID and HARD behaves,
+// and is recorded, as FAST.
+typedef uint32_t latte_mode;
 
-// Process-wide counters (from the region header).
-typedef struct latte_counters {
-  uint64_t overflow_starts;
-  uint64_t orphan_stops;
-  uint64_t unfit_id_drops;
-  uint64_t no_slot_drops;
-  uint64_t slot_reuses;
-  uint64_t reuse_discarded;
-  uint64_t late_drops;
-  uint64_t threads_seen;
-  uint32_t ids_used;
-  uint32_t slots_used;
-  // Pages of latte's shared mappings replaced after the object shrank
-  // under this process (`fault`): what went to them is lost. Counted in
-  // this process, not in the region.
-  uint64_t mapping_faults;
-  // Spans and pulses refused because a signal handler recorded while
-  // latte's slow path on the same thread held the registry lock (see the
-  // span stack protocol). Counted in this process, not in the region.
-  uint64_t reentrant_drops;
-} latte_counters;
-
-// One sample of `latte_samples_extract`.
-typedef struct latte_sample_record {
-  // Duration in cycles (stop TSC - start TSC).
-  uint64_t duration;
-  // Raw TSC at the span's Start (a pulse: the previous pulse's TSC).
-  uint64_t start_tsc;
-  // The ID's token (`latte_id_name`, `latte_id_key`).
-  uint32_t token;
-  // Spans open around it (outermost 0).
-  uint8_t depth;
-  // `latte_mode` of the Start and of the Stop (LATTE_MODE_PULSE for both
-  // halves of a pulse).
-  uint8_t start_mode;
-  uint8_t stop_mode;
-  // 1 when the thread was switched out during the span
-  // (`LATTE_SAMPLE_SWITCHED`; only tracked threads set it).
-  uint8_t switched;
-} latte_sample_record;
-
-// Display unit of a report or a flush.
-typedef uint32_t latte_unit;
-
-// Whether a report subtracts the calibrated overhead.
-typedef uint32_t latte_data;
-
-// Capacities and permissions of a shared region.
-typedef struct latte_region_config {
-  // Slots ((thread, ID) rings) in the region; 0 = the default (128).
-  uint32_t slot_capacity;
-  // Samples per slot, a power of two; 0 = the default (65536).
-  uint32_t samples_per_slot;
-  // Entries of the ID table, at most 256; 0 = the default (256).
-  uint32_t id_capacity;
-  // Permission bits of the shm object; 0 = the default (0600).
-  uint32_t mode;
-  // Nonzero: if a latte region of that name exists and its producer is
-  // gone (`liveness`), replace it; anything else keeps the name (-EEXIST).
-  // Zero: fail with -EEXIST when the name is taken by anything.
-  uint32_t replace_stale;
-} latte_region_config;
-
-// What `latte_flush_get_status` reports.
-typedef struct latte_flush_status {
-  // LATTE_FLUSH_IDLE, LATTE_FLUSH_PENDING, or a negative code (the last flush failed).
-  int32_t state;
-  uint32_t _pad;
-  // Bytes written so far by the current or last flush.
-  uint64_t bytes_written;
-  // Bytes the image has.
-  uint64_t bytes_total;
-} latte_flush_status;
+// Per-call-site state of a pulse, kept by the caller: one per call site
+// and thread (a thread-local static), zero-initialised. Never share one
+// between threads.
+//
+// Cache-line aligned, so that it never straddles two cache lines.
+typedef struct LATTE_ALIGNED(64) latte_pulse_site {
+  // TSC of the previous pulse from this site on this thread; 0 = not primed.
+  uint64_t last_tsc;
+  // The ID the ring below belongs to.
+  const char *id;
+  // This thread's ring for that ID (NULL until resolved).
+  struct latte_slot_header *slot;
+  // The ring's `write_idx` as this site left it. A pulse writes at this
+  // index when the ring's own index still equals it (nothing else wrote
+  // the ring since), which the core can check in the shadow of the
+  // writes instead of waiting for the load; otherwise at the ring's own.
+  uint64_t next_idx;
+  // The thread's switch count (`latte_thread.switch_head`) at this site's
+  // previous pulse.
+  uint64_t last_head;
+} latte_pulse_site;
 
 // What a slot's header says now.
 typedef struct latte_slot_info {
@@ -417,6 +370,28 @@ typedef struct latte_raw_sample {
   uint64_t packed;
 } latte_raw_sample;
 
+// Process-wide counters (from the region header).
+typedef struct latte_counters {
+  uint64_t overflow_starts;
+  uint64_t orphan_stops;
+  uint64_t unfit_id_drops;
+  uint64_t no_slot_drops;
+  uint64_t slot_reuses;
+  uint64_t reuse_discarded;
+  uint64_t late_drops;
+  uint64_t threads_seen;
+  uint32_t ids_used;
+  uint32_t slots_used;
+  // Pages of latte's shared mappings replaced after the object shrank
+  // under this process (`fault`): what went to them is lost. Counted in
+  // this process, not in the region.
+  uint64_t mapping_faults;
+  // Spans and pulses refused because a signal handler recorded while
+  // latte's slow path on the same thread held the registry lock (see the
+  // span stack protocol). Counted in this process, not in the region.
+  uint64_t reentrant_drops;
+} latte_counters;
+
 // What a region's header describes (geometry, producer, anchors, calibration).
 typedef struct latte_region_info {
   uint32_t producer_pid;
@@ -436,6 +411,36 @@ typedef struct latte_region_info {
   // Overhead in cycles per [start mode][stop mode], then the pulse.
   double overhead[10];
 } latte_region_info;
+
+// Per-thread counters of the calling thread.
+typedef struct latte_thread_counters {
+  // Process-wide index of this thread.
+  uint32_t thread_idx;
+  // Spans open now.
+  uint32_t depth;
+  // Starts ignored beyond 64 open spans.
+  uint64_t overflow_starts;
+  // Stops ignored with nothing open.
+  uint64_t orphan_stops;
+  // Spans not recorded (ID table or slots full).
+  uint64_t dropped;
+} latte_thread_counters;
+
+// Capacities and permissions of a shared region.
+typedef struct latte_region_config {
+  // Slots ((thread, ID) rings) in the region; 0 = the default (128).
+  uint32_t slot_capacity;
+  // Samples per slot, a power of two; 0 = the default (65536).
+  uint32_t samples_per_slot;
+  // Entries of the ID table, at most 256; 0 = the default (256).
+  uint32_t id_capacity;
+  // Permission bits of the shm object; 0 = the default (0600).
+  uint32_t mode;
+  // Nonzero: if a latte region of that name exists and its producer is
+  // gone (`liveness`), replace it; anything else keeps the name (-EEXIST).
+  // Zero: fail with -EEXIST when the name is taken by anything.
+  uint32_t replace_stale;
+} latte_region_config;
 
 // Process-wide switch tracking counters.
 typedef struct latte_sched_counters {
@@ -633,64 +638,38 @@ extern "C" {
 // `strerror`.
 extern const char *strerrordesc_np(int errnum);
 
-// Opens a span on the calling thread's stack under `id` (interned by
-// content; NULL records as `<null-id>`). Beyond 64 open spans the call is
-// ignored and counted.
-void latte_start(const char *id, latte_mode mode);
+// Runs calibration once through the C ABI's own path (later calls return
+// at once). Returns 0 or a negative code.
+int latte_calibrate(void);
 
-// Gives the calling thread its ring for `id` now (as its first Start
-// would) and commits the ring's pages not written yet, so that the first
-// samples under `id` on this thread take no page fault. Call it before a
-// hot loop, where the cost (about a microsecond a page, 256 pages for a ring
-// of 65,536 samples) is welcome. Returns the pages touched (0 when the ring
-// has wrapped already), or -ENOSPC when the ID or a slot does not fit.
-int64_t latte_prefault(const char *id);
+// For callers with their own inline path: 1 when the caller must now run
+// the calibration loops (empty spans under `latte.calibrate` for each of
+// the 9 mode pairs, then pulses) and call `latte_calibration_end`; 0 when
+// calibration is done (waits while another thread runs it).
+int latte_calibration_begin(void);
 
-// Closes the innermost open span of the calling thread, whatever `id` is
-// (it may be NULL), records it, and returns its duration in cycles; 0 when
-// nothing was open (ignored and counted).
-uint64_t latte_stop(const char *id, latte_mode mode);
+// Ends a calibration begun on this thread: publishes the medians.
+int latte_calibration_end(void);
 
-// A pulse from the call site whose state is `site` (one per call site and
-// thread, zero-initialised): records the cycles since that site's previous
-// pulse; the first call only primes it.
-void latte_pulse(struct latte_pulse_site *site, const char *id);
+// Iterations per mode pair the calibration loops run.
+uint32_t latte_calibration_iterations(void);
 
-// Slow path of the inline Start: a cache miss. Attaches `t` to the calling
-// thread if needed, interns the ID, finds or allocates this thread's ring
-// for it, fills `t`'s cache and returns the ring. When the span cannot be
-// recorded (ID table or slots full, thread being torn down; counted) it
-// returns a sink ring, never NULL for a non-NULL `t`.
-struct latte_slot_header *latte_thread_resolve(struct latte_thread *t, const char *id);
+// The ID calibration records under.
+const char *latte_calibration_id(void);
 
-// Slow path of the inline Start: 64 spans are open; counts the ignored Start.
-void latte_thread_note_overflow(struct latte_thread *t);
+// The calibrated overheads in cycles: `out9` gets [start][stop] for the 9
+// mode pairs, `out_pulse` the pulse. Zeros before calibration.
+int latte_calibration_overheads(double *out9, double *out_pulse);
 
-// Slow path of the inline Stop: `t` has no open span. Counts an orphan
-// Stop (returns 0), or, when another state of this thread is the active
-// one, closes that state's innermost span and returns its duration.
-// `now` is the TSC the caller read in `mode`.
-uint64_t latte_thread_stop_slow(struct latte_thread *t, latte_mode mode, uint64_t now);
+// TSC cycles per ns, kept once known: the ratio of the region's anchor
+// (a TSC and CLOCK_MONOTONIC_RAW pair taken when the region was made) to a
+// pair taken now. Within 120 ms of the region's creation the first call
+// sleeps until the anchor is 120 ms old (not for a measuring thread).
+double latte_cycles_per_ns(void);
 
-// Slow path of the inline pulse: the site is not resolved for `id` (first
-// call, another ID, or NULL). Attaches `t`, resolves and primes the site,
-// and records the interval when the site was primed before. `now` is the
-// TSC the caller read.
-void latte_thread_pulse_slow(struct latte_thread *t, struct latte_pulse_site *site, const char *id, uint64_t now);
-
-// The calling thread's counters. -EINVAL on NULL.
-int latte_thread_get_counters(struct latte_thread_counters *out);
-
-// Process-wide counters of this process's region. -EINVAL on NULL.
-int latte_get_counters(struct latte_counters *out);
-
-// Interns `id` by content and returns its stable token; LATTE_INVALID_ID
-// when the table is full (NULL interns `<null-id>`).
-uint32_t latte_intern_id(const char *id);
-
-// Writes the name of `token` into `buf` (NUL-terminated, truncated to
-// `len`); returns the name's length, or a negative code for an unknown token.
-int latte_id_name(uint32_t token, char *buf, size_t len);
+// Measures TSC cycles per ns anew over `window_ms` milliseconds against
+// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with 120).
+double latte_measure_cycles_per_ns(uint32_t window_ms);
 
 // The durations (cycles) recorded under `id` on every thread: at most a
 // ring's capacity per thread, the newest. Writes them to `out` (capacity
@@ -736,57 +715,6 @@ int latte_format_time(double ns, char *buf, size_t len);
 // cutoff (`*out_has_cutoff` = 0 when there is none). NULL outputs are skipped.
 int latte_data_clean(const double *values, size_t n, double *out_values, size_t *out_kept, size_t *out_outliers, double *out_cutoff, int *out_has_cutoff);
 
-// Runs calibration once through the C ABI's own path (later calls return
-// at once). Returns 0 or a negative code.
-int latte_calibrate(void);
-
-// For callers with their own inline path: 1 when the caller must now run
-// the calibration loops (empty spans under `latte.calibrate` for each of
-// the 9 mode pairs, then pulses) and call `latte_calibration_end`; 0 when
-// calibration is done (waits while another thread runs it).
-int latte_calibration_begin(void);
-
-// Ends a calibration begun on this thread: publishes the medians.
-int latte_calibration_end(void);
-
-// Iterations per mode pair the calibration loops run.
-uint32_t latte_calibration_iterations(void);
-
-// The ID calibration records under.
-const char *latte_calibration_id(void);
-
-// The calibrated overheads in cycles: `out9` gets [start][stop] for the 9
-// mode pairs, `out_pulse` the pulse. Zeros before calibration.
-int latte_calibration_overheads(double *out9, double *out_pulse);
-
-// TSC cycles per ns, kept once known: the ratio of the region's anchor
-// (a TSC and CLOCK_MONOTONIC_RAW pair taken when the region was made) to a
-// pair taken now. Within 120 ms of the region's creation the first call
-// sleeps until the anchor is 120 ms old (not for a measuring thread).
-double latte_cycles_per_ns(void);
-
-// Measures TSC cycles per ns anew over `window_ms` milliseconds against
-// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with 120).
-double latte_measure_cycles_per_ns(uint32_t window_ms);
-
-// The library's version, "MAJOR.MINOR.PATCH" (a static string; compare
-// with LATTE_VERSION_STRING, the version of the header compiled against).
-const char *latte_version(void);
-
-// Describes an error code (a static string; never NULL).
-const char *latte_strerror(int code);
-
-// Moves recording into a new POSIX shared-memory object `shm_name` (one
-// leading '/', no other) with the default capacities (128 slots of 65,536
-// samples, 256 IDs, mode 0600). Must precede the first recording: -EBUSY
-// after it, -EALREADY when a shared region is installed, -EEXIST when the
-// name is taken, -ENOSPC when /dev/shm cannot hold it.
-int latte_init_shared_region(const char *shm_name);
-
-// `latte_init_shared_region` with capacities and permissions (NULL or
-// zero fields take the defaults).
-int latte_init_shared_region_with(const char *shm_name, const struct latte_region_config *config);
-
 // Starts writing the region to `fd` (a regular file open for writing,
 // without O_APPEND; the flush writes through its own duplicate, so the
 // caller may close `fd` at once) as a self-describing image,
@@ -819,6 +747,35 @@ int latte_flush_sync(int fd, latte_unit unit);
 
 // 1 when this build has the asynchronous (io_uring) flush, else 0.
 int latte_flush_supported(void);
+
+// Slow path of the inline Start: a cache miss. Attaches `t` to the calling
+// thread if needed, interns the ID, finds or allocates this thread's ring
+// for it, fills `t`'s cache and returns the ring. When the span cannot be
+// recorded (ID table or slots full, thread being torn down; counted) it
+// returns a sink ring, never NULL for a non-NULL `t`.
+struct latte_slot_header *latte_thread_resolve(struct latte_thread *t, const char *id);
+
+// Slow path of the inline Start: 64 spans are open; counts the ignored Start.
+void latte_thread_note_overflow(struct latte_thread *t);
+
+// Slow path of the inline Stop: `t` has no open span. Counts an orphan
+// Stop (returns 0), or, when another state of this thread is the active
+// one, closes that state's innermost span and returns its duration.
+// `now` is the TSC the caller read in `mode`.
+uint64_t latte_thread_stop_slow(struct latte_thread *t, latte_mode mode, uint64_t now);
+
+// Slow path of the inline pulse: the site is not resolved for `id` (first
+// call, another ID, or NULL). Attaches `t`, resolves and primes the site,
+// and records the interval when the site was primed before. `now` is the
+// TSC the caller read.
+void latte_thread_pulse_slow(struct latte_thread *t, struct latte_pulse_site *site, const char *id, uint64_t now);
+
+// The library's version, "MAJOR.MINOR.PATCH" (a static string; compare
+// with LATTE_VERSION_STRING, the version of the header compiled against).
+const char *latte_version(void);
+
+// Describes an error code (a static string; never NULL).
+const char *latte_strerror(int code);
 
 // Opens the shared region `shm_name` read-only, validates it, and stores a
 // reader in `*out`. Errors: -ENOENT, -EACCES, LATTE_ERR_NOT_LATTE,
@@ -871,6 +828,54 @@ int latte_reader_counters(const struct latte_reader *r, struct latte_counters *o
 
 // Describes the region.
 int latte_reader_info(const struct latte_reader *r, struct latte_region_info *out);
+
+// Opens a span on the calling thread's stack under `id` (interned by
+// content; NULL records as `<null-id>`). Beyond 64 open spans the call is
+// ignored and counted.
+void latte_start(const char *id, latte_mode mode);
+
+// Gives the calling thread its ring for `id` now (as its first Start
+// would) and commits the ring's pages not written yet, so that the first
+// samples under `id` on this thread take no page fault. Call it before a
+// hot loop, where the cost (about a microsecond a page, 256 pages for a ring
+// of 65,536 samples) is welcome. Returns the pages touched (0 when the ring
+// has wrapped already), or -ENOSPC when the ID or a slot does not fit.
+int64_t latte_prefault(const char *id);
+
+// Closes the innermost open span of the calling thread, whatever `id` is
+// (it may be NULL), records it, and returns its duration in cycles; 0 when
+// nothing was open (ignored and counted).
+uint64_t latte_stop(const char *id, latte_mode mode);
+
+// A pulse from the call site whose state is `site` (one per call site and
+// thread, zero-initialised): records the cycles since that site's previous
+// pulse; the first call only primes it.
+void latte_pulse(struct latte_pulse_site *site, const char *id);
+
+// The calling thread's counters. -EINVAL on NULL.
+int latte_thread_get_counters(struct latte_thread_counters *out);
+
+// Process-wide counters of this process's region. -EINVAL on NULL.
+int latte_get_counters(struct latte_counters *out);
+
+// Interns `id` by content and returns its stable token; LATTE_INVALID_ID
+// when the table is full (NULL interns `<null-id>`).
+uint32_t latte_intern_id(const char *id);
+
+// Writes the name of `token` into `buf` (NUL-terminated, truncated to
+// `len`); returns the name's length, or a negative code for an unknown token.
+int latte_id_name(uint32_t token, char *buf, size_t len);
+
+// Moves recording into a new POSIX shared-memory object `shm_name` (one
+// leading '/', no other) with the default capacities (128 slots of 65,536
+// samples, 256 IDs, mode 0600). Must precede the first recording: -EBUSY
+// after it, -EALREADY when a shared region is installed, -EEXIST when the
+// name is taken, -ENOSPC when /dev/shm cannot hold it.
+int latte_init_shared_region(const char *shm_name);
+
+// `latte_init_shared_region` with capacities and permissions (NULL or
+// zero fields take the defaults).
+int latte_init_shared_region_with(const char *shm_name, const struct latte_region_config *config);
 
 // Removes the shared-memory object `shm_name` (readers that have it open
 // keep their mapping).

@@ -8,22 +8,18 @@
 //! C++ veneer) runs the loops itself between `begin` and `end`, so the
 //! figures are those of its path; `run_native` runs them through Rust's.
 
+use crate::error::Error;
 use crate::layout::*;
 use crate::reader::latte_cursor;
 use crate::recorder::{self, REGISTRY};
-use crate::region::{load_f64, store_f64};
-use core::ffi::{c_char, CStr};
+
+use core::ffi::c_char;
 use core::sync::atomic::Ordering;
 
-/// The reserved ID calibration records under.
-pub(crate) const CALIBRATION_ID: &CStr = c"latte.calibrate";
+pub(crate) use crate::name::CALIBRATION_ID;
+
 /// Empty spans per (start, stop) pair, and pulses.
 pub(crate) const CALIBRATION_ITERS: u32 = 5000;
-
-/// Whether a name is reserved for calibration (hidden from reports).
-pub fn is_calibration_name(name: &[u8]) -> bool {
-    name == CALIBRATION_ID.to_bytes()
-}
 
 /// How old the region's anchor must be for the ratio of the anchor to a
 /// (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
@@ -125,12 +121,9 @@ pub fn begin() -> bool {
 
 /// Ends calibration started by `begin` on this thread: computes the medians
 /// of the calibration samples this thread recorded and publishes them.
-/// Returns 0, or an error code (then the overheads stay 0).
-pub fn end() -> i32 {
-    let region = match recorder::region_if_any() {
-        Some(r) => r,
-        None => return -libc::EINVAL,
-    };
+/// On error the overheads stay 0.
+pub fn end() -> Result<(), Error> {
+    let region = recorder::region_if_any().ok_or(Error::INVAL)?;
     let h = region.header();
     cycles_per_ns();
     let rc = compute();
@@ -140,31 +133,31 @@ pub fn end() -> i32 {
                 store_f64(&h.overhead_bits[k], *v);
             }
             store_f64(&h.pulse_overhead_bits, o[9]);
-            0
+            Ok(())
         }
-        Err(e) => e,
+        Err(e) => Err(e),
     };
     // Release: the figures above are visible to whoever sees "done".
     h.calibration_state.store(2, Ordering::Release);
     rc
 }
 
-fn compute() -> Result<[f64; 10], i32> {
+fn compute() -> Result<[f64; 10], Error> {
     let t = recorder::current_if_any();
     if t.is_null() {
-        return Err(-libc::EINVAL);
+        return Err(Error::Os(libc::EINVAL));
     }
     // SAFETY: the calling thread's own state.
     let tok = unsafe { recorder::intern_id(CALIBRATION_ID.as_ptr()) };
     if tok == LATTE_INVALID_ID {
-        return Err(-libc::ENOSPC);
+        return Err(Error::Os(libc::ENOSPC));
     }
-    let slot = recorder::own_slot_for(tok).ok_or(-libc::ENOSPC)?;
-    let view = crate::reader::own_view().ok_or(-libc::EINVAL)?;
+    let slot = recorder::own_slot_for(tok).ok_or(Error::Os(libc::ENOSPC))?;
+    let view = crate::extract::own_view().ok_or(Error::Os(libc::EINVAL))?;
     let idx = ((slot as usize - view.base() as usize) as u64 - view.geo.slots_offset) / view.geo.slot_stride;
     let mut cur = latte_cursor::default();
     let mut raw = Vec::new();
-    view.read_slot(idx as u32, &mut cur, &mut raw, true)?;
+    view.read_slot(idx as u32, &mut cur, &mut raw, crate::reader::ReadMode::Final)?;
     let mut by_pair: [Vec<f64>; 10] = Default::default();
     for r in &raw {
         let s = r.decode();
@@ -179,9 +172,9 @@ fn compute() -> Result<[f64; 10], i32> {
 }
 
 /// Calibrates through Rust's own recording path (the C ABI's `latte_start`/`latte_stop`).
-pub fn run_native() -> i32 {
+pub fn run_native() -> Result<(), Error> {
     if !begin() {
-        return 0;
+        return Ok(());
     }
     let t = recorder::current();
     if !t.is_null() {
@@ -206,5 +199,5 @@ pub fn run_native() -> i32 {
 
 /// The calibration of the own region (zeros until calibrated).
 pub fn current() -> crate::reader::Calibration {
-    crate::reader::own_view().map(|v| v.calibration()).unwrap_or_default()
+    crate::extract::own_view().map(|v| v.calibration()).unwrap_or_default()
 }

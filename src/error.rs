@@ -1,5 +1,10 @@
-//! Error codes of the C ABI: 0 for success, a negative errno value, or one of
-//! the latte-specific codes below (all negative, outside the errno range).
+//! Errors: inside Rust a typed `Error`; at the C boundary (`ffi`) one
+//! number, 0 for success, a negative errno value, or one of the
+//! latte-specific codes below (all negative, outside the errno range).
+//! `Error::code` is the only conversion to a number and `Error::from_code`
+//! the only one back.
+
+use core::ffi::CStr;
 
 /// The function exists but this build or this platform does not provide it.
 pub const LATTE_ERR_NOT_SUPPORTED: i32 = -95;
@@ -12,21 +17,125 @@ pub const LATTE_ERR_VERSION: i32 = -4002;
 pub const LATTE_ERR_TRUNCATED: i32 = -4003;
 /// A field is out of range (sizes, counts, offsets, indices, names).
 pub const LATTE_ERR_CORRUPT: i32 = -4004;
+/// latte failed inside (a panic, caught at the C boundary): a bug in latte,
+/// never the caller's input. Nothing was changed by the call.
+pub const LATTE_ERR_INTERNAL: i32 = -4005;
 /// Switch tracking is not enabled in this process (`latte_sched_enable`, or
-/// `LATTE_SCHED=1` in the environment).
-pub const LATTE_ERR_SCHED_OFF: i32 = -4005;
+/// `LATTE_SCHED=1` in the environment), or the calling thread released its
+/// event.
+pub const LATTE_ERR_SCHED_OFF: i32 = -4006;
 /// Switch records of the interval were overwritten in the thread's ring
 /// before they were read: the split of the time is unknown.
-pub const LATTE_ERR_SCHED_LOST: i32 = -4006;
+pub const LATTE_ERR_SCHED_LOST: i32 = -4007;
+
+/// What went wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Error {
+    /// An errno value (positive): from the operating system, or the one
+    /// that names the condition (`EINVAL` for a bad argument, `ENOSPC` for
+    /// a full table, ...).
+    Os(i32),
+    /// Not a latte region (bad magic).
+    NotLatte,
+    /// A latte region of another layout version.
+    Version,
+    /// The object is smaller than its header says.
+    Truncated,
+    /// A field is out of range.
+    Corrupt,
+    /// Not provided by this build or platform.
+    NotSupported,
+    /// A panic inside latte, caught at the C boundary.
+    Internal,
+    /// Switch tracking is off for the calling thread.
+    SchedOff,
+    /// Switch records were overwritten before they were read.
+    SchedLost,
+}
+
+impl Error {
+    /// A bad argument.
+    pub const INVAL: Error = Error::Os(libc::EINVAL);
+    /// A table, the disk or shared memory is full.
+    pub const NOSPC: Error = Error::Os(libc::ENOSPC);
+    /// Out of memory.
+    pub const NOMEM: Error = Error::Os(libc::ENOMEM);
+    /// A caller's buffer is too small.
+    pub const RANGE: Error = Error::Os(libc::ERANGE);
+    /// Busy (recording began, or an operation is pending).
+    pub const BUSY: Error = Error::Os(libc::EBUSY);
+
+    /// The C ABI's number for this error (negative).
+    pub const fn code(self) -> i32 {
+        match self {
+            Error::Os(e) => -e,
+            Error::NotLatte => LATTE_ERR_NOT_LATTE,
+            Error::Version => LATTE_ERR_VERSION,
+            Error::Truncated => LATTE_ERR_TRUNCATED,
+            Error::Corrupt => LATTE_ERR_CORRUPT,
+            Error::NotSupported => LATTE_ERR_NOT_SUPPORTED,
+            Error::Internal => LATTE_ERR_INTERNAL,
+            Error::SchedOff => LATTE_ERR_SCHED_OFF,
+            Error::SchedLost => LATTE_ERR_SCHED_LOST,
+        }
+    }
+
+    /// The error a negative C ABI number stands for (`Os(EIO)` for a
+    /// number that is not negative).
+    pub const fn from_code(code: i32) -> Error {
+        match code {
+            LATTE_ERR_NOT_LATTE => Error::NotLatte,
+            LATTE_ERR_VERSION => Error::Version,
+            LATTE_ERR_TRUNCATED => Error::Truncated,
+            LATTE_ERR_CORRUPT => Error::Corrupt,
+            LATTE_ERR_NOT_SUPPORTED => Error::NotSupported,
+            LATTE_ERR_INTERNAL => Error::Internal,
+            LATTE_ERR_SCHED_OFF => Error::SchedOff,
+            LATTE_ERR_SCHED_LOST => Error::SchedLost,
+            c if c < 0 => Error::Os(-c),
+            _ => Error::Os(libc::EIO),
+        }
+    }
+
+    /// An I/O error (`Os(EIO)` when it carries no errno).
+    pub fn from_io(e: &std::io::Error) -> Error {
+        Error::Os(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+
+    /// The calling thread's errno (`Os(EIO)` when there is none).
+    pub fn last_os() -> Error {
+        Error::from_io(&std::io::Error::last_os_error())
+    }
+
+    /// A static description.
+    pub fn describe(self) -> &'static CStr {
+        describe(self.code())
+    }
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.describe().to_string_lossy())
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::from_io(&e)
+    }
+}
 
 /// A static description of an error code.
-pub fn describe(code: i32) -> &'static core::ffi::CStr {
+pub fn describe(code: i32) -> &'static CStr {
     match code {
         0 => c"success",
         LATTE_ERR_NOT_LATTE => c"not a latte region (bad magic)",
         LATTE_ERR_VERSION => c"latte region of an unsupported layout version",
         LATTE_ERR_TRUNCATED => c"latte region is truncated (smaller than its header says)",
         LATTE_ERR_CORRUPT => c"latte region is corrupt (a field is out of range)",
+        LATTE_ERR_INTERNAL => c"internal error in latte (a bug: please report it)",
         LATTE_ERR_SCHED_OFF => c"switch tracking is off (latte_sched_enable or LATTE_SCHED=1 turns it on)",
         LATTE_ERR_SCHED_LOST => c"switch records were lost (overwritten in the thread's ring before they were read)",
         c if c == LATTE_ERR_NOT_SUPPORTED => c"not supported by this build of latte",
@@ -65,7 +174,7 @@ extern "C" {
 }
 
 /// The C library's description of errno value `e`.
-fn system_error(e: i32) -> &'static core::ffi::CStr {
+fn system_error(e: i32) -> &'static CStr {
     // SAFETY: strerrordesc_np takes any int and returns NULL or a static,
     // NUL-terminated string that lives as long as the process.
     let p = unsafe { strerrordesc_np(e) };
@@ -73,18 +182,8 @@ fn system_error(e: i32) -> &'static core::ffi::CStr {
         c"system error (unknown errno)"
     } else {
         // SAFETY: as above.
-        unsafe { core::ffi::CStr::from_ptr(p) }
+        unsafe { CStr::from_ptr(p) }
     }
-}
-
-/// An I/O error as a negative code (-EIO when it carries no errno).
-pub fn io_code(e: &std::io::Error) -> i32 {
-    -e.raw_os_error().unwrap_or(libc::EIO)
-}
-
-/// The calling thread's errno as a negative code (-EIO when there is none).
-pub fn last_errno() -> i32 {
-    io_code(&std::io::Error::last_os_error())
 }
 
 #[cfg(test)]
@@ -100,5 +199,17 @@ mod tests {
             assert!(seen.insert(m), "{e}: {m} twice");
         }
         assert_eq!(describe(-99_999).to_str().unwrap(), "system error (unknown errno)");
+    }
+
+    #[test]
+    fn codes_convert_both_ways() {
+        for e in
+            [Error::INVAL, Error::Os(libc::EMFILE), Error::NotLatte, Error::Version, Error::Truncated, Error::Corrupt, Error::NotSupported, Error::Internal, Error::SchedOff, Error::SchedLost]
+        {
+            assert!(e.code() < 0);
+            assert_eq!(Error::from_code(e.code()), e);
+        }
+        assert_ne!(Error::Internal.code(), Error::Os(libc::EIO).code(), "a caught panic is not an I/O error");
+        assert_ne!(describe(Error::Internal.code()), describe(-libc::EIO));
     }
 }

@@ -60,7 +60,7 @@ pub fn faults() -> u64 {
 /// `unregister`. Returns false when the table is full: the caller must not
 /// use the mapping then (a reader is refused with -EMFILE), since a shrunk
 /// object would kill the process through it.
-pub fn register(base: *mut u8, len: usize, writable: bool) -> bool {
+fn register(base: *mut u8, len: usize, writable: bool) -> bool {
     install();
     for e in TABLE.iter() {
         // The CAS claims the entry; the length, stored last with release,
@@ -90,7 +90,7 @@ pub fn faults_at(base: *const u8) -> u64 {
 }
 
 /// Stops protecting the mapping at `base` (before it is unmapped).
-pub fn unregister(base: *mut u8) {
+fn unregister(base: *mut u8) {
     for e in TABLE.iter() {
         if e.base.load(Ordering::Acquire) == base as usize {
             // Release: the length is cleared before the entry is freed.
@@ -98,6 +98,34 @@ pub fn unregister(base: *mut u8) {
             e.base.store(0, Ordering::Release);
             return;
         }
+    }
+}
+
+/// A mapping protected by the handler until this value is dropped (drop it
+/// before the mapping is unmapped: declare it before the `Mmap` in a struct).
+#[derive(Debug)]
+pub struct Protected {
+    base: *mut u8,
+}
+
+// SAFETY: only the address is kept, as a key into the process-wide table.
+unsafe impl Send for Protected {}
+// SAFETY: as Send.
+unsafe impl Sync for Protected {}
+
+/// Registers `map` (a shared mapping of an object that may shrink); the
+/// table is full: `EMFILE`, and the caller must not use the mapping.
+pub fn protect(map: &crate::mmap::Mmap, writable: bool) -> Result<Protected, crate::error::Error> {
+    if register(map.as_ptr(), map.len(), writable) {
+        Ok(Protected { base: map.as_ptr() })
+    } else {
+        Err(crate::error::Error::Os(libc::EMFILE))
+    }
+}
+
+impl Drop for Protected {
+    fn drop(&mut self) {
+        unregister(self.base);
     }
 }
 

@@ -21,18 +21,14 @@
 //! `uring` feature, `flush_async` submits the writes as io_uring SQEs and
 //! returns at once; `poll` reaps completions, resubmits short writes, moves
 //! to the next step and reports progress. Built without the feature,
-//! `flush_async` and `poll` return LATTE_ERR_NOT_SUPPORTED (and `flush_sync`
+//! `flush_async` and `poll` return Error::NotSupported (and `flush_sync`
 //! is the documented fallback).
 
+use crate::error::Error;
 use crate::layout::*;
 use crate::region::Region;
 use core::mem::offset_of;
 use core::sync::atomic::{AtomicU64, Ordering};
-
-/// `latte_poll_flush`: nothing pending (the last flush finished, or none was started).
-pub const LATTE_FLUSH_IDLE: i32 = 0;
-/// `latte_poll_flush`: a flush is in flight.
-pub const LATTE_FLUSH_PENDING: i32 = 1;
 
 /// What `latte_flush_get_status` reports.
 #[repr(C)]
@@ -194,7 +190,7 @@ impl Plan {
         put_u32(&mut fh, offset_of!(H, ids_used), ids);
         put_u64(&mut fh, offset_of!(H, total_size), self.total);
         put_u32(&mut fh, offset_of!(H, display_unit), self.unit);
-        if crate::region::load_f64(&h.cycles_per_ns_bits) <= 0.0 {
+        if crate::layout::load_f64(&h.cycles_per_ns_bits) <= 0.0 {
             // Not yet kept for the region (younger than the anchor window):
             // the image carries the anchor-derived figure of this flush.
             put_u64(&mut fh, offset_of!(H, cycles_per_ns_bits), self.cycles_per_ns.to_bits());
@@ -217,37 +213,37 @@ impl Plan {
 /// a pipe, FIFO or socket (a reader that does not read would keep the
 /// flush pending for ever, a closed one would raise SIGPIPE; -ESPIPE), and
 /// anything else that is not a regular file (-EINVAL).
-pub(crate) fn own_target(fd: i32) -> Result<std::os::fd::OwnedFd, i32> {
+pub(crate) fn own_target(fd: i32) -> Result<std::os::fd::OwnedFd, Error> {
     use std::os::fd::FromRawFd;
     // SAFETY: F_GETFL has no memory effects; a bad fd gives -1/EBADF.
     let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if fl < 0 || (fl & libc::O_ACCMODE) == libc::O_RDONLY {
-        return Err(-libc::EBADF);
+        return Err(Error::Os(libc::EBADF));
     }
     if fl & libc::O_APPEND != 0 {
-        return Err(-libc::EINVAL);
+        return Err(Error::Os(libc::EINVAL));
     }
     // SAFETY: an all-zero stat is a valid value to be overwritten.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: st is writable; fd was just checked open.
     if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(crate::error::last_errno());
+        return Err(Error::last_os());
     }
     match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => {}
-        libc::S_IFIFO | libc::S_IFSOCK => return Err(-libc::ESPIPE),
-        _ => return Err(-libc::EINVAL),
+        libc::S_IFIFO | libc::S_IFSOCK => return Err(Error::Os(libc::ESPIPE)),
+        _ => return Err(Error::Os(libc::EINVAL)),
     }
     // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor or -1.
     let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
     if dup < 0 {
-        return Err(crate::error::last_errno());
+        return Err(Error::last_os());
     }
     // SAFETY: dup is a fresh descriptor nobody else owns.
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(dup) })
 }
 
-fn pwrite_all(fd: i32, w: &Write) -> Result<u64, i32> {
+fn pwrite_all(fd: i32, w: &Write) -> Result<u64, Error> {
     let mut done = 0u64;
     while done < w.len {
         // SAFETY: src..src+len is readable (region or plan buffer).
@@ -257,10 +253,10 @@ fn pwrite_all(fd: i32, w: &Write) -> Result<u64, i32> {
             if e == libc::EINTR {
                 continue;
             }
-            return Err(-e);
+            return Err(Error::Os(e));
         }
         if r == 0 {
-            return Err(-libc::EIO);
+            return Err(Error::Os(libc::EIO));
         }
         done += r as u64;
     }
@@ -275,7 +271,7 @@ fn set_len(fd: i32, total: u64) {
 }
 
 /// Writes the image with pwrite on the calling thread. Returns the bytes written.
-pub fn flush_sync(fd: i32, unit: latte_unit) -> Result<u64, i32> {
+pub fn flush_sync(fd: i32, unit: latte_unit) -> Result<u64, Error> {
     let target = own_target(fd)?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&target);
     let region = crate::recorder::REGISTRY.lock().region()?;
@@ -337,7 +333,7 @@ mod uring {
 
     const ENTRIES: u32 = 64;
 
-    fn submit(f: &mut Flight) -> Result<(), i32> {
+    fn submit(f: &mut Flight) -> Result<(), Error> {
         while let Some(w) = f.queue.front().copied() {
             let slot = match f.inflight.iter().position(|x| x.is_none()) {
                 Some(s) => s,
@@ -358,7 +354,7 @@ mod uring {
             f.inflight[slot] = Some(w);
             f.outstanding += 1;
         }
-        f.ring.submit().map_err(|e| crate::error::io_code(&e))?;
+        f.ring.submit().map_err(|e| Error::from_io(&e))?;
         Ok(())
     }
 
@@ -366,20 +362,20 @@ mod uring {
     /// after an error: the error path waits for exactly the writes still in
     /// flight); a short write is requeued for its remainder. Returns the
     /// first error.
-    fn reap(f: &mut Flight) -> Result<(), i32> {
+    fn reap(f: &mut Flight) -> Result<(), Error> {
         let cqes: Vec<(u64, i32)> = f.ring.completion().map(|c| (c.user_data(), c.result())).collect();
         let mut first_err = None;
         for (ud, res) in cqes {
             let w = match f.inflight.get_mut(ud as usize).and_then(|x| x.take()) {
                 Some(w) => w,
                 None => {
-                    first_err.get_or_insert(-libc::EIO);
+                    first_err.get_or_insert(Error::Os(libc::EIO));
                     continue;
                 }
             };
             f.outstanding -= 1;
             if res <= 0 {
-                first_err.get_or_insert(if res < 0 { res } else { -libc::EIO });
+                first_err.get_or_insert(if res < 0 { res } else { Error::Os(libc::EIO) });
                 continue;
             }
             f.written += res as u64;
@@ -394,7 +390,7 @@ mod uring {
         }
     }
 
-    fn advance(f: &mut Flight) -> Result<bool, i32> {
+    fn advance(f: &mut Flight) -> Result<bool, Error> {
         reap(f)?;
         if f.queue.is_empty() && f.outstanding == 0 {
             match f.step {
@@ -405,7 +401,7 @@ mod uring {
                     f.step = Step::SlotHeaders;
                 }
                 Step::SlotHeaders => {
-                    let fw = f.plan_file_header.take().ok_or(-libc::EIO)?;
+                    let fw = f.plan_file_header.take().ok_or(Error::Os(libc::EIO))?;
                     f.queue.push_back(fw);
                     f.step = Step::FileHeader;
                 }
@@ -419,32 +415,23 @@ mod uring {
         Ok(false)
     }
 
-    pub fn flush_async(fd: i32, unit: latte_unit) -> i32 {
+    pub fn flush_async(fd: i32, unit: latte_unit) -> Result<(), Error> {
         let mut st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
         if matches!(*st, State::Flying(_)) {
-            return -libc::EBUSY;
+            return Err(Error::BUSY);
         }
-        let fd = match own_target(fd) {
-            Ok(fd) => fd,
-            Err(e) => return e,
-        };
-        let region = match crate::recorder::REGISTRY.lock().region() {
-            Ok(r) => r,
-            Err(e) => return e,
-        };
-        let ring = match IoUring::new(ENTRIES) {
-            Ok(r) => r,
-            Err(e) => return crate::error::io_code(&e),
-        };
+        let fd = own_target(fd)?;
+        let region = crate::recorder::REGISTRY.lock().region()?;
+        let ring = IoUring::new(ENTRIES)?;
         let plan = Plan::new(region, unit);
         let queue: VecDeque<Write> = plan.data_writes().into();
         let mut f = Box::new(Flight { ring, fd, plan, step: Step::Data, queue, inflight: Vec::new(), outstanding: 0, written: 0, plan_file_header: None });
         if let Err(e) = submit(&mut f) {
             *st = State::Failed(e, 0, f.plan.total);
-            return e;
+            return Err(e);
         }
         *st = State::Flying(f);
-        0
+        Ok(())
     }
 
     /// Submits nothing more and waits for the writes still in flight
@@ -464,22 +451,22 @@ mod uring {
     /// Cancels a pending flush: 1 when one was pending (its state becomes
     /// -ECANCELED; the file holds no file header, so it never passes for
     /// an image), 0 when none was.
-    pub fn cancel() -> i32 {
+    pub fn cancel() -> Result<bool, Error> {
         let mut st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
-        let State::Flying(f) = &mut *st else { return 0 };
+        let State::Flying(f) = &mut *st else { return Ok(false) };
         drain(f);
         let (w, t) = (f.written, f.plan.total);
-        *st = State::Failed(-libc::ECANCELED, w, t);
-        1
+        *st = State::Failed(Error::Os(libc::ECANCELED), w, t);
+        Ok(true)
     }
 
-    pub fn poll() -> i32 {
+    pub fn poll() -> Result<i32, Error> {
         let mut st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
         let next = match &mut *st {
-            State::Idle | State::Done(..) => return LATTE_FLUSH_IDLE,
-            State::Failed(e, ..) => return *e,
+            State::Idle | State::Done(..) => return Ok(LATTE_FLUSH_IDLE),
+            State::Failed(e, ..) => return Err(*e),
             State::Flying(f) => match advance(f) {
-                Ok(false) => return LATTE_FLUSH_PENDING,
+                Ok(false) => return Ok(LATTE_FLUSH_PENDING),
                 Ok(true) => State::Done(f.written, f.plan.total),
                 Err(e) => {
                     drain(f);
@@ -488,8 +475,8 @@ mod uring {
             },
         };
         let rc = match next {
-            State::Failed(e, ..) => e,
-            _ => LATTE_FLUSH_IDLE,
+            State::Failed(e, ..) => Err(e),
+            _ => Ok(LATTE_FLUSH_IDLE),
         };
         *st = next;
         rc
@@ -501,13 +488,13 @@ mod uring {
             State::Idle => latte_flush_status::default(),
             State::Flying(f) => latte_flush_status { state: LATTE_FLUSH_PENDING, _pad: 0, bytes_written: f.written, bytes_total: f.plan.total },
             State::Done(w, t) => latte_flush_status { state: LATTE_FLUSH_IDLE, _pad: 0, bytes_written: *w, bytes_total: *t },
-            State::Failed(e, w, t) => latte_flush_status { state: *e, _pad: 0, bytes_written: *w, bytes_total: *t },
+            State::Failed(e, w, t) => latte_flush_status { state: e.code(), _pad: 0, bytes_written: *w, bytes_total: *t },
         }
     }
 }
 
 /// Starts an asynchronous flush to `fd` (io_uring). 0, or an error code.
-pub fn flush_async(fd: i32, unit: latte_unit) -> i32 {
+pub fn flush_async(fd: i32, unit: latte_unit) -> Result<(), Error> {
     #[cfg(feature = "uring")]
     {
         uring::flush_async(fd, unit)
@@ -515,44 +502,44 @@ pub fn flush_async(fd: i32, unit: latte_unit) -> i32 {
     #[cfg(not(feature = "uring"))]
     {
         let _ = (fd, unit);
-        crate::error::LATTE_ERR_NOT_SUPPORTED
+        Err(Error::NotSupported)
     }
 }
 
 /// Cancels the pending asynchronous flush: 1 when one was pending, 0 when
 /// none was.
-pub fn cancel() -> i32 {
+pub fn cancel() -> Result<bool, Error> {
     #[cfg(feature = "uring")]
     {
         uring::cancel()
     }
     #[cfg(not(feature = "uring"))]
     {
-        crate::error::LATTE_ERR_NOT_SUPPORTED
+        Err(Error::NotSupported)
     }
 }
 
 /// Progress of the asynchronous flush (never blocks).
-pub fn poll() -> i32 {
+pub fn poll() -> Result<i32, Error> {
     #[cfg(feature = "uring")]
     {
         uring::poll()
     }
     #[cfg(not(feature = "uring"))]
     {
-        crate::error::LATTE_ERR_NOT_SUPPORTED
+        Err(Error::NotSupported)
     }
 }
 
 /// Details of the current or last asynchronous flush.
-pub fn status() -> Result<latte_flush_status, i32> {
+pub fn status() -> Result<latte_flush_status, Error> {
     #[cfg(feature = "uring")]
     {
         Ok(uring::status())
     }
     #[cfg(not(feature = "uring"))]
     {
-        Err(crate::error::LATTE_ERR_NOT_SUPPORTED)
+        Err(Error::NotSupported)
     }
 }
 

@@ -97,6 +97,11 @@ pub const LATTE_SLOT_LIVE: u32 = 1;
 /// Slot state: its thread has exited; every sample in it is final.
 pub const LATTE_SLOT_CLOSED: u32 = 2;
 
+/// `latte_poll_flush`: nothing pending (the last flush finished, or none was started).
+pub const LATTE_FLUSH_IDLE: i32 = 0;
+/// `latte_poll_flush`: a flush is in flight.
+pub const LATTE_FLUSH_PENDING: i32 = 1;
+
 /// One recorded span: 16 bytes.
 ///
 /// `packed` holds, from bit 0: the duration in cycles (48 bits, saturating),
@@ -523,6 +528,25 @@ const _: () = {
     assert!(LATTE_CACHE_EMPTY == 0);
     assert!(SLOT_PAGE_OFFSET % 64 == 0 && SLOT_PAGE_OFFSET < 4096);
 };
+
+/// Adds `n` to a counter of the region header. Relaxed: counters are
+/// statistics with no ordering relation to other data.
+#[inline]
+pub fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Reads an f64 stored as bits in an atomic of the region header.
+pub fn load_f64(a: &AtomicU64) -> f64 {
+    // Acquire pairs with the release in store_f64 (calibration published after its inputs).
+    f64::from_bits(a.load(core::sync::atomic::Ordering::Acquire))
+}
+
+/// Stores an f64 as bits in an atomic of the region header.
+pub fn store_f64(a: &AtomicU64, v: f64) {
+    // Release: pairs with the acquire in load_f64.
+    a.store(v.to_bits(), core::sync::atomic::Ordering::Release);
+}
 
 #[cfg(test)]
 mod tests {

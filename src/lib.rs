@@ -20,23 +20,85 @@
 //!
 //! `tsc` reads the counter, `intern` keeps the ID table, `calibrate`
 //! measures frequency and overheads, `flush` writes the region to disk,
-//! `fault` keeps a shrunk shared object from killing anyone, `ffi` is the C
+//! `fault` keeps a shrunk shared object from killing anyone, `sched` tracks
+//! the context switches of threads that ask for it, `ffi` is the C
 //! ABI over all of it (and `include/latte_inline.h` the same hot path,
 //! inlined into C and C++ callers).
 
-pub mod calibrate;
+// The public API: what the `latte` command and Rust callers use.
+pub mod counters;
 pub mod error;
-pub mod fault;
-pub mod ffi;
-pub mod flush;
-pub mod intern;
 pub mod layout;
-pub mod liveness;
+pub mod name;
 pub mod reader;
-pub mod recorder;
-pub mod region;
 pub mod report;
-pub mod sched;
+pub mod shm;
 pub mod stats;
 pub mod trace;
-pub mod tsc;
+
+pub use api::own_report;
+pub use error::Error;
+pub use reader::{Mapping, ReadMode, View};
+pub use tsc::measure_cycles_per_ns;
+
+// The engine: private to the crate.
+mod api;
+mod calibrate;
+mod extract;
+mod fault;
+mod ffi;
+mod flush;
+mod intern;
+mod liveness;
+mod mmap;
+mod recorder;
+mod region;
+mod sched;
+mod tsc;
+
+/// The engine's insides, for the integration tests only: re-exported with
+/// the test-only feature `internals` (which the tests enable, Cargo.toml),
+/// hidden from the docs, not an API.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    pub mod api {
+        pub use crate::api::*;
+    }
+    pub mod calibrate {
+        pub use crate::calibrate::*;
+    }
+    pub mod extract {
+        pub use crate::extract::*;
+    }
+    pub mod fault {
+        pub use crate::fault::*;
+    }
+    pub mod ffi {
+        pub use crate::ffi::*;
+    }
+    pub mod flush {
+        pub use crate::flush::*;
+    }
+    pub mod intern {
+        pub use crate::intern::*;
+    }
+    pub mod liveness {
+        pub use crate::liveness::*;
+    }
+    pub mod mmap {
+        pub use crate::mmap::*;
+    }
+    pub mod recorder {
+        pub use crate::recorder::*;
+    }
+    pub mod region {
+        pub use crate::region::*;
+    }
+    pub mod sched {
+        pub use crate::sched::*;
+    }
+    pub mod tsc {
+        pub use crate::tsc::*;
+    }
+}

@@ -26,6 +26,7 @@
 //! Shared-memory names are files in `/dev/shm` (glibc's `shm_open`), which
 //! is what `link` and `rename` act on.
 
+use crate::error::Error;
 use std::ffi::CStr;
 
 /// An all-file lock request of `kind` (F_WRLCK to take or test).
@@ -41,14 +42,14 @@ fn whole_file(kind: i32) -> libc::flock {
 
 /// L1: takes the liveness lock on `fd` (open for writing). `-EEXIST` when
 /// another open file description holds it.
-pub fn hold(fd: i32) -> Result<(), i32> {
+pub fn hold(fd: i32) -> Result<(), Error> {
     let l = whole_file(libc::F_WRLCK);
     // SAFETY: a valid flock for F_OFD_SETLK (l_pid 0, as it requires).
     if unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &l) } == 0 {
         return Ok(());
     }
-    match crate::error::last_errno() {
-        e if e == -libc::EAGAIN || e == -libc::EACCES => Err(-libc::EEXIST),
+    match Error::last_os() {
+        e if e == Error::Os(libc::EAGAIN) || e == Error::Os(libc::EACCES) => Err(Error::Os(libc::EEXIST)),
         e => Err(e),
     }
 }
@@ -61,10 +62,10 @@ pub fn held(fd: i32) -> bool {
     unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut l) == 0 && l.l_type != libc::F_UNLCK as libc::c_short }
 }
 
-fn path(name: &[u8]) -> Result<std::ffi::CString, i32> {
+fn path(name: &[u8]) -> Result<std::ffi::CString, Error> {
     let mut p = b"/dev/shm".to_vec();
     p.extend_from_slice(name);
-    std::ffi::CString::new(p).map_err(|_| -libc::EINVAL)
+    std::ffi::CString::new(p).map_err(|_| Error::Os(libc::EINVAL))
 }
 
 /// (device, inode) of an open object or of a path.
@@ -86,7 +87,7 @@ fn is_latte(fd: i32) -> bool {
 /// its producer is gone. `-EEXIST` when the name belongs to a live
 /// producer, to something that is not a latte region, or to an object this
 /// process may not open for writing.
-pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool) -> Result<(), i32> {
+pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool) -> Result<(), Error> {
     let tmp_path = path(tmp.to_bytes())?;
     let target = path(name)?;
     for _ in 0..16 {
@@ -97,18 +98,18 @@ pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool) -> Result<(), i32> 
             unsafe { libc::unlink(tmp_path.as_ptr()) };
             return Ok(());
         }
-        let e = crate::error::last_errno();
-        if e != -libc::EEXIST || !replace_stale {
+        let e = Error::last_os();
+        if e != Error::Os(libc::EEXIST) || !replace_stale {
             return Err(e);
         }
         // L4.
         // SAFETY: a valid path; O_NONBLOCK so that a FIFO does not block.
         let old = unsafe { libc::open(target.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
         if old < 0 {
-            if crate::error::last_errno() == -libc::ENOENT {
+            if Error::last_os() == Error::Os(libc::ENOENT) {
                 continue; // gone meanwhile: publish again
             }
-            return Err(-libc::EEXIST);
+            return Err(Error::Os(libc::EEXIST));
         }
         let outcome = take_over(old, &tmp_path, &target);
         // SAFETY: our descriptor; closing it lets go of the old object's lock.
@@ -118,17 +119,17 @@ pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool) -> Result<(), i32> 
             None => continue, // the name moved meanwhile
         }
     }
-    Err(-libc::EEXIST)
+    Err(Error::Os(libc::EEXIST))
 }
 
 /// L4 on the object open as `old`: Some(result), or None when the name no
 /// longer refers to it.
-fn take_over(old: i32, tmp_path: &CStr, target: &CStr) -> Option<Result<(), i32>> {
+fn take_over(old: i32, tmp_path: &CStr, target: &CStr) -> Option<Result<(), Error>> {
     // SAFETY: all-zero stats are valid out-parameters.
     let (mut a, mut b): (libc::stat, libc::stat) = unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
     // SAFETY: a valid descriptor and out-parameter.
     if unsafe { libc::fstat(old, &mut a) } != 0 || a.st_mode & libc::S_IFMT != libc::S_IFREG || !is_latte(old) {
-        return Some(Err(-libc::EEXIST));
+        return Some(Err(Error::Os(libc::EEXIST)));
     }
     if let Err(e) = hold(old) {
         return Some(Err(e)); // its producer lives (-EEXIST)
@@ -139,7 +140,7 @@ fn take_over(old: i32, tmp_path: &CStr, target: &CStr) -> Option<Result<(), i32>
     }
     // SAFETY: two valid paths.
     if unsafe { libc::rename(tmp_path.as_ptr(), target.as_ptr()) } != 0 {
-        return Some(Err(crate::error::last_errno()));
+        return Some(Err(Error::last_os()));
     }
     Some(Ok(()))
 }

@@ -28,14 +28,18 @@
 //! the oldest samples of a full live ring, which the writer reaches only
 //! after the copy has passed them.)
 //!
-//! Pacing (`View::read_into_paced`, what `latte_reader_read` does) sits in
+//! Pacing (`ReadMode::Paced`, what `latte_reader_read` does) sits in
 //! front of the protocol: a cursor that caught up with a live slot less than
 //! the minimum interval ago returns nothing without loading `write_idx`.
 
-use crate::error::*;
-use crate::intern::Name;
+use crate::error::Error;
+use crate::fault::Protected;
 use crate::layout::*;
+use crate::mmap::Mmap;
+use crate::name::Name;
+use core::marker::PhantomData;
 use core::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 /// Copies `len` bytes of ring memory that the writer (another thread or
 /// process) may be storing to at the same time, into `dst`, then waits for
@@ -81,11 +85,44 @@ const READ_CHUNK: u64 = 1024;
 /// per ns) and marks the slot corrupt.
 pub const LATTE_MAX_WRITE_IDX: u64 = 1u64 << 62;
 
-/// A validated view over a mapped region.
+/// How a read may treat a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// Its owner may be writing: the whole protocol (module doc).
+    Live,
+    /// No write can be in progress: the caller is the slot's owner thread,
+    /// or the image is a flushed file. The ring is read as it stands.
+    Final,
+    /// Live, for a reader that polls in a loop: once a read has returned
+    /// every published sample of a live slot, the cursor's next reads
+    /// within `min_interval_ns` return nothing (`deferred`) without loading
+    /// the writer's index. That index shares its cache line with nothing,
+    /// but the owner stores it after every sample: each look by another
+    /// core takes the line from the owner, whose next store then waits for
+    /// it. A reader polling back to back does that on nearly every sample
+    /// (measured: the producer's p99.9 x1.5-2, its throughput -30%); once
+    /// per 10 us it is not measurable, and a ring of 65,536 samples cannot
+    /// be overrun in that time (a thread recording back to back needs at
+    /// least ~8 ns a sample: a ring under ~2,048 samples may lap in 10 us;
+    /// its reader lowers the interval). A read cut short by `out` being
+    /// full, a closed slot, a flushed image and a slot with a new owner are
+    /// never deferred. 0 is `Live`.
+    Paced { min_interval_ns: u64 },
+}
+
+/// A validated view over a mapped region, borrowing the mapping (`'a`).
+///
+/// A view cannot outlive what it reads:
+///
+/// ```compile_fail
+/// let v = latte::Mapping::open_file(std::path::Path::new("x.img")).unwrap().view();
+/// v.ids(); // the Mapping was dropped at the end of the line above
+/// ```
 #[derive(Clone, Copy, Debug)]
-pub struct View {
+pub struct View<'a> {
     base: *const u8,
     len: usize,
+    _mapping: PhantomData<&'a [u8]>,
     pub geo: Geometry,
     pub producer_pid: u32,
     pub flags: u32,
@@ -183,10 +220,16 @@ pub struct Calibration {
     pub overhead: [f64; 10],
 }
 
+// SAFETY: a view only reads, through atomic loads and opaque copies, memory
+// that stays mapped for 'a; any thread may do that.
+unsafe impl Send for View<'_> {}
+// SAFETY: as Send.
+unsafe impl Sync for View<'_> {}
+
 // Atomic loads at a byte offset. Offsets are checked against `len` by the
 // callers (validate, slot bounds); every one is naturally aligned because
 // the mapping is page aligned and the layout aligns each field.
-impl View {
+impl<'a> View<'a> {
     fn u32_at(&self, off: u64) -> u32 {
         debug_assert!(off + 4 <= self.len as u64 && off % 4 == 0);
         // SAFETY: in bounds and aligned (see above); an AtomicU32 view of
@@ -214,8 +257,8 @@ impl View {
     ///
     /// # Safety
     /// `base` is readable for `len` bytes, page aligned, and stays mapped
-    /// for as long as the returned view (and copies of it) are used.
-    pub unsafe fn new(base: *const u8, len: usize) -> Result<View, i32> {
+    /// for `'a`.
+    pub unsafe fn new(base: *const u8, len: usize) -> Result<View<'a>, Error> {
         // SAFETY: forwarded.
         unsafe { Self::new_held(base, len, len as u64) }
     }
@@ -229,14 +272,15 @@ impl View {
     ///
     /// # Safety
     /// As `new`.
-    pub unsafe fn new_held(base: *const u8, len: usize, held: u64) -> Result<View, i32> {
+    pub unsafe fn new_held(base: *const u8, len: usize, held: u64) -> Result<View<'a>, Error> {
         if len < LATTE_HEADER_SIZE as usize {
-            return Err(if len >= 8 { magic_or(base, LATTE_ERR_TRUNCATED) } else { LATTE_ERR_NOT_LATTE });
+            return Err(if len >= 8 { magic_or(base, Error::Truncated) } else { Error::NotLatte });
         }
-        let mut v = View { base, len, geo: Geometry::new(1, 1, 2).unwrap(), producer_pid: 0, flags: 0, anchor_tsc: 0, anchor_realtime_ns: 0 };
+        let mut v =
+            View { base, len, _mapping: PhantomData, geo: Geometry::new(1, 1, 2).unwrap(), producer_pid: 0, flags: 0, anchor_tsc: 0, anchor_realtime_ns: 0 };
         let magic = v.u64_at(0).to_le_bytes();
         if magic != LATTE_MAGIC {
-            return Err(LATTE_ERR_NOT_LATTE);
+            return Err(Error::NotLatte);
         }
         // Acquire: the producer's header stores (fenced before its magic store) are visible.
         fence(Ordering::Acquire);
@@ -244,26 +288,26 @@ impl View {
         use core::mem::offset_of as o;
         type H = latte_region_header;
         if v.u32_at(off(o!(H, version))) != LATTE_LAYOUT_VERSION {
-            return Err(LATTE_ERR_VERSION);
+            return Err(Error::Version);
         }
         if v.u32_at(off(o!(H, header_size))) != LATTE_HEADER_SIZE
             || v.u32_at(off(o!(H, slot_header_size))) != LATTE_SLOT_HEADER_SIZE
             || v.u32_at(off(o!(H, sample_size))) != LATTE_SAMPLE_SIZE
             || v.u32_at(off(o!(H, id_entry_size))) != LATTE_ID_NAME_SIZE
         {
-            return Err(LATTE_ERR_CORRUPT);
+            return Err(Error::Corrupt);
         }
         let geo = Geometry::new(v.u32_at(off(o!(H, id_capacity))), v.u32_at(off(o!(H, slot_capacity))), v.u32_at(off(o!(H, samples_per_slot))))
-            .ok_or(LATTE_ERR_CORRUPT)?;
+            .ok_or(Error::Corrupt)?;
         if v.u64_at(off(o!(H, id_table_offset))) != geo.id_table_offset
             || v.u64_at(off(o!(H, slots_offset))) != geo.slots_offset
             || v.u64_at(off(o!(H, slot_stride))) != geo.slot_stride
             || v.u64_at(off(o!(H, total_size))) != geo.total_size
         {
-            return Err(LATTE_ERR_CORRUPT);
+            return Err(Error::Corrupt);
         }
         if geo.total_size > len as u64 {
-            return Err(LATTE_ERR_TRUNCATED);
+            return Err(Error::Truncated);
         }
         v.geo = geo;
         v.producer_pid = v.u32_at(off(o!(H, producer_pid)));
@@ -272,7 +316,7 @@ impl View {
         v.anchor_realtime_ns = v.u64_at(off(o!(H, anchor_realtime_ns)));
         // Counts against capacities, names, and every assigned slot.
         if v.ids_used_raw() > geo.id_capacity || v.slots_used_raw() > geo.slot_capacity {
-            return Err(LATTE_ERR_CORRUPT);
+            return Err(Error::Corrupt);
         }
         const PAGE: u64 = 4096;
         let used = v.slots_used() as u64;
@@ -280,7 +324,7 @@ impl View {
         // what it claims to have written fits in `held` (one page of slack).
         let slack = PAGE;
         if geo.slots_offset.saturating_add(used.saturating_mul(geo.slot_stride.min(PAGE))) > held.saturating_add(slack) {
-            return Err(LATTE_ERR_CORRUPT); // more slots than the object holds
+            return Err(Error::Corrupt); // more slots than the object holds
         }
         v.ids()?;
         let mut claimed = geo.slots_offset;
@@ -289,7 +333,7 @@ impl View {
             claimed = claimed.saturating_add(LATTE_SLOT_HEADER_SIZE as u64 + s.write_idx.min(geo.samples_per_slot as u64) * LATTE_SAMPLE_SIZE as u64);
         }
         if claimed > held.saturating_add(slack) {
-            return Err(LATTE_ERR_CORRUPT); // more samples than the object holds
+            return Err(Error::Corrupt); // more samples than the object holds
         }
         Ok(v)
     }
@@ -316,9 +360,9 @@ impl View {
 
     /// The name of token `t`; an error when `t` is not published or the
     /// entry has no NUL.
-    pub fn id_name(&self, t: u32) -> Result<Name, i32> {
+    pub fn id_name(&self, t: u32) -> Result<Name, Error> {
         if t >= self.ids_used() {
-            return Err(LATTE_ERR_CORRUPT);
+            return Err(Error::Corrupt);
         }
         let off = self.geo.id_table_offset + t as u64 * LATTE_ID_NAME_SIZE as u64;
         let mut n = [0u8; LATTE_ID_NAME_SIZE as usize];
@@ -327,14 +371,14 @@ impl View {
             *b = unsafe { AtomicU8::from_ptr(self.base.add(off as usize + k) as *mut u8) }.load(Ordering::Relaxed);
         }
         if !n.contains(&0) {
-            return Err(LATTE_ERR_CORRUPT);
+            return Err(Error::Corrupt);
         }
         Ok(n)
     }
 
-    /// Every published ID. `LATTE_ERR_TRUNCATED` when the object shrank
+    /// Every published ID. `Error::Truncated` when the object shrank
     /// under the mapping (what was read may be zeros).
-    pub fn ids(&self) -> Result<Vec<IdInfo>, i32> {
+    pub fn ids(&self) -> Result<Vec<IdInfo>, Error> {
         let v = (0..self.ids_used()).map(|t| Ok(IdInfo { token: t, name: self.id_name(t)? })).collect();
         check_whole(self.base)?;
         v
@@ -345,9 +389,9 @@ impl View {
     }
 
     /// Slot `i`'s header, checked: token published, write index plausible.
-    pub fn slot_info(&self, i: u32) -> Result<latte_slot_info, i32> {
+    pub fn slot_info(&self, i: u32) -> Result<latte_slot_info, Error> {
         if i >= self.geo.slot_capacity {
-            return Err(-libc::EINVAL);
+            return Err(Error::Os(libc::EINVAL));
         }
         let o = self.slot_off(i);
         use core::mem::offset_of as f;
@@ -366,16 +410,16 @@ impl View {
             write_idx: self.atomic_u64(o).load(Ordering::Acquire),
         };
         if generation != 0 && (info.id_token >= self.ids_used() || info.write_idx >= LATTE_MAX_WRITE_IDX) {
-            return Err(LATTE_ERR_CORRUPT);
+            return Err(Error::Corrupt);
         }
         Ok(info)
     }
 
     /// Every handed-out slot that is currently assigned.
-    /// `LATTE_ERR_TRUNCATED` when the object shrank under the mapping (its
+    /// `Error::Truncated` when the object shrank under the mapping (its
     /// slots would read as zeros: unassigned, and a watcher would see an
     /// idle region).
-    pub fn slots(&self) -> Result<Vec<latte_slot_info>, i32> {
+    pub fn slots(&self) -> Result<Vec<latte_slot_info>, Error> {
         let mut v = Vec::new();
         for i in 0..self.slots_used() {
             let s = self.slot_info(i)?;
@@ -389,14 +433,12 @@ impl View {
 
     /// Reads the samples of slot `i` newer than the cursor (the protocol in
     /// the module doc), appending them, oldest first, to `out`.
-    /// `assume_final` says the caller knows no write is in progress (it is
-    /// the owner thread, or the image is a flushed file).
-    pub fn read_slot(&self, i: u32, cur: &mut latte_cursor, out: &mut Vec<latte_raw_sample>, assume_final: bool) -> Result<ReadOutcome, i32> {
-        self.read_slot_max(i, cur, out, assume_final, usize::MAX)
+    pub fn read_slot(&self, i: u32, cur: &mut latte_cursor, out: &mut Vec<latte_raw_sample>, mode: ReadMode) -> Result<ReadOutcome, Error> {
+        self.read_slot_max(i, cur, out, mode, usize::MAX)
     }
 
     /// `read_slot` appending at most `max` samples.
-    pub fn read_slot_max(&self, i: u32, cur: &mut latte_cursor, out: &mut Vec<latte_raw_sample>, assume_final: bool, max: usize) -> Result<ReadOutcome, i32> {
+    pub fn read_slot_max(&self, i: u32, cur: &mut latte_cursor, out: &mut Vec<latte_raw_sample>, mode: ReadMode, max: usize) -> Result<ReadOutcome, Error> {
         // Room for what the slot holds now, never for what the header says
         // a ring could hold (a hostile header claims 2^31 samples); samples
         // written after this look wait for the next read.
@@ -404,9 +446,9 @@ impl View {
         let next = if info.generation == cur.generation { cur.next } else { 0 }; // a new owner restarts the cursor
         let holds = info.write_idx.saturating_sub(next);
         let room = max.min(self.geo.samples_per_slot as usize).min(holds.min(usize::MAX as u64) as usize);
-        out.try_reserve(room).map_err(|_| -libc::ENOMEM)?;
+        out.try_reserve(room).map_err(|_| Error::NOMEM)?;
         let len = out.len();
-        let r = self.read_into(i, cur, &mut out.spare_capacity_mut()[..room], assume_final)?;
+        let r = self.read_into(i, cur, &mut out.spare_capacity_mut()[..room], mode)?;
         // SAFETY: read_into initialised the first r.read elements of the spare capacity.
         unsafe { out.set_len(len + r.read as usize) };
         Ok(r)
@@ -415,51 +457,17 @@ impl View {
     /// The read protocol into caller memory: the samples newer than the
     /// cursor, at most `out.len()`, land in `out[..read]`, oldest first.
     /// When the object shrank under the reader during the call (a page read
-    /// as zeros), the result is `LATTE_ERR_TRUNCATED`, whatever was read.
+    /// as zeros), the result is `Error::Truncated`, whatever was read, and
+    /// the cursor is left as it was.
     pub fn read_into(
         &self,
         i: u32,
         cur: &mut latte_cursor,
         out: &mut [core::mem::MaybeUninit<latte_raw_sample>],
-        assume_final: bool,
-    ) -> Result<ReadOutcome, i32> {
-        self.read_checked(i, cur, out, assume_final, 0)
-    }
-
-    /// `read_into` for a reader that may poll in a loop: once a read has
-    /// returned every published sample of a live slot, the cursor's next
-    /// reads within `min_interval_ns` return nothing (`deferred`) without
-    /// loading the writer's index. That index shares its cache line with
-    /// nothing, but the owner stores it after every sample: each look by
-    /// another core takes the line from the owner, whose next store then
-    /// waits for it. A reader polling back to back does that on nearly every
-    /// sample (measured: the producer's p99.9 x1.5-2, its throughput -30%);
-    /// once per 10 us it is not measurable, and a ring of 65,536 samples
-    /// cannot be overrun in that time (a thread recording back to back
-    /// needs at least ~8 ns a sample: a ring under ~2,048 samples may lap
-    /// in 10 us; its reader lowers the interval). A read cut short by `out`
-    /// being full, a closed slot, a flushed image and a slot with a new
-    /// owner are never deferred. 0 turns pacing off.
-    pub fn read_into_paced(
-        &self,
-        i: u32,
-        cur: &mut latte_cursor,
-        out: &mut [core::mem::MaybeUninit<latte_raw_sample>],
-        min_interval_ns: u64,
-    ) -> Result<ReadOutcome, i32> {
-        self.read_checked(i, cur, out, false, min_interval_ns)
-    }
-
-    fn read_checked(
-        &self,
-        i: u32,
-        cur: &mut latte_cursor,
-        out: &mut [core::mem::MaybeUninit<latte_raw_sample>],
-        assume_final: bool,
-        pace_ns: u64,
-    ) -> Result<ReadOutcome, i32> {
+        mode: ReadMode,
+    ) -> Result<ReadOutcome, Error> {
         let mut c = *cur;
-        let r = self.read_protocol(i, &mut c, out, assume_final, pace_ns);
+        let r = self.read_protocol(i, &mut c, out, mode);
         check_whole(self.base)?;
         *cur = c;
         r
@@ -470,11 +478,15 @@ impl View {
         i: u32,
         cur: &mut latte_cursor,
         out: &mut [core::mem::MaybeUninit<latte_raw_sample>],
-        assume_final: bool,
-        pace_ns: u64,
-    ) -> Result<ReadOutcome, i32> {
+        mode: ReadMode,
+    ) -> Result<ReadOutcome, Error> {
+        let (assume_final, pace_ns) = match mode {
+            ReadMode::Live => (false, 0),
+            ReadMode::Final => (true, 0),
+            ReadMode::Paced { min_interval_ns } => (false, min_interval_ns),
+        };
         if i >= self.geo.slot_capacity {
-            return Err(-libc::EINVAL);
+            return Err(Error::Os(libc::EINVAL));
         }
         let o = self.slot_off(i);
         use core::mem::offset_of as f;
@@ -494,7 +506,7 @@ impl View {
         // Acquire: pairs with the owner's release store of CLOSED at exit.
         let closed = assume_final || self.atomic_u32(o + f!(S, state) as u64).load(Ordering::Acquire) == LATTE_SLOT_CLOSED;
         let flushed = self.flags & LATTE_REGION_FLUSHED != 0;
-        // Pacing (read_into_paced): generation and state sit on the header's
+        // Pacing (`ReadMode::Paced`): generation and state sit on the header's
         // second line, which the owner does not write while recording, so
         // looking at them costs it nothing; write_idx is the line to spare.
         let mut now_ns = 0;
@@ -508,7 +520,7 @@ impl View {
         // Acquire: every sample below w1 is published.
         let w1 = widx.load(Ordering::Acquire);
         if w1 >= LATTE_MAX_WRITE_IDX {
-            return Err(LATTE_ERR_CORRUPT);
+            return Err(Error::Corrupt);
         }
         if w1 < cur.next {
             // An index going back: the slot is being handed to a new owner,
@@ -521,7 +533,7 @@ impl View {
             if gen_a.load(Ordering::Acquire) != g1 {
                 return Ok(res);
             }
-            return Err(LATTE_ERR_CORRUPT);
+            return Err(Error::Corrupt);
         }
         let cap = self.geo.samples_per_slot as u64;
         let mask = cap - 1;
@@ -533,11 +545,11 @@ impl View {
         let ring = unsafe { self.base.add((o + LATTE_SLOT_HEADER_SIZE as u64) as usize) } as *const u64;
         // The writer's index as the check after a chunk sees it. A flushed
         // image's was taken by the flush after the samples were written out.
-        let head = || -> Result<u64, i32> {
+        let head = || -> Result<u64, Error> {
             if flushed {
                 let w = self.atomic_u64(o + f!(S, flushed_end_idx) as u64).load(Ordering::Relaxed);
                 if w < w1 || w >= LATTE_MAX_WRITE_IDX {
-                    return Err(LATTE_ERR_CORRUPT);
+                    return Err(Error::Corrupt);
                 }
                 Ok(w)
             } else {
@@ -606,10 +618,10 @@ impl View {
     }
 
     /// Process-wide counters.
-    pub fn counters(&self) -> crate::recorder::latte_counters {
+    pub fn counters(&self) -> crate::counters::latte_counters {
         // SAFETY: the header lies inside the validated mapping; all fields
         // read by counters_of are atomics.
-        crate::recorder::counters_of(unsafe { &*(self.base as *const latte_region_header) })
+        crate::counters::counters_of(unsafe { &*(self.base as *const latte_region_header) })
     }
 
     /// Calibration published by the producer.
@@ -617,15 +629,15 @@ impl View {
         // SAFETY: as in counters.
         let h = unsafe { &*(self.base as *const latte_region_header) };
         let mut c = Calibration {
-            cycles_per_ns: crate::region::load_f64(&h.cycles_per_ns_bits),
+            cycles_per_ns: crate::layout::load_f64(&h.cycles_per_ns_bits),
             // Acquire: pairs with the release store of 2 after the figures.
             calibrated: h.calibration_state.load(Ordering::Acquire) == 2,
             overhead: [0.0; 10],
         };
         for k in 0..9 {
-            c.overhead[k] = crate::region::load_f64(&h.overhead_bits[k]);
+            c.overhead[k] = crate::layout::load_f64(&h.overhead_bits[k]);
         }
-        c.overhead[9] = crate::region::load_f64(&h.pulse_overhead_bits);
+        c.overhead[9] = crate::layout::load_f64(&h.pulse_overhead_bits);
         // Figures another process wrote: what is not finite or out of range
         // (0.001 to 1000 cycles per ns; overheads below 1e12 cycles) is
         // taken as not measured, never printed (a trace with "ts":inf is not
@@ -654,11 +666,11 @@ impl View {
     }
 }
 
-/// `e`, or LATTE_ERR_NOT_LATTE when the first 8 bytes are not latte's magic.
+/// `e`, or Error::NotLatte when the first 8 bytes are not latte's magic.
 ///
 /// # Safety
 /// `base` is readable for 8 bytes and 8-aligned.
-unsafe fn magic_or(base: *const u8, e: i32) -> i32 {
+unsafe fn magic_or(base: *const u8, e: Error) -> Error {
     // Relaxed: the magic is compared on its own (the fields it vouches for
     // are validated one by one afterwards).
     // SAFETY: the caller checked that 8 bytes are readable.
@@ -666,255 +678,118 @@ unsafe fn magic_or(base: *const u8, e: i32) -> i32 {
     if m == LATTE_MAGIC {
         e
     } else {
-        LATTE_ERR_NOT_LATTE
+        Error::NotLatte
     }
-}
-
-/// The view of this process's own region, if there is one.
-pub fn own_view() -> Option<View> {
-    let r = crate::recorder::region_if_any()?;
-    // SAFETY: the region stays mapped for the life of the process.
-    unsafe { View::new(r.base(), r.geometry().total_size as usize) }.ok()
-}
-
-/// Which slots of `v` a caller in this process may read as final.
-pub fn final_slots(v: &View) -> Finality {
-    Finality::of(v)
-}
-
-/// Which slots a caller in this process may read as final: in the own live
-/// region, the calling thread's own live slots (no write to them can be in
-/// progress while it reads).
-pub struct Finality {
-    own_region: bool,
-    my_idx: Option<u32>,
-}
-
-impl Finality {
-    fn of(v: &View) -> Finality {
-        Finality {
-            own_region: v.flags & LATTE_REGION_FLUSHED == 0 && crate::recorder::region_if_any().map(|r| r.base() as *const u8) == Some(v.base()),
-            my_idx: crate::recorder::current_thread_idx(),
-        }
-    }
-
-    pub fn is_final(&self, s: &latte_slot_info) -> bool {
-        self.own_region && Some(s.thread_idx) == self.my_idx && s.state == LATTE_SLOT_LIVE
-    }
-}
-
-/// Every sample of every slot (of `token` only, when given), per slot,
-/// with the slot. In the own region, slots of the calling thread are read as
-/// final; a flushed image's slots follow the flush's captured indices.
-pub fn collect(v: &View, token: Option<u32>) -> Result<Vec<(latte_slot_info, Vec<latte_raw_sample>)>, i32> {
-    let fin = Finality::of(v);
-    let mut out = Vec::new();
-    for s in v.slots()? {
-        if token.is_some_and(|t| t != s.id_token) {
-            continue;
-        }
-        let mut cur = latte_cursor::default();
-        let mut buf = Vec::new();
-        v.read_slot(s.index, &mut cur, &mut buf, fin.is_final(&s))?;
-        out.push((s, buf));
-    }
-    Ok(out)
-}
-
-/// Every sample recorded under `id` in this process, every thread, at most
-/// a ring's capacity per thread (the newest), slot by slot in recording
-/// order, into `out` (cleared first; its capacity is reused). Nothing for an
-/// unknown ID.
-///
-/// # Safety
-/// `id` is NULL or a NUL-terminated string.
-pub unsafe fn snapshot_into(id: *const core::ffi::c_char, out: &mut Vec<latte_raw_sample>) -> Result<(), i32> {
-    out.clear();
-    let v = match own_view() {
-        Some(v) => v,
-        None => return Ok(()),
-    };
-    // SAFETY: forwarded from the caller.
-    let name = unsafe { crate::intern::normalize(id) };
-    let token = match v.ids()?.into_iter().find(|i| i.name == name) {
-        Some(i) => i.token,
-        None => return Ok(()),
-    };
-    let fin = Finality::of(&v);
-    for s in v.slots()? {
-        if s.id_token == token {
-            let mut cur = latte_cursor::default();
-            v.read_slot(s.index, &mut cur, out, fin.is_final(&s))?;
-        }
-    }
-    Ok(())
-}
-
-/// Every sample of this process's region with its ID token, calibration
-/// excluded, into `out` (cleared first): slot by slot in slot order, each
-/// ring's samples in the order they sit in the ring (chronological until the
-/// ring wraps), as the original Latte's `ExtractSamplesGlobal` gives them.
-pub fn extract_all(out: &mut Vec<(u32, latte_raw_sample)>) -> Result<(), i32> {
-    out.clear();
-    let Some(v) = own_view() else { return Ok(()) };
-    let hidden: Vec<bool> = v.ids()?.iter().map(|i| crate::calibrate::is_calibration_name(crate::intern::name_bytes(&i.name))).collect();
-    let fin = Finality::of(&v);
-    let cap = v.geo.samples_per_slot as u64;
-    let mut buf = Vec::new();
-    for s in v.slots()? {
-        if hidden.get(s.id_token as usize).copied().unwrap_or(true) {
-            continue;
-        }
-        let mut cur = latte_cursor::default();
-        buf.clear();
-        v.read_slot(s.index, &mut cur, &mut buf, fin.is_final(&s))?;
-        // buf holds indices cur.next - n .. cur.next; the ring position of
-        // index i is i % cap, so the samples wrapped past the ring's end come
-        // first in ring order.
-        let n = buf.len() as u64;
-        let first_pos = (cur.next - n) % cap;
-        let split = if first_pos + n > cap { (cap - first_pos) as usize } else { 0 };
-        let (older, newer) = buf.split_at(split);
-        out.extend(newer.iter().chain(older).map(|r| (s.id_token, *r)));
-    }
-    Ok(())
-}
-
-/// The durations (cycles) of `snapshot_into`.
-///
-/// # Safety
-/// `id` is NULL or a NUL-terminated string.
-pub unsafe fn snapshot(id: *const core::ffi::c_char) -> Result<Vec<u64>, i32> {
-    let mut raw = Vec::new();
-    // SAFETY: forwarded from the caller.
-    unsafe { snapshot_into(id, &mut raw) }?;
-    Ok(raw.iter().map(|r| r.decode().duration).collect())
 }
 
 // ------------------------------------------------------- opening by name ----
 
-/// `LATTE_ERR_TRUNCATED` once the mapping at `base` lost pages (the object
+/// `Error::Truncated` once the mapping at `base` lost pages (the object
 /// shrank under it, see `fault`): what it reads may be zeros, not data.
-pub fn check_whole(base: *const u8) -> Result<(), i32> {
+pub fn check_whole(base: *const u8) -> Result<(), Error> {
     if crate::fault::faults_at(base) != 0 {
-        Err(LATTE_ERR_TRUNCATED)
+        Err(Error::Truncated)
     } else {
         Ok(())
     }
 }
 
-/// A read-only mapping of a shm object or a file, with its validated view.
+/// A read-only mapping of a shm object or a file, validated. Its `view`
+/// borrows it.
 pub struct Mapping {
-    base: *mut u8,
-    len: usize,
+    /// Declared before `map`: the protection goes before the mapping.
+    _fault: Protected,
+    _map: Mmap,
     /// The object, kept open to ask whether its producer lives (`liveness`).
-    fd: std::os::fd::OwnedFd,
-    pub view: View,
-}
-
-// SAFETY: the mapping is read-only and owned by this value.
-unsafe impl Send for Mapping {}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        crate::fault::unregister(self.base);
-        // SAFETY: our own mapping; views of it die with self.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
-    }
+    fd: OwnedFd,
+    /// Validated at open; handed out with the lifetime of `&self`.
+    view: View<'static>,
 }
 
 impl Mapping {
+    /// The validated view, borrowing the mapping.
+    pub fn view(&self) -> View<'_> {
+        self.view
+    }
+
     /// Whether the region's producer is alive: it holds its object's
     /// liveness lock (`liveness`, L3). A flushed image has none.
     pub fn producer_alive(&self) -> bool {
-        self.view.flags & LATTE_REGION_FLUSHED == 0 && crate::liveness::held(std::os::fd::AsRawFd::as_raw_fd(&self.fd))
+        self.view.flags & LATTE_REGION_FLUSHED == 0 && crate::liveness::held(self.fd.as_raw_fd())
     }
 
     /// Maps `fd` read-only (PROT_READ: a reader can never disturb the producer) and validates it.
-    fn from_fd(owned: std::os::fd::OwnedFd) -> Result<Mapping, i32> {
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&owned);
+    fn from_fd(fd: OwnedFd) -> Result<Mapping, Error> {
         // SAFETY: an all-zero stat is a valid out-parameter.
         let mut st: libc::stat = unsafe { core::mem::zeroed() };
         // SAFETY: fd is open; st is writable.
-        if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return Err(crate::error::last_errno());
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(Error::last_os());
         }
         if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-            return Err(-libc::EISDIR);
+            return Err(Error::Os(libc::EISDIR));
         }
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             // A FIFO, socket or device (anyone can make one in /dev/shm).
-            return Err(LATTE_ERR_NOT_LATTE);
+            return Err(Error::NotLatte);
         }
         let len = st.st_size as usize;
         if len < 8 {
-            return Err(if len == 0 { LATTE_ERR_NOT_LATTE } else { LATTE_ERR_TRUNCATED });
+            return Err(if len == 0 { Error::NotLatte } else { Error::Truncated });
         }
-        // SAFETY: a new read-only shared mapping of the whole object.
-        let p = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, fd, 0) };
-        if p == libc::MAP_FAILED {
-            return Err(crate::error::last_errno());
-        }
+        // PROT_READ: a reader can never disturb the producer.
+        let map = Mmap::shared(fd.as_fd(), len, false)?;
         // The object may shrink under us (see `fault`): from here on a
         // SIGBUS in this mapping reads zeros instead of killing the reader.
         // With the fault table full, the reader is refused rather than
         // left unprotected.
-        if !crate::fault::register(p as *mut u8, len, false) {
-            // SAFETY: unmapping what we just mapped.
-            unsafe { libc::munmap(p, len) };
-            return Err(-libc::EMFILE);
-        }
+        let fault = crate::fault::protect(&map, false)?;
         // On tmpfs (shared memory) reading a hole allocates it: bound what
         // the header claims by the data the object holds. A producer's
         // object is allocated whole when made, so a live region passes.
         // SAFETY: an all-zero statfs is a valid out-parameter; fd is open.
         let held = unsafe {
             let mut fs: libc::statfs = core::mem::zeroed();
-            if libc::fstatfs(fd, &mut fs) == 0 && fs.f_type as i64 == libc::TMPFS_MAGIC as i64 {
+            if libc::fstatfs(fd.as_raw_fd(), &mut fs) == 0 && fs.f_type as i64 == libc::TMPFS_MAGIC as i64 {
                 (st.st_blocks as u64).saturating_mul(512)
             } else {
                 len as u64
             }
         };
-        // SAFETY: p is readable for len bytes and page aligned; it lives in the Mapping.
-        match unsafe { View::new_held(p as *const u8, len, held) }.and_then(|v| check_whole(p as *const u8).map(|_| v)) {
-            Ok(view) => Ok(Mapping { base: p as *mut u8, len, fd: owned, view }),
-            Err(e) => {
-                crate::fault::unregister(p as *mut u8);
-                // SAFETY: unmapping what we just mapped.
-                unsafe { libc::munmap(p, len) };
-                Err(e)
-            }
-        }
+        // SAFETY: the mapping is readable for len bytes and page aligned;
+        // the view lives in the Mapping, which hands it out only borrowed
+        // (`view`), and the mapping is unmapped only when the Mapping drops.
+        let view = unsafe { View::new_held(map.as_ptr(), len, held) }?;
+        check_whole(map.as_ptr())?;
+        Ok(Mapping { _fault: fault, _map: map, fd, view })
     }
 
     /// Opens the shm object `name` read-only.
-    pub fn open_shm(name: &[u8]) -> Result<Mapping, i32> {
-        crate::region::Region::validate_name(name)?;
-        let c = std::ffi::CString::new(name).map_err(|_| -libc::EINVAL)?;
+    pub fn open_shm(name: &[u8]) -> Result<Mapping, Error> {
+        let c = crate::shm::c_name(name)?;
         // SAFETY: c is a valid C string.
         // O_NONBLOCK: opening a FIFO someone put in /dev/shm must not wait
         // for a writer (from_fd then refuses it).
         let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK, 0) };
         if fd < 0 {
-            return Err(crate::error::last_errno());
+            return Err(Error::last_os());
         }
         // SAFETY: a fresh descriptor nobody else owns.
-        Self::from_fd(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+        Self::from_fd(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
     /// Opens a flushed image (or any file holding a region) read-only.
-    pub fn open_file(path: &std::path::Path) -> Result<Mapping, i32> {
+    pub fn open_file(path: &std::path::Path) -> Result<Mapping, Error> {
         use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| -libc::EINVAL)?;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Os(libc::EINVAL))?;
         // SAFETY: c is a valid C string.
         // O_NONBLOCK: a FIFO must not block the open (from_fd refuses it).
         let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK) };
         if fd < 0 {
-            return Err(crate::error::last_errno());
+            return Err(Error::last_os());
         }
         // SAFETY: a fresh descriptor nobody else owns.
-        Self::from_fd(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+        Self::from_fd(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
     /// A region or a file, by one rule: a target with no '/' after its
@@ -922,28 +797,12 @@ impl Mapping {
     /// what `latte ls` prints always reaches its region, even where a file
     /// or directory of that name exists); any other (`./x.img`,
     /// `/tmp/x.img`, `dir/x.img`) is a file path.
-    pub fn open_any(target: &str) -> Result<Mapping, i32> {
-        if is_region_name(target) {
+    pub fn open_any(target: &str) -> Result<Mapping, Error> {
+        if crate::shm::is_region_name(target) {
             let name = if target.starts_with('/') { target.to_string() } else { format!("/{target}") };
             Self::open_shm(name.as_bytes())
         } else {
             Self::open_file(std::path::Path::new(target))
         }
     }
-}
-
-/// Whether `target` names a region rather than a file (see `Mapping::open_any`).
-pub fn is_region_name(target: &str) -> bool {
-    !target.is_empty() && !target.get(1..).unwrap_or("").contains('/')
-}
-
-/// Removes the shm object `name` (the reader side's cleanup).
-pub fn unlink_shm(name: &[u8]) -> Result<(), i32> {
-    crate::region::Region::validate_name(name)?;
-    let c = std::ffi::CString::new(name).map_err(|_| -libc::EINVAL)?;
-    // SAFETY: c is a valid C string.
-    if unsafe { libc::shm_unlink(c.as_ptr()) } != 0 {
-        return Err(crate::error::last_errno());
-    }
-    Ok(())
 }

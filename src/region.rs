@@ -5,10 +5,14 @@
 //! The producer side lives here: creating, mapping, initialising the header,
 //! handing out slot pointers. Reading with validation is `reader`'s job.
 
+use crate::error::Error;
+use crate::fault::Protected;
 use crate::layout::*;
+use crate::mmap::Mmap;
 use crate::tsc;
 use core::sync::atomic::{AtomicU64, Ordering};
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 /// Capacities and permissions of a shared region.
 #[repr(C)]
@@ -50,107 +54,108 @@ impl latte_region_config {
 #[doc(hidden)]
 pub static FAIL_FORK_COPY: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
-/// A mapped region owned by this process.
-pub struct Region {
-    base: *mut u8,
-    geo: Geometry,
-    /// The shm object's descriptor, kept for the fork child's private remap;
-    /// -1 for a private region.
-    fd: i32,
-    /// The shm name, for a shared region.
-    name: Option<CString>,
+/// How a region's memory is backed, and what that backing owns.
+#[derive(Debug)]
+pub enum Backing {
+    /// Anonymous private memory.
+    Anonymous,
+    /// A POSIX shared-memory object: its name, the descriptor that holds
+    /// its liveness lock (`liveness`, L1-L3) for as long as it is open, and
+    /// the mapping's SIGBUS protection (`fault`).
+    Shared { name: CString, fd: OwnedFd, _fault: Protected },
+    /// In a fork child: what was a shared region, now a private copy
+    /// (`privatize_after_fork`); still protected, for the fallback that
+    /// remaps the object privately.
+    ForkedCopy { _fault: Protected },
 }
 
-// SAFETY: the mapping is never unmapped while the process uses it (regions
-// are leaked once installed), and every mutable field inside it is accessed
-// through atomics or by the single thread that owns a slot.
-unsafe impl Send for Region {}
-// SAFETY: see Send.
-unsafe impl Sync for Region {}
+/// A mapped region owned by this process. Dropping it releases everything
+/// it took (protection, descriptor and lock, mapping, in that order); an
+/// installed region is leaked instead (`recorder`), since thread states
+/// point into it for the rest of the process.
+#[derive(Debug)]
+pub struct Region {
+    backing: Backing,
+    map: Mmap,
+    geo: Geometry,
+}
+
+/// Removes a shm name when dropped, unless disarmed: the temporary name
+/// of an object being made, on every failure path.
+struct UnlinkOnDrop<'a>(Option<&'a CStr>);
+
+impl Drop for UnlinkOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = self.0 {
+            // SAFETY: a valid C string naming an object this process made.
+            unsafe { libc::shm_unlink(n.as_ptr()) };
+        }
+    }
+}
 
 impl Region {
     /// A private region backed by anonymous memory. Nothing is committed
     /// until written: memory grows with the slots actually used.
-    pub fn create_private(id_capacity: u32, slot_capacity: u32, samples_per_slot: u32) -> Result<Region, i32> {
-        let geo = Geometry::new(id_capacity, slot_capacity, samples_per_slot).ok_or(-libc::EINVAL)?;
-        let p = map_anonymous(geo.total_size as usize)?;
-        let r = Region { base: p as *mut u8, geo, fd: -1, name: None };
+    pub fn create_private(id_capacity: u32, slot_capacity: u32, samples_per_slot: u32) -> Result<Region, Error> {
+        let geo = Geometry::new(id_capacity, slot_capacity, samples_per_slot).ok_or(Error::INVAL)?;
+        let map = Mmap::anonymous(geo.total_size as usize)?;
+        let r = Region { backing: Backing::Anonymous, map, geo };
         r.init_header(0);
         Ok(r)
     }
 
-    /// Validates a shm name: one leading '/', no other '/', 1..=250 bytes after it.
-    pub fn validate_name(name: &[u8]) -> Result<(), i32> {
-        if name.len() < 2 || name.len() > 251 || name[0] != b'/' || name[1..].contains(&b'/') || name.contains(&0) {
-            return Err(-libc::EINVAL);
-        }
-        Ok(())
-    }
-
-    /// Creates the shm object `name`, reserves its memory and maps it shared.
-    pub fn create_shared(name: &[u8], cfg: &latte_region_config) -> Result<Region, i32> {
-        Self::validate_name(name)?;
+    /// Creates the shm object `name`, reserves its memory and maps it
+    /// shared. On any error nothing is left behind: no name, descriptor,
+    /// mapping or fault-table entry.
+    pub fn create_shared(name: &[u8], cfg: &latte_region_config) -> Result<Region, Error> {
+        let cname = crate::shm::c_name(name)?;
         let cfg = cfg.resolved();
-        let geo = Geometry::new(cfg.id_capacity, cfg.slot_capacity, cfg.samples_per_slot).ok_or(-libc::EINVAL)?;
-        let cname = CString::new(name).map_err(|_| -libc::EINVAL)?;
-        // Made under a name of its own, locked and initialised there, then
-        // published under `name` (see `publish`): the name never refers to
-        // an object whose liveness lock is not held.
+        let geo = Geometry::new(cfg.id_capacity, cfg.slot_capacity, cfg.samples_per_slot).ok_or(Error::INVAL)?;
+        // L1 (`liveness`): made under a name of its own, locked and
+        // initialised there, then published under `name` (L2).
         static NEXT: AtomicU64 = AtomicU64::new(0);
         // Relaxed: only a distinct number is needed.
-        let tmp = CString::new(format!("/.latte-new-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))).map_err(|_| -libc::EINVAL)?;
+        let tmp = CString::new(format!("/.latte-new-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))).map_err(|_| Error::INVAL)?;
         // SAFETY: tmp is a valid NUL-terminated string.
         let fd = unsafe { libc::shm_open(tmp.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, cfg.mode as libc::mode_t) };
         if fd < 0 {
-            return Err(crate::error::last_errno());
+            return Err(Error::last_os());
         }
-        let fail = |e: i32| {
-            // SAFETY: fd and tmp are valid; undo the creation on failure.
-            unsafe {
-                libc::close(fd);
-                libc::shm_unlink(tmp.as_ptr());
-            }
-            Err(e)
-        };
-        if let Err(e) = crate::liveness::hold(fd) {
-            return fail(e);
-        }
+        // SAFETY: a fresh descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut unlink_tmp = UnlinkOnDrop(Some(&tmp));
+        crate::liveness::hold(fd.as_raw_fd())?;
         // shm_open applies the umask; make the permissions exactly what was asked.
         // SAFETY: fd is a valid descriptor we own.
-        unsafe { libc::fchmod(fd, cfg.mode as libc::mode_t) };
+        unsafe { libc::fchmod(fd.as_raw_fd(), cfg.mode as libc::mode_t) };
         // Reserve every page now so a full /dev/shm fails here, not as a
         // SIGBUS inside a measured thread later.
         // SAFETY: fd is a valid descriptor; the length fits off_t (checked by Geometry).
-        let rc = unsafe { libc::posix_fallocate(fd, 0, geo.total_size as libc::off_t) };
+        let rc = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, geo.total_size as libc::off_t) };
         if rc != 0 {
-            return fail(-rc);
+            return Err(Error::Os(rc));
         }
-        // SAFETY: maps the object we just sized; a new mapping.
-        let p = unsafe { libc::mmap(core::ptr::null_mut(), geo.total_size as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
-        let p = match accept_mapping(p, geo.total_size as usize) {
-            Ok(p) => p as *mut libc::c_void,
-            Err(e) => return fail(e),
-        };
+        let map = Mmap::shared(fd.as_fd(), geo.total_size as usize, true)?;
         // A later truncation of the object by someone else must not SIGBUS
-        // the measured threads: see `fault`. Refused when the fault table is full.
-        if !crate::fault::register(p as *mut u8, geo.total_size as usize, true) {
-            // SAFETY: unmapping the mapping just made, which nothing uses yet.
-            unsafe { libc::munmap(p, geo.total_size as usize) };
-            return fail(-libc::EMFILE);
-        }
-        let r = Region { base: p as *mut u8, geo, fd, name: Some(cname) };
+        // the measured threads: see `fault`. Refused when the table is full.
+        let fault = crate::fault::protect(&map, true)?;
+        let r = Region { backing: Backing::Shared { name: cname, fd, _fault: fault }, map, geo };
         r.init_header(LATTE_REGION_SHARED);
-        if let Err(e) = crate::liveness::publish(&tmp, name, cfg.replace_stale != 0) {
-            crate::fault::unregister(p as *mut u8);
-            // SAFETY: our mapping, never published to anyone.
-            unsafe { libc::munmap(p, geo.total_size as usize) };
-            return fail(e);
-        }
+        crate::liveness::publish(&tmp, name, cfg.replace_stale != 0)?;
+        unlink_tmp.0 = None; // published: the temporary name is gone
         Ok(r)
     }
 
+    /// Drops a region that was never installed, removing its shm name.
+    pub fn discard(self) {
+        if let Backing::Shared { name, .. } = &self.backing {
+            // SAFETY: a valid C string naming the object this region made.
+            unsafe { libc::shm_unlink(name.as_ptr()) };
+        }
+    }
+
     fn init_header(&self, flags: u32) {
-        let h = self.base as *mut latte_region_header;
+        let h = self.map.as_ptr() as *mut latte_region_header;
         // SAFETY: the mapping is at least LATTE_HEADER_SIZE bytes, page
         // aligned, zero-filled and not yet visible to any reader of ours
         // (readers validate the magic, written last with a release fence).
@@ -183,7 +188,7 @@ impl Region {
     pub fn header(&self) -> &latte_region_header {
         // SAFETY: base points to an initialised header that lives as long as
         // self; its non-atomic fields are never written after init_header.
-        unsafe { &*(self.base as *const latte_region_header) }
+        unsafe { &*(self.map.as_ptr() as *const latte_region_header) }
     }
 
     /// The geometry.
@@ -193,31 +198,26 @@ impl Region {
 
     /// Base address of the mapping.
     pub fn base(&self) -> *mut u8 {
-        self.base
+        self.map.as_ptr()
     }
 
-    /// Whether this is a shared-memory region.
+    /// Whether this is a shared-memory region, or a fork child's copy of one.
     pub fn is_shared(&self) -> bool {
-        self.fd >= 0
-    }
-
-    /// The shm name, if shared.
-    pub fn name(&self) -> Option<&CString> {
-        self.name.as_ref()
+        !matches!(self.backing, Backing::Anonymous)
     }
 
     /// Slot `i`'s header. `i` must be below the slot capacity.
     pub fn slot(&self, i: u32) -> *mut latte_slot_header {
         debug_assert!(i < self.geo.slot_capacity);
         // SAFETY: i < slot_capacity, so the offset is inside the mapping.
-        unsafe { self.base.add((self.geo.slots_offset + i as u64 * self.geo.slot_stride) as usize) as *mut latte_slot_header }
+        unsafe { self.base().add((self.geo.slots_offset + i as u64 * self.geo.slot_stride) as usize) as *mut latte_slot_header }
     }
 
     /// ID table entry `token`. `token` must be below the ID capacity.
     pub fn id_entry(&self, token: u32) -> *mut latte_id_entry {
         debug_assert!(token < self.geo.id_capacity);
         // SAFETY: token < id_capacity, so the entry is inside the mapping.
-        unsafe { self.base.add((self.geo.id_table_offset + token as u64 * LATTE_ID_NAME_SIZE as u64) as usize) as *mut latte_id_entry }
+        unsafe { self.base().add((self.geo.id_table_offset + token as u64 * LATTE_ID_NAME_SIZE as u64) as usize) as *mut latte_id_entry }
     }
 
     /// In a fork child: replace the shared mapping by a private copy of what
@@ -232,24 +232,24 @@ impl Region {
     /// touched keep following the object. Should that fail too, its view
     /// is made read-only.
     pub fn privatize_after_fork(&mut self) {
-        if self.fd < 0 {
+        let Backing::Shared { fd, _fault: fault, .. } = core::mem::replace(&mut self.backing, Backing::Anonymous) else {
             return; // anonymous private memory is already copy-on-write.
-        }
+        };
         let len = self.geo.total_size as usize;
+        let base = self.base() as *mut libc::c_void;
         if !self.replace_with_anonymous_copy() {
             // SAFETY: remaps exactly our own mapping (same base and length)
             // with MAP_FIXED; the object is still sized as before.
-            let p =
-                unsafe { libc::mmap(self.base as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_FIXED, self.fd, 0) };
+            let p = unsafe { libc::mmap(base, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_FIXED, fd.as_raw_fd(), 0) };
             if p == libc::MAP_FAILED {
                 // SAFETY: our own mapping.
-                unsafe { libc::mprotect(self.base as *mut libc::c_void, len, libc::PROT_READ) };
+                unsafe { libc::mprotect(base, len, libc::PROT_READ) };
             }
         }
-        // SAFETY: fd is ours; the child no longer needs it.
-        unsafe { libc::close(self.fd) };
-        self.fd = -2; // "was shared": still reported as shared, never unlinked by the child.
-        self.name = None;
+        // The descriptor closes here: the child holds no lock on the
+        // parent's object and never unlinks its name.
+        drop(fd);
+        self.backing = Backing::ForkedCopy { _fault: fault };
     }
 
     /// Copies what the region holds into fresh anonymous memory and moves
@@ -268,11 +268,12 @@ impl Region {
             return false;
         }
         let len = self.geo.total_size as usize;
-        let Ok(tmp) = map_anonymous(len) else {
+        let Ok(fresh) = Mmap::anonymous(len) else {
             return false;
         };
+        let tmp = fresh.as_ptr();
         let copy = |off: usize, n: usize| {
-            let src = self.base.wrapping_add(off) as *const AtomicU64;
+            let src = self.base().wrapping_add(off) as *const AtomicU64;
             let dst = (tmp as *mut u8).wrapping_add(off) as *mut u64;
             for i in 0..n / 8 {
                 // SAFETY: callers pass ranges inside both mappings (each
@@ -307,12 +308,12 @@ impl Region {
             copy(off + LATTE_SLOT_HEADER_SIZE as usize, samples);
         }
         // SAFETY: moves our fresh mapping over exactly our own region mapping.
-        let r = unsafe { libc::mremap(tmp as *mut libc::c_void, len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, self.base as *mut libc::c_void) };
+        let r = unsafe { libc::mremap(tmp as *mut libc::c_void, len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, self.base() as *mut libc::c_void) };
         if r == libc::MAP_FAILED {
-            // SAFETY: the fresh mapping, still ours.
-            unsafe { libc::munmap(tmp as *mut libc::c_void, len) };
-            return false;
+            return false; // `fresh` unmaps itself
         }
+        // The pages moved to the region's address, which `self.map` owns.
+        let _ = fresh.leak();
         true
     }
 
@@ -332,75 +333,5 @@ impl Region {
         // Release: the names above are visible to whoever sees the count.
         self.header().ids_used.store(n, Ordering::Release);
         true
-    }
-}
-
-/// Adds `n` to a counter of the region header. Relaxed: counters are
-/// statistics with no ordering relation to other data.
-#[inline]
-/// A fresh private anonymous mapping of `len` bytes, read-write, whose pages
-/// are committed only when first written (MAP_NORESERVE).
-pub fn map_anonymous(len: usize) -> Result<*mut u8, i32> {
-    // SAFETY: a fresh anonymous mapping; no existing memory is affected.
-    let p = unsafe {
-        libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
-    };
-    accept_mapping(p, len)
-}
-
-/// The result of an `mmap` of `len` bytes that rings will live in: its
-/// error, or -ENOMEM (unmapped again) when it does not end below 2^48.
-fn accept_mapping(p: *mut libc::c_void, len: usize) -> Result<*mut u8, i32> {
-    if p == libc::MAP_FAILED {
-        return Err(crate::error::last_errno());
-    }
-    if !below_frame_limit(p as *mut u8, len) {
-        // SAFETY: the caller's fresh mapping of `len` bytes, unused.
-        unsafe { libc::munmap(p, len) };
-        return Err(-libc::ENOMEM);
-    }
-    Ok(p as *mut u8)
-}
-
-/// Rings are kept in the low 48 bits of a frame word (layout.rs,
-/// `latte_thread`): a mapping must end below 2^48. On x86-64 Linux every
-/// user-space mapping does unless the caller hints a higher address (5-level
-/// paging); we never do, so this only guards the layout's assumption.
-fn below_frame_limit(p: *mut u8, len: usize) -> bool {
-    (p as u64).checked_add(len as u64).is_some_and(|end| end <= LATTE_FRAME_RING_MASK + 1)
-}
-
-pub fn bump(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Ordering::Relaxed);
-}
-
-/// Reads an f64 stored as bits in an atomic.
-pub fn load_f64(a: &AtomicU64) -> f64 {
-    // Acquire pairs with the release in store_f64 (calibration published after its inputs).
-    f64::from_bits(a.load(Ordering::Acquire))
-}
-
-/// Stores an f64 as bits in an atomic.
-pub fn store_f64(a: &AtomicU64, v: f64) {
-    // Release: pairs with the acquire in load_f64.
-    a.store(v.to_bits(), Ordering::Release);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_mapping_must_end_below_2_pow_48() {
-        let top = LATTE_FRAME_RING_MASK + 1;
-        assert!(below_frame_limit((top - 8192) as *mut u8, 8192));
-        assert!(!below_frame_limit((top - 4096) as *mut u8, 8192));
-        assert!(!below_frame_limit(top as *mut u8, 4096));
-        assert!(!below_frame_limit(u64::MAX as *mut u8, 2));
-        // What the kernel gives us passes.
-        let p = map_anonymous(1 << 20).unwrap();
-        assert!(below_frame_limit(p, 1 << 20));
-        // SAFETY: the mapping just made, unused.
-        unsafe { libc::munmap(p as *mut libc::c_void, 1 << 20) };
     }
 }

@@ -4,9 +4,10 @@
 //! the border characters, borders in gray). The C++ `DumpToStream`, the C
 //! ABI and the `latte stats` command all print this.
 
-use crate::calibrate::is_calibration_name;
-use crate::intern::name_bytes;
+use crate::error::Error;
 use crate::layout::*;
+use crate::name::is_reserved_name;
+use crate::name::name_bytes;
 use crate::reader::{Calibration, View};
 use crate::stats::{summarize, Summary};
 use std::fmt::Write;
@@ -117,18 +118,18 @@ pub struct Collected {
 }
 
 /// Reads everything in a view.
-pub fn collect(view: &View) -> Result<Collected, i32> {
+pub fn collect(view: &View) -> Result<Collected, Error> {
     let ids = view.ids()?;
     let n = ids.len();
     let mut c = Collected {
         names: ids.iter().map(|i| String::from_utf8_lossy(name_bytes(&i.name)).into_owned()).collect(),
-        hidden: ids.iter().map(|i| is_calibration_name(name_bytes(&i.name))).collect(),
+        hidden: ids.iter().map(|i| is_reserved_name(name_bytes(&i.name))).collect(),
         per_token: vec![Vec::new(); n],
         threads: vec![Default::default(); n],
         lost: vec![0; n],
         events: Vec::new(),
     };
-    for (info, raw) in crate::reader::collect(view, None)? {
+    for (info, raw) in crate::extract::collect(view, None)? {
         let t = info.id_token as usize;
         if t >= n || c.hidden[t] {
             continue;
@@ -155,21 +156,21 @@ pub static FAIL_REPORT_ALLOC: core::sync::atomic::AtomicBool = core::sync::atomi
 /// only large allocation, and its failure is `-ENOMEM`, never an abort. The
 /// samples go through the outlier rule in the order `collect` keeps them
 /// (slot by slot, each ring oldest first).
-pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<Vec<Row>, i32> {
+pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<Vec<Row>, Error> {
     rows_of_view_with(view, data, cal, false)
 }
 
 /// `rows_of_view`, or with `clean` the figures of the samples that were not
 /// switched out (`LATTE_SAMPLE_SWITCHED`), with no outlier rule: the
 /// samples the OS interrupted are known, not guessed.
-pub fn rows_of_view_with(view: &View, data: latte_data, cal: &Calibration, clean: bool) -> Result<Vec<Row>, i32> {
+pub fn rows_of_view_with(view: &View, data: latte_data, cal: &Calibration, clean: bool) -> Result<Vec<Row>, Error> {
     let ids = view.ids()?;
     let slots = view.slots()?;
-    let fin = crate::reader::final_slots(view);
+    let fin = crate::extract::final_slots(view);
     let mut out = Vec::new();
     let mut raw = Vec::new();
     for id in &ids {
-        if is_calibration_name(name_bytes(&id.name)) {
+        if is_reserved_name(name_bytes(&id.name)) {
             continue;
         }
         let mine: Vec<&crate::reader::latte_slot_info> = slots.iter().filter(|s| s.id_token == id.token).collect();
@@ -181,18 +182,18 @@ pub fn rows_of_view_with(view: &View, data: latte_data, cal: &Calibration, clean
         let mut durations: Vec<f64> = Vec::new();
         // Relaxed: a test switch, read on its own.
         if FAIL_REPORT_ALLOC.load(core::sync::atomic::Ordering::Relaxed) {
-            return Err(-libc::ENOMEM);
+            return Err(Error::Os(libc::ENOMEM));
         }
-        durations.try_reserve_exact(holds as usize).map_err(|_| -libc::ENOMEM)?;
+        durations.try_reserve_exact(holds as usize).map_err(|_| Error::Os(libc::ENOMEM))?;
         let mut pair: Option<Option<usize>> = None; // Some(None): mixed pairs
         let (mut lost, mut switched, mut threads) = (0u64, 0u64, std::collections::BTreeSet::new());
         for s in &mine {
             let mut cur = crate::reader::latte_cursor::default();
             raw.clear();
-            view.read_slot(s.index, &mut cur, &mut raw, fin.is_final(s))?;
+            view.read_slot(s.index, &mut cur, &mut raw, fin.mode(s))?;
             threads.insert(s.thread_idx);
             lost += s.write_idx.saturating_sub(raw.len() as u64);
-            durations.try_reserve(raw.len()).map_err(|_| -libc::ENOMEM)?;
+            durations.try_reserve(raw.len()).map_err(|_| Error::Os(libc::ENOMEM))?;
             for r in &raw {
                 let smp = r.decode();
                 let p = smp.pair_index();
@@ -469,7 +470,7 @@ fn wrap(items: &[String], width: Option<usize>) -> String {
 /// The `latte` command's table: box-drawn, with percentile and loss
 /// columns and the counters when `opts.extended`, fitted to
 /// `opts.max_width`.
-pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<&crate::recorder::latte_counters>) -> String {
+pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<&crate::counters::latte_counters>) -> String {
     let units = Units { unit: opts.unit, cycles_per_ns: cal.cycles_per_ns };
     let mut cols: Vec<(&str, usize)> = COLS.to_vec();
     if opts.extended {
@@ -540,20 +541,6 @@ pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<
     out
 }
 
-/// The in-process report (`DumpToStream`): calibrates first when Time or
-/// Calibrated is asked.
-pub fn own_report(unit: latte_unit, data: latte_data) -> Result<String, i32> {
-    if unit == LATTE_UNIT_TIME || data == LATTE_DATA_CALIBRATED {
-        crate::calibrate::run_native();
-    }
-    let view = match crate::reader::own_view() {
-        Some(v) => v,
-        None => return Ok(render_classic(&[], unit, data, &Calibration::default())),
-    };
-    let cal = view.calibration();
-    Ok(render_classic(&rows_of_view(&view, data, &cal)?, unit, data, &cal))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -601,7 +588,7 @@ mod tests {
     fn command_table_fits_a_width_and_can_go_without_color() {
         let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
         let rows = vec![Row { name: "svc.a".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1, switched: 0, clean: false }];
-        let counters = crate::recorder::latte_counters::default();
+        let counters = crate::counters::latte_counters::default();
         let opts = |max_width| Options { unit: LATTE_UNIT_CYCLE, data: LATTE_DATA_RAW, extended: true, color: false, max_width };
         let wide = render(&rows, &opts(None), &Calibration::default(), Some(&counters));
         assert!(!wide.contains('\x1b'));

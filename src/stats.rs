@@ -1,6 +1,8 @@
 //! Statistics of a component's samples: the outlier rule of the original
 //! Latte (`DataClean`) and the summary printed in every report row.
 
+use crate::error::Error;
+
 /// Result of the outlier rule.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Clean {
@@ -32,9 +34,9 @@ pub fn data_clean(values: &[f64]) -> Clean {
 /// kept values, sorted; returns the outlier count and the cutoff. The only
 /// allocation is the bucket maxima (one value per 1,000); its failure is
 /// `-ENOMEM`, never an abort. Same rule as `data_clean`.
-pub fn data_clean_in_place(values: &mut Vec<f64>) -> Result<(usize, Option<f64>), i32> {
+pub fn data_clean_in_place(values: &mut Vec<f64>) -> Result<(usize, Option<f64>), Error> {
     let mut maxima = Vec::new();
-    maxima.try_reserve(values.len() / BUCKET + 1).map_err(|_| -libc::ENOMEM)?;
+    maxima.try_reserve(values.len() / BUCKET + 1).map_err(|_| Error::Os(libc::ENOMEM))?;
     maxima.extend(values.chunks(BUCKET).filter(|c| c.len() >= BUCKET / 2).map(|c| c.iter().copied().fold(f64::NEG_INFINITY, f64::max)));
     maxima.sort_by(|a, b| a.total_cmp(b));
     let n = maxima.len();

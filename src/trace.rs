@@ -9,6 +9,7 @@
 //!   fields under `args`, where trace viewers show them.
 //! Names are JSON-escaped in both.
 
+use crate::error::Error;
 use crate::report::Collected;
 use std::io::Write;
 
@@ -117,15 +118,15 @@ pub fn write_annotated(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u
 /// Writes the trace of a view (an empty trace without one) to `path`, with
 /// `pid` as every event's process id. Nothing is created when the path
 /// cannot be opened.
-pub fn write_file(path: &std::path::Path, view: Option<&crate::reader::View>, pid: u32, cycles_per_ns: f64) -> Result<(), i32> {
+pub fn write_file(path: &std::path::Path, view: Option<&crate::reader::View>, pid: u32, cycles_per_ns: f64) -> Result<(), Error> {
     let c = match view {
         Some(v) => crate::report::collect(v)?,
         None => crate::report::Collected::default(),
     };
-    let f = std::fs::File::create(path).map_err(|e| crate::error::io_code(&e))?;
+    let f = std::fs::File::create(path).map_err(|e| Error::from_io(&e))?;
     let mut bw = std::io::BufWriter::with_capacity(1 << 20, f);
     let anchor = view.map(|v| v.anchor_tsc).unwrap_or(0);
-    write(&mut bw, &c, pid, anchor, cycles_per_ns).map_err(|e| crate::error::io_code(&e))
+    write(&mut bw, &c, pid, anchor, cycles_per_ns).map_err(|e| Error::from_io(&e))
 }
 
 #[cfg(test)]

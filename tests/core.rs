@@ -2,9 +2,10 @@
 
 mod common;
 use common::*;
-use latte::ffi::*;
+use latte::internals::extract::own_view;
+use latte::internals::ffi::*;
 use latte::layout::*;
-use latte::reader::{latte_cursor, own_view};
+use latte::reader::latte_cursor;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -136,7 +137,7 @@ fn reader_cursors_while_a_writer_runs() {
     });
     let v = loop {
         let v = own_view().unwrap();
-        let tok = v.ids().unwrap().into_iter().find(|i| latte::intern::name_bytes(&i.name) == b"cursor-live");
+        let tok = v.ids().unwrap().into_iter().find(|i| latte::name::name_bytes(&i.name) == b"cursor-live");
         if let Some(t) = tok {
             if let Some(s) = v.slots().unwrap().into_iter().find(|s| s.id_token == t.token) {
                 break (v, s.index);
@@ -151,7 +152,7 @@ fn reader_cursors_while_a_writer_runs() {
     let t0 = std::time::Instant::now();
     while t0.elapsed() < std::time::Duration::from_millis(300) {
         out.clear();
-        view.read_slot(idx, &mut cur, &mut out, false).unwrap();
+        view.read_slot(idx, &mut cur, &mut out, latte::ReadMode::Live).unwrap();
         for r in &out {
             let s = r.decode();
             assert!(s.start_tsc >= last_tsc, "samples out of order: stale or torn");
@@ -161,7 +162,7 @@ fn reader_cursors_while_a_writer_runs() {
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
     out.clear();
-    view.read_slot(idx, &mut cur, &mut out, false).unwrap();
+    view.read_slot(idx, &mut cur, &mut out, latte::ReadMode::Live).unwrap();
     assert_eq!(cur.read + cur.lost, written.load(Ordering::Relaxed));
     assert_eq!(cur.next, written.load(Ordering::Relaxed));
 }
@@ -173,7 +174,7 @@ fn report_hides_calibration_and_lists_components() {
             span(c"reported", LATTE_MODE_FAST, LATTE_MODE_FAST);
         }
         assert_eq!(latte_calibrate(), 0);
-        let r = latte::report::own_report(LATTE_UNIT_TIME, LATTE_DATA_CALIBRATED).unwrap();
+        let r = latte::internals::api::own_report(LATTE_UNIT_TIME, LATTE_DATA_CALIBRATED).unwrap();
         assert!(r.contains("LATTE TELEMETRY [TIME][CAL]"));
         assert!(r.contains("SELF-OFFSET H[Start] x W[Stop]") && r.contains("PULSE"));
         assert!(r.contains("reported"));
@@ -210,7 +211,7 @@ fn bad_arguments_get_errors() {
     latte_reader_close(core::ptr::null_mut());
     // SAFETY: strerror returns a static C string.
     assert!(!unsafe { CStr::from_ptr(latte_strerror(-12345)) }.to_bytes().is_empty());
-    let mut st = latte::flush::latte_flush_status::default();
+    let mut st = latte::internals::flush::latte_flush_status::default();
     assert_eq!(latte_flush_get_status(core::ptr::null_mut()), -libc::EINVAL);
     let _ = latte_flush_get_status(&mut st);
 }
@@ -250,17 +251,17 @@ fn recording_after_thread_teardown_is_counted() {
 /// TSC went backwards) records 0, a longer one saturates.
 #[test]
 fn durations_out_of_range_are_defined() {
-    let t = latte::recorder::current();
+    let t = latte::internals::recorder::current();
     // SAFETY: the calling thread's own active state.
     let t = unsafe { &mut *t };
-    let now = latte::tsc::rdtsc();
-    latte::recorder::start(t, c"dur.neg".as_ptr(), LATTE_MODE_FAST);
+    let now = latte::internals::tsc::rdtsc();
+    latte::internals::recorder::start(t, c"dur.neg".as_ptr(), LATTE_MODE_FAST);
     let d = t.depth as usize - 1;
     t.frame_tsc[d] = now + 1_000_000_000;
-    assert_eq!(latte::recorder::stop_at(t, LATTE_MODE_FAST, now), 0);
-    latte::recorder::start(t, c"dur.long".as_ptr(), LATTE_MODE_FAST);
+    assert_eq!(latte::internals::recorder::stop_at(t, LATTE_MODE_FAST, now), 0);
+    latte::internals::recorder::start(t, c"dur.long".as_ptr(), LATTE_MODE_FAST);
     t.frame_tsc[d] = now - (1u64 << 50);
-    assert_eq!(latte::recorder::stop_at(t, LATTE_MODE_FAST, now), LATTE_MAX_DURATION);
+    assert_eq!(latte::internals::recorder::stop_at(t, LATTE_MODE_FAST, now), LATTE_MAX_DURATION);
     assert_eq!(snapshot(c"dur.neg"), vec![0]);
     assert_eq!(snapshot(c"dur.long"), vec![LATTE_MAX_DURATION]);
 }
@@ -286,7 +287,7 @@ fn a_callers_state_takes_over_open_spans() {
         // SAFETY: `a` is this thread's active state now.
         let sa = unsafe { &mut *a };
         assert_eq!((sa.depth, sa.attached), (1, 1));
-        latte::recorder::start(sa, c"take.b".as_ptr(), LATTE_MODE_FAST); // a cache hit
+        latte::internals::recorder::start(sa, c"take.b".as_ptr(), LATTE_MODE_FAST); // a cache hit
         assert_eq!(thread_counters().depth, 2);
         assert!(latte_stop(core::ptr::null(), LATTE_MODE_MID) > 0); // closes take.b
                                                                     // A second caller state takes over take.a; a Stop through `a` (now
@@ -297,13 +298,13 @@ fn a_callers_state_takes_over_open_spans() {
         assert_eq!(unsafe { ((*a).depth, (*a).attached) }, (0, 0));
         // SAFETY: `b` is this thread's active state.
         assert_eq!(unsafe { (*b).depth }, 1);
-        assert!(latte_thread_stop_slow(a, LATTE_MODE_HARD, latte::tsc::rdtsc()) > 0);
+        assert!(latte_thread_stop_slow(a, LATTE_MODE_HARD, latte::internals::tsc::rdtsc()) > 0);
         // SAFETY: as above.
         assert_eq!(unsafe { (*b).depth }, 0);
         let after = thread_counters();
         assert_eq!(after.orphan_stops, before.orphan_stops, "no Stop was an orphan");
         // Now nothing is open anywhere: an orphan.
-        assert_eq!(latte_thread_stop_slow(a, LATTE_MODE_FAST, latte::tsc::rdtsc()), 0);
+        assert_eq!(latte_thread_stop_slow(a, LATTE_MODE_FAST, latte::internals::tsc::rdtsc()), 0);
         assert_eq!(thread_counters().orphan_stops, before.orphan_stops + 1);
     })
     .join()
@@ -312,7 +313,7 @@ fn a_callers_state_takes_over_open_spans() {
     let read = |id: &CStr| {
         let tok = latte_intern_id(id.as_ptr());
         let mut out = Vec::new();
-        for (_, raw) in latte::reader::collect(&own, Some(tok)).unwrap() {
+        for (_, raw) in latte::internals::extract::collect(&own, Some(tok)).unwrap() {
             out.extend(raw.iter().map(|r| r.decode()));
         }
         out
@@ -339,7 +340,7 @@ fn inline_slow_path_after_teardown_is_counted() {
             // A never-attached state (mask 0) gets a one-sample sink; the
             // Stop that follows writes into it.
             // SAFETY: the sink returned for `a`, whose mask is 0.
-            unsafe { latte::recorder::write_sample(sink, 0, 1, 2) };
+            unsafe { latte::internals::recorder::write_sample(sink, 0, 1, 2) };
             let mut site = latte_pulse_site::new();
             latte_thread_pulse_slow(a, &mut site, c"late.inline".as_ptr(), 1);
         }

@@ -23,11 +23,11 @@ fn readers_beyond_the_fault_table_are_refused_and_the_rest_survive_truncation() 
 
 fn child() {
     let name = format!("/latte-test-faults-{}", std::process::id());
-    let cfg = latte::region::latte_region_config { slot_capacity: 2, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 0 };
-    latte::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 2, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 0 };
+    latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     for _ in 0..100 {
-        latte::ffi::latte_start(c"faults.a".as_ptr(), LATTE_MODE_FAST);
-        latte::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+        latte::internals::ffi::latte_start(c"faults.a".as_ptr(), LATTE_MODE_FAST);
+        latte::internals::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
     }
     let mut readers = Vec::new();
     let refused = loop {
@@ -37,7 +37,7 @@ fn child() {
         }
         assert!(readers.len() < 10_000, "no limit reached");
     };
-    assert_eq!(refused, -libc::EMFILE);
+    assert_eq!(refused, latte::Error::Os(libc::EMFILE));
     assert!(readers.len() >= 32, "only {} readers", readers.len());
     // Shrink the object under every reader (and the producer), then read
     // through each: zeros or an error, never a SIGBUS.
@@ -52,8 +52,8 @@ fn child() {
     for m in &readers {
         let mut cur = Default::default();
         let mut out = Vec::new();
-        let r = m.view.read_slot(0, &mut cur, &mut out, false);
+        let r = m.view().read_slot(0, &mut cur, &mut out, latte::ReadMode::Live);
         assert!(r.is_err(), "a truncated object read as healthy");
     }
-    latte::reader::unlink_shm(name.as_bytes()).unwrap();
+    latte::shm::unlink(name.as_bytes()).unwrap();
 }

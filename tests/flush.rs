@@ -3,9 +3,9 @@
 
 mod common;
 use common::*;
-use latte::ffi::*;
+use latte::internals::ffi::*;
 #[cfg(feature = "uring")]
-use latte::flush::*;
+use latte::internals::flush::*;
 use latte::layout::*;
 use latte::reader::Mapping;
 use std::ffi::CString;
@@ -37,8 +37,8 @@ fn temp(name: &str) -> std::path::PathBuf {
 /// Every ID of the image has exactly the durations Snapshot returns.
 fn same_as_snapshot(path: &std::path::Path) {
     let m = Mapping::open_file(path).unwrap();
-    assert!(m.view.flags & LATTE_REGION_FLUSHED != 0);
-    let c = latte::report::collect(&m.view).unwrap();
+    assert!(m.view().flags & LATTE_REGION_FLUSHED != 0);
+    let c = latte::report::collect(&m.view()).unwrap();
     for id in IDS {
         let t = c.names.iter().position(|n| n == id).unwrap();
         let mut from_file: Vec<u64> = c.per_token[t].iter().map(|s| s.duration).collect();
@@ -112,7 +112,7 @@ fn sync_flush_round_trip_and_errors() {
     let f = std::fs::File::create(&p).unwrap();
     assert_eq!(latte_flush_sync(f.as_raw_fd(), LATTE_UNIT_TIME), 0);
     same_as_snapshot(&p);
-    assert_eq!(Mapping::open_file(&p).unwrap().view.display_unit(), LATTE_UNIT_TIME);
+    assert_eq!(Mapping::open_file(&p).unwrap().view().display_unit(), LATTE_UNIT_TIME);
     std::fs::remove_file(&p).unwrap();
     assert_eq!(latte_flush_sync(-1, LATTE_UNIT_CYCLE), -libc::EBADF);
     let ro = std::fs::File::open("/dev/null").unwrap();
@@ -221,15 +221,15 @@ fn async_flush_while_producers_record() {
     let p = temp("live");
     std::thread::scope(|s| {
         s.spawn(|| {
-            let t = latte::recorder::current();
+            let t = latte::internals::recorder::current();
             // SAFETY: this thread's own state.
             let t = unsafe { &mut *t };
-            let slot = latte::recorder::resolve(t, c"flush.live".as_ptr());
+            let slot = latte::internals::recorder::resolve(t, c"flush.live".as_ptr());
             let mut i = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 for _ in 0..100 {
                     // SAFETY: this thread's own slot and its region's mask.
-                    unsafe { latte::recorder::write_sample(slot, t.sample_mask, i, encode(i)) };
+                    unsafe { latte::internals::recorder::write_sample(slot, t.sample_mask, i, encode(i)) };
                     i += 1;
                 }
                 if i > 70_000 {
@@ -247,12 +247,12 @@ fn async_flush_while_producers_record() {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
     let m = Mapping::open_file(&p).unwrap();
-    let v = m.view;
-    let tok = v.ids().unwrap().into_iter().find(|i| latte::intern::name_bytes(&i.name) == b"flush.live").unwrap().token;
+    let v = m.view();
+    let tok = v.ids().unwrap().into_iter().find(|i| latte::name::name_bytes(&i.name) == b"flush.live").unwrap().token;
     let slot = v.slots().unwrap().into_iter().find(|s| s.id_token == tok).unwrap();
     let mut cur = latte::reader::latte_cursor::default();
     let mut out = Vec::new();
-    let r = v.read_slot(slot.index, &mut cur, &mut out, false).unwrap();
+    let r = v.read_slot(slot.index, &mut cur, &mut out, latte::ReadMode::Live).unwrap();
     assert!(slot.write_idx > 70_000, "the flush started after 70,000 samples");
     assert!(r.read <= v.geo.samples_per_slot as u64, "read {} lost {}", r.read, r.lost);
     assert_eq!(r.read + r.lost, slot.write_idx, "read {} lost {}", r.read, r.lost);

@@ -22,7 +22,7 @@ fn io_uring_refused_gives_an_error() {
         let file = std::ffi::CString::new(format!("/tmp/latte-seccomp-{}", std::process::id())).unwrap();
         // SAFETY: a valid path.
         let fd = unsafe { libc::open(file.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, 0o600) };
-        let rc = latte::ffi::latte_flush_async(fd, latte::layout::LATTE_UNIT_CYCLE);
+        let rc = latte::internals::ffi::latte_flush_async(fd, latte::layout::LATTE_UNIT_CYCLE);
         // SAFETY: cleanup in the child.
         unsafe { libc::unlink(file.as_ptr()) };
         // SAFETY: leave the child without running the harness.

@@ -10,12 +10,12 @@ use latte::layout::*;
 #[test]
 fn fork_child_without_a_copy_gets_a_private_remap() {
     let name = format!("/latte-test-forkfb-{}", std::process::id());
-    let cfg = latte::region::latte_region_config { slot_capacity: 8, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 1 };
-    latte::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 1 };
+    latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     for _ in 0..10 {
         span(c"fb", LATTE_MODE_FAST, LATTE_MODE_FAST);
     }
-    latte::region::FAIL_FORK_COPY.store(true, std::sync::atomic::Ordering::Relaxed);
+    latte::internals::region::FAIL_FORK_COPY.store(true, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: the child only records, reads and _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
@@ -30,7 +30,7 @@ fn fork_child_without_a_copy_gets_a_private_remap() {
     let mut status = 0;
     // SAFETY: waiting for our own child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    let _ = latte::ffi::latte_shm_unlink(std::ffi::CString::new(name).unwrap().as_ptr());
+    let _ = latte::internals::ffi::latte_shm_unlink(std::ffi::CString::new(name).unwrap().as_ptr());
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
     assert_eq!(snapshot(c"fb").len(), 10, "the parent's ring never saw the child's spans");
 }

@@ -9,8 +9,8 @@ use latte::layout::*;
 #[test]
 fn fork_child_sees_the_region_as_it_was_at_the_fork() {
     let name = format!("/latte-test-forksnap-{}", std::process::id());
-    let cfg = latte::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, replace_stale: 0 };
-    latte::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, replace_stale: 0 };
+    latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     for _ in 0..1000 {
         span(c"snap.a", LATTE_MODE_FAST, LATTE_MODE_FAST);
     }
@@ -55,7 +55,7 @@ fn fork_child_sees_the_region_as_it_was_at_the_fork() {
     let mut st = 0;
     // SAFETY: our child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
-    let _ = latte::ffi::latte_shm_unlink(std::ffi::CString::new(name).unwrap().as_ptr());
+    let _ = latte::internals::ffi::latte_shm_unlink(std::ffi::CString::new(name).unwrap().as_ptr());
     assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "child status {st}");
     assert_eq!(snapshot(c"snap.a").len(), 3000, "the child's span never reached the parent");
 }

@@ -13,18 +13,18 @@ fn image() -> &'static Vec<u8> {
     static IMG: OnceLock<Vec<u8>> = OnceLock::new();
     IMG.get_or_init(|| {
         let name = format!("/latte-hostile-{}", std::process::id());
-        let cfg = latte::region::latte_region_config { slot_capacity: 4, samples_per_slot: 64, id_capacity: 0, mode: 0, replace_stale: 0 };
-        latte::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
+        let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 64, id_capacity: 0, mode: 0, replace_stale: 0 };
+        latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
         for k in 0..100 {
             let id = if k % 2 == 0 { c"alpha" } else { c"beta" };
-            latte::ffi::latte_start(id.as_ptr(), LATTE_MODE_FAST);
-            latte::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+            latte::internals::ffi::latte_start(id.as_ptr(), LATTE_MODE_FAST);
+            latte::internals::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
         }
         let m = Mapping::open_shm(name.as_bytes()).unwrap();
-        let len = m.view.geo.total_size as usize;
+        let len = m.view().geo.total_size as usize;
         // SAFETY: the mapping is readable for its validated total size.
-        let bytes = unsafe { std::slice::from_raw_parts(m.view.base(), len) }.to_vec();
-        latte::reader::unlink_shm(name.as_bytes()).unwrap();
+        let bytes = unsafe { std::slice::from_raw_parts(m.view().base(), len) }.to_vec();
+        latte::shm::unlink(name.as_bytes()).unwrap();
         bytes
     })
 }
@@ -51,7 +51,7 @@ fn guarded<R>(bytes: &[u8], f: impl FnOnce(*const u8, usize) -> R) -> R {
 }
 
 /// Opens and reads everything; returns the first error.
-fn exercise(base: *const u8, len: usize) -> Result<usize, i32> {
+fn exercise(base: *const u8, len: usize) -> Result<usize, latte::Error> {
     // SAFETY: readable for len bytes, page aligned, alive during the call.
     let v = unsafe { View::new(base, len) }?;
     let mut n = 0;
@@ -61,8 +61,8 @@ fn exercise(base: *const u8, len: usize) -> Result<usize, i32> {
     for s in v.slots()? {
         let mut c = latte_cursor::default();
         let mut out = Vec::new();
-        v.read_slot(s.index, &mut c, &mut out, false)?;
-        v.read_slot(s.index, &mut c, &mut out, true)?;
+        v.read_slot(s.index, &mut c, &mut out, latte::ReadMode::Live)?;
+        v.read_slot(s.index, &mut c, &mut out, latte::ReadMode::Final)?;
         n += out.len();
     }
     let _ = v.counters();
@@ -91,7 +91,7 @@ fn the_valid_image_reads() {
 #[test]
 fn each_hostile_object_gives_its_error() {
     let img = image();
-    let check = |b: &[u8], want: i32| assert_eq!(guarded(b, exercise).err(), Some(want));
+    let check = |b: &[u8], want: i32| assert_eq!(guarded(b, exercise).err().map(latte::Error::code), Some(want));
     // Truncated.
     check(&img[..img.len() - 1], LATTE_ERR_TRUNCATED);
     check(&img[..300], LATTE_ERR_TRUNCATED);
@@ -146,12 +146,12 @@ fn hostile_files_through_the_file_reader() {
     std::fs::write(&f, image()).unwrap();
     assert!(Mapping::open_file(&f).is_ok());
     std::fs::write(&f, &image()[..1000]).unwrap();
-    assert_eq!(Mapping::open_file(&f).err(), Some(LATTE_ERR_TRUNCATED));
+    assert_eq!(Mapping::open_file(&f).err().map(latte::Error::code), Some(LATTE_ERR_TRUNCATED));
     std::fs::write(&f, b"").unwrap();
-    assert_eq!(Mapping::open_file(&f).err(), Some(LATTE_ERR_NOT_LATTE));
+    assert_eq!(Mapping::open_file(&f).err().map(latte::Error::code), Some(LATTE_ERR_NOT_LATTE));
     std::fs::write(&f, vec![0u8; 100_000]).unwrap();
-    assert_eq!(Mapping::open_file(&f).err(), Some(LATTE_ERR_NOT_LATTE));
-    assert_eq!(Mapping::open_file(&dir.join("absent")).err(), Some(-libc::ENOENT));
+    assert_eq!(Mapping::open_file(&f).err().map(latte::Error::code), Some(LATTE_ERR_NOT_LATTE));
+    assert_eq!(Mapping::open_file(&dir.join("absent")).err().map(latte::Error::code), Some(-libc::ENOENT));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -174,7 +174,7 @@ proptest! {
         }
         let r = guarded(&b, exercise);
         if let Err(e) = r {
-            prop_assert!(e < 0);
+            prop_assert!(e.code() < 0);
         }
     }
 }

@@ -10,9 +10,9 @@ use std::ffi::CString;
 fn the_257th_id_does_not_fit() {
     let names: Vec<CString> = (0..257).map(|k| CString::new(format!("id-{k}")).unwrap()).collect();
     for (k, n) in names.iter().take(256).enumerate() {
-        assert_eq!(latte::ffi::latte_intern_id(n.as_ptr()), k as u32);
+        assert_eq!(latte::internals::ffi::latte_intern_id(n.as_ptr()), k as u32);
     }
-    assert_eq!(latte::ffi::latte_intern_id(names[256].as_ptr()), LATTE_INVALID_ID);
+    assert_eq!(latte::internals::ffi::latte_intern_id(names[256].as_ptr()), LATTE_INVALID_ID);
     // Known IDs still record; the unknown one is dropped and counted.
     span(&names[5], LATTE_MODE_FAST, LATTE_MODE_FAST);
     span(&names[256], LATTE_MODE_FAST, LATTE_MODE_FAST);
@@ -24,21 +24,21 @@ fn the_257th_id_does_not_fit() {
     // The inline path's slow path: a sink ring (never NULL), never cached,
     // so that each span under the unfit ID is counted; a Stop writes into
     // the sink, and nothing reads it.
-    let me = latte::recorder::current();
-    let sink = latte::ffi::latte_thread_resolve(me, names[256].as_ptr());
+    let me = latte::internals::recorder::current();
+    let sink = latte::internals::ffi::latte_thread_resolve(me, names[256].as_ptr());
     assert!(!sink.is_null());
-    assert_eq!(latte::ffi::latte_thread_resolve(me, names[256].as_ptr()), sink);
+    assert_eq!(latte::internals::ffi::latte_thread_resolve(me, names[256].as_ptr()), sink);
     assert_eq!(counters().unfit_id_drops, 4);
     // SAFETY: `me` is this thread's active state.
     let t = unsafe { &mut *me };
     for _ in 0..70_000 {
-        latte::recorder::start(t, names[256].as_ptr(), LATTE_MODE_FAST);
-        latte::recorder::stop(t, LATTE_MODE_FAST);
+        latte::internals::recorder::start(t, names[256].as_ptr(), LATTE_MODE_FAST);
+        latte::internals::recorder::stop(t, LATTE_MODE_FAST);
     }
     assert_eq!(counters().unfit_id_drops, 70_004);
     assert!(snapshot(&names[256]).is_empty());
     // Calibration cannot intern its ID either: an error, not a crash.
-    assert_eq!(latte::ffi::latte_calibrate(), -libc::ENOSPC);
-    let r = latte::report::own_report(LATTE_UNIT_CYCLE, LATTE_DATA_RAW).unwrap();
+    assert_eq!(latte::internals::ffi::latte_calibrate(), -libc::ENOSPC);
+    let r = latte::internals::api::own_report(LATTE_UNIT_CYCLE, LATTE_DATA_RAW).unwrap();
     assert!(r.contains("id-5"));
 }

@@ -6,17 +6,18 @@
 
 mod common;
 use common::*;
+use latte::internals::extract::own_view;
 use latte::layout::*;
-use latte::reader::{latte_cursor, latte_raw_sample, own_view, ReadOutcome, View};
+use latte::reader::{latte_cursor, latte_raw_sample, ReadOutcome, View};
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::time::Duration;
 
 /// The view of this process's region and the slot of `id` recorded by the
 /// thread `tid` (an OS thread id).
-fn slot_of(id: &[u8], tid: u32) -> (View, u32) {
+fn slot_of(id: &[u8], tid: u32) -> (View<'static>, u32) {
     let v = own_view().unwrap();
-    let tok = v.ids().unwrap().into_iter().find(|i| latte::intern::name_bytes(&i.name) == id).unwrap().token;
+    let tok = v.ids().unwrap().into_iter().find(|i| latte::name::name_bytes(&i.name) == id).unwrap().token;
     let s = v.slots().unwrap().into_iter().find(|s| s.id_token == tok && s.os_tid == tid).unwrap();
     (v, s.index)
 }
@@ -28,7 +29,7 @@ fn gettid() -> u32 {
 
 fn read(v: &View, slot: u32, cur: &mut latte_cursor, cap: usize, pace_ns: u64) -> ReadOutcome {
     let mut buf = vec![MaybeUninit::<latte_raw_sample>::uninit(); cap];
-    v.read_into_paced(slot, cur, &mut buf, pace_ns).unwrap()
+    v.read_into(slot, cur, &mut buf, latte::ReadMode::Paced { min_interval_ns: pace_ns }).unwrap()
 }
 
 fn record(id: &CStr, n: usize) {
@@ -112,12 +113,12 @@ fn a_flushed_image_is_never_deferred() {
     let tid = gettid();
     let p = std::env::temp_dir().join(format!("latte-pace-{}.img", std::process::id()));
     let f = std::fs::File::create(&p).unwrap();
-    assert_eq!(latte::ffi::latte_flush_sync(f.as_raw_fd(), LATTE_UNIT_CYCLE), 0);
+    assert_eq!(latte::internals::ffi::latte_flush_sync(f.as_raw_fd(), LATTE_UNIT_CYCLE), 0);
     drop(f);
     let m = latte::reader::Mapping::open_file(&p).unwrap();
     std::fs::remove_file(&p).unwrap();
-    let v = m.view;
-    let tok = v.ids().unwrap().into_iter().find(|i| latte::intern::name_bytes(&i.name) == b"pace-image").unwrap().token;
+    let v = m.view();
+    let tok = v.ids().unwrap().into_iter().find(|i| latte::name::name_bytes(&i.name) == b"pace-image").unwrap().token;
     let s = v.slots().unwrap().into_iter().find(|s| s.id_token == tok && s.os_tid == tid).unwrap();
     assert_eq!(s.state, LATTE_SLOT_LIVE, "the owner was alive when the image was taken");
     let mut cur = latte_cursor::default();

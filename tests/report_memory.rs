@@ -5,7 +5,7 @@
 //! test hook: with a limit on the address space, glibc serves the request
 //! from space its thread arenas reserved earlier).
 
-use latte::ffi::*;
+use latte::internals::ffi::*;
 use latte::layout::*;
 
 fn status_kib(key: &str) -> u64 {

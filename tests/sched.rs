@@ -3,8 +3,8 @@
 //! memory budget), thread exit and fork.
 
 use latte::error::LATTE_ERR_SCHED_LOST;
-use latte::sched::ffi::*;
-use latte::sched::*;
+use latte::internals::ffi::*;
+use latte::internals::sched::*;
 
 fn snap() -> latte_sched_point {
     let mut p = latte_sched_point::default();
@@ -27,7 +27,7 @@ fn counters() -> latte_sched_counters {
 /// The calling thread's switch-outs as the kernel counts them:
 /// voluntary + nonvoluntary context switches.
 fn kernel_switches() -> u64 {
-    let tid = latte::tsc::gettid();
+    let tid = latte::internals::tsc::gettid();
     let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
     s.lines()
         .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
@@ -90,7 +90,7 @@ fn a_sleep_is_blocked_time() {
     let b = snap();
     let (rc, d) = diff(&a, &b);
     assert_eq!(rc, 0);
-    println!("{}", latte::sched::format(&d));
+    println!("{}", latte::internals::sched::format(&d));
     assert!(d.wall_ns >= 3_000_000, "{d:?}");
     assert!(d.switch_outs >= 1 && d.blocked_ns >= 2_000_000, "{d:?}");
     assert_eq!(d.on_cpu_ns + d.off_cpu_ns, d.wall_ns);
@@ -110,7 +110,7 @@ fn a_ring_overrun_is_reported() {
     assert_eq!(rc, LATTE_ERR_SCHED_LOST, "{d:?}");
     assert_eq!((d.lost, d.switch_outs, d.on_cpu_ns, d.blocked_ns), (1, 0, 0, 0));
     assert!(d.wall_ns > 0);
-    assert!(latte::sched::format(&d).contains("lost"));
+    assert!(latte::internals::sched::format(&d).contains("lost"));
     // A window that was whole when taken, read after the ring moved on.
     let a = snap();
     usleep(10);
@@ -160,7 +160,7 @@ fn format_follows_the_buffer_rule() {
     };
     let mut n = 0usize;
     assert_eq!(latte_sched_format(&d, core::ptr::null_mut(), 0, &mut n), -libc::ERANGE);
-    let text = latte::sched::format(&d);
+    let text = latte::internals::sched::format(&d);
     assert_eq!(n, text.len());
     assert_eq!(text, "wall 1.50 ms = on-CPU 500.00 us + off-CPU 1.00 ms (preempted 0.00 ns, blocked 1.00 ms); 1 switch-out (0 preempted); 1 CPU, 0 migrations");
     let mut buf = vec![0x55u8; n];
@@ -216,7 +216,7 @@ fn a_fork_child_gets_an_event_of_its_own() {
 /// The `LATTE_SAMPLE_SWITCHED` bit of every sample recorded under `id` in
 /// this process, in ring order.
 pub fn flags_of(id: &std::ffi::CStr) -> Vec<bool> {
-    use latte::ffi::{latte_intern_id, latte_sample_record, latte_samples_extract};
+    use latte::internals::ffi::{latte_intern_id, latte_sample_record, latte_samples_extract};
     let token = latte_intern_id(id.as_ptr());
     let mut n = 0usize;
     let _ = latte_samples_extract(core::ptr::null_mut(), 0, &mut n);
@@ -232,9 +232,9 @@ fn spans_and_pulses_around_a_sleep_are_all_flagged() {
         assert_eq!(latte_sched_enable(), 0);
         let id = c"sched.sleep";
         for _ in 0..20 {
-            latte::ffi::latte_start(id.as_ptr(), 0);
+            latte::internals::ffi::latte_start(id.as_ptr(), 0);
             usleep(100);
-            latte::ffi::latte_stop(id.as_ptr(), 0);
+            latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         }
         let flags = flags_of(id);
         assert_eq!(flags.len(), 20);
@@ -243,7 +243,7 @@ fn spans_and_pulses_around_a_sleep_are_all_flagged() {
         let mut site = latte::layout::latte_pulse_site::new();
         for _ in 0..21 {
             usleep(100);
-            latte::ffi::latte_pulse(&mut site, pid.as_ptr());
+            latte::internals::ffi::latte_pulse(&mut site, pid.as_ptr());
         }
         let flags = flags_of(pid);
         assert_eq!(flags.len(), 20, "the first pulse primes its site");
@@ -268,15 +268,15 @@ fn flagged_spans_never_outnumber_the_kernels_switches() {
         let (id, pid) = (c"sched.spin", c"sched.spin.pulse");
         let mut site = latte::layout::latte_pulse_site::new();
         // Warm: ring resolved and pages committed before counting.
-        latte::ffi::latte_prefault(id.as_ptr());
-        latte::ffi::latte_prefault(pid.as_ptr());
-        latte::ffi::latte_pulse(&mut site, pid.as_ptr());
+        latte::internals::ffi::latte_prefault(id.as_ptr());
+        latte::internals::ffi::latte_prefault(pid.as_ptr());
+        latte::internals::ffi::latte_pulse(&mut site, pid.as_ptr());
         let k0 = kernel_switches();
         for i in 0..60_000u32 {
-            latte::ffi::latte_start(id.as_ptr(), 0);
+            latte::internals::ffi::latte_start(id.as_ptr(), 0);
             spin(200);
-            latte::ffi::latte_stop(id.as_ptr(), 0);
-            latte::ffi::latte_pulse(&mut site, pid.as_ptr());
+            latte::internals::ffi::latte_stop(id.as_ptr(), 0);
+            latte::internals::ffi::latte_pulse(&mut site, pid.as_ptr());
             if i % 10_000 == 0 {
                 usleep(50); // between spans: counted by the kernel, flags no span
             }
@@ -300,20 +300,20 @@ fn a_thread_that_released_its_event_flags_nothing() {
     std::thread::spawn(|| {
         assert_eq!(latte_sched_enable(), 0);
         let id = c"sched.released";
-        latte::ffi::latte_start(id.as_ptr(), 0);
+        latte::internals::ffi::latte_start(id.as_ptr(), 0);
         usleep(100);
-        latte::ffi::latte_stop(id.as_ptr(), 0);
+        latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         assert_eq!(latte_sched_release(), 0);
         assert_eq!(latte_sched_status(), LATTE_SCHED_RELEASED);
         let mut p = latte_sched_point::default();
         assert_eq!(latte_sched_snap(&mut p), latte::error::LATTE_ERR_SCHED_OFF);
-        latte::ffi::latte_start(id.as_ptr(), 0);
+        latte::internals::ffi::latte_start(id.as_ptr(), 0);
         usleep(100);
-        latte::ffi::latte_stop(id.as_ptr(), 0);
+        latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         assert_eq!(latte_sched_enable(), 0, "enable opens it again");
-        latte::ffi::latte_start(id.as_ptr(), 0);
+        latte::internals::ffi::latte_start(id.as_ptr(), 0);
         usleep(100);
-        latte::ffi::latte_stop(id.as_ptr(), 0);
+        latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         assert_eq!(flags_of(id), vec![true, false, true]);
     })
     .join()
@@ -326,16 +326,16 @@ fn reports_count_switched_samples_and_leave_them_out_when_clean() {
         assert_eq!(latte_sched_enable(), 0);
         let id = c"sched.report";
         for i in 0..40 {
-            latte::ffi::latte_start(id.as_ptr(), 0);
+            latte::internals::ffi::latte_start(id.as_ptr(), 0);
             if i % 4 == 0 {
                 usleep(200);
             }
-            latte::ffi::latte_stop(id.as_ptr(), 0);
+            latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         }
         let flags = flags_of(id);
         let switched = flags.iter().filter(|&&f| f).count() as u64;
         assert!(switched >= 10, "{flags:?}");
-        let view = latte::reader::own_view().unwrap();
+        let view = latte::internals::extract::own_view().unwrap();
         let cal = view.calibration();
         let row = |clean| {
             latte::report::rows_of_view_with(&view, latte::layout::LATTE_DATA_RAW, &cal, clean).unwrap().into_iter().find(|r| r.name == "sched.report").unwrap()

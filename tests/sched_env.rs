@@ -5,15 +5,15 @@
 //! that none inherits another's event.
 
 use latte::error::LATTE_ERR_SCHED_OFF;
-use latte::sched::ffi::*;
-use latte::sched::*;
+use latte::internals::ffi::*;
+use latte::internals::sched::*;
 
 /// How many samples under `id` carry `LATTE_SAMPLE_SWITCHED`.
 fn flagged_under(id: &std::ffi::CStr) -> usize {
-    let token = latte::ffi::latte_intern_id(id.as_ptr());
-    let mut v = vec![latte::ffi::latte_sample_record::default(); 4096];
+    let token = latte::internals::ffi::latte_intern_id(id.as_ptr());
+    let mut v = vec![latte::internals::ffi::latte_sample_record::default(); 4096];
     let mut n = 0usize;
-    assert_eq!(latte::ffi::latte_samples_extract(v.as_mut_ptr(), v.len(), &mut n), 0);
+    assert_eq!(latte::internals::ffi::latte_samples_extract(v.as_mut_ptr(), v.len(), &mut n), 0);
     v[..n].iter().filter(|r| r.token == token && r.switched != 0).count()
 }
 
@@ -63,10 +63,10 @@ fn without_tracking_no_sample_is_flagged() {
     in_child(|| {
         let id = c"sched.untracked";
         for _ in 0..10 {
-            latte::ffi::latte_start(id.as_ptr(), 0);
+            latte::internals::ffi::latte_start(id.as_ptr(), 0);
             // SAFETY: no memory effects.
             unsafe { libc::usleep(50) };
-            latte::ffi::latte_stop(id.as_ptr(), 0);
+            latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         }
         latte_sched_status() == LATTE_SCHED_OFF && flagged_under(id) == 0
     });
@@ -90,18 +90,18 @@ fn child_with_latte_sched_1() {
     assert_eq!(latte_sched_status(), LATTE_SCHED_PENDING, "enabled, nothing opened yet");
     assert_eq!(counters().tracked, 0);
     let id = c"sched.env";
-    latte::ffi::latte_start(id.as_ptr(), 0);
+    latte::internals::ffi::latte_start(id.as_ptr(), 0);
     assert_eq!(latte_sched_status(), LATTE_SCHED_ON, "the first Start opens the thread's event");
     assert_eq!(counters().tracked, 1);
     // SAFETY: no memory effects.
     unsafe { libc::usleep(100) };
-    latte::ffi::latte_stop(id.as_ptr(), 0);
+    latte::internals::ffi::latte_stop(id.as_ptr(), 0);
     assert_eq!(flagged_under(id), 1);
     // Another thread: its first Start opens its own.
     std::thread::spawn(|| {
         assert_eq!(latte_sched_status(), LATTE_SCHED_PENDING);
-        latte::ffi::latte_start(c"sched.env.2".as_ptr(), 0);
-        latte::ffi::latte_stop(core::ptr::null(), 0);
+        latte::internals::ffi::latte_start(c"sched.env.2".as_ptr(), 0);
+        latte::internals::ffi::latte_stop(core::ptr::null(), 0);
         assert_eq!(latte_sched_status(), LATTE_SCHED_ON);
         assert_eq!(counters().tracked, 2);
     })
@@ -139,14 +139,17 @@ fn refused_by_seccomp_recording_still_works() {
             let by_errno = if errno == libc::EPERM { c.refused_eperm } else { c.refused_enosys };
             let id = c"sched.refused";
             for _ in 0..10 {
-                latte::ffi::latte_start(id.as_ptr(), 0);
+                latte::internals::ffi::latte_start(id.as_ptr(), 0);
                 // SAFETY: no memory effects.
                 unsafe { libc::usleep(50) };
-                latte::ffi::latte_stop(id.as_ptr(), 0);
+                latte::internals::ffi::latte_stop(id.as_ptr(), 0);
             }
             let flagged = flagged_under(id);
             // SAFETY: a valid C string.
-            let n = unsafe { latte::reader::snapshot(id.as_ptr()) }.map(|v| v.len()).unwrap_or(0);
+            let n = {
+                let mut raw = Vec::new();
+                unsafe { latte::internals::extract::snapshot_into(id.as_ptr(), &mut raw) }.map(|_| raw.len()).unwrap_or(0)
+            };
             rc == -errno
                 && latte_sched_status() == -errno
                 && snap_rc == -errno
@@ -198,10 +201,13 @@ fn an_unprivileged_users_budget_is_counted_when_spent() {
         }
         let c = counters();
         let id = c"sched.budget";
-        latte::ffi::latte_start(id.as_ptr(), 0);
-        latte::ffi::latte_stop(id.as_ptr(), 0);
+        latte::internals::ffi::latte_start(id.as_ptr(), 0);
+        latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         // SAFETY: a valid C string.
-        let n = unsafe { latte::reader::snapshot(id.as_ptr()) }.map(|v| v.len()).unwrap_or(0);
+        let n = {
+            let mut raw = Vec::new();
+            unsafe { latte::internals::extract::snapshot_into(id.as_ptr(), &mut raw) }.map(|_| raw.len()).unwrap_or(0)
+        };
         let mlock_kb: u64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb").unwrap().trim().parse().unwrap();
         println!(
             "unprivileged user, RLIMIT_MEMLOCK 0, perf_event_mlock_kb {mlock_kb}, {} CPUs: {} threads tracked, then {}",

@@ -2,8 +2,8 @@
 //! other, and the diff says so (preempted time, preemptions). Its own test
 //! binary with one test, so that nothing else runs beside it.
 
-use latte::sched::ffi::*;
-use latte::sched::*;
+use latte::internals::ffi::*;
+use latte::internals::sched::*;
 
 /// Pins the calling thread to `cpu`.
 fn pin(cpu: usize) {
@@ -40,13 +40,13 @@ fn spin_pinned(cpu: usize, windows: u32, start: &std::sync::Barrier) -> latte_sc
     let mut flagged = Vec::new();
     for _ in 0..windows {
         // Each window a span: it is flagged when the thread was switched out in it.
-        latte::ffi::latte_start(id.as_ptr(), 0);
+        latte::internals::ffi::latte_start(id.as_ptr(), 0);
         let t0 = std::time::Instant::now();
         let mut x = 0u64;
         while t0.elapsed().as_millis() < 20 {
             x = std::hint::black_box(x.wrapping_add(1));
         }
-        latte::ffi::latte_stop(id.as_ptr(), 0);
+        latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         let mut b = latte_sched_point::default();
         assert_eq!(latte_sched_snap(&mut b), 0);
         let mut d = latte_sched_delta::default();
@@ -67,7 +67,7 @@ fn spin_pinned(cpu: usize, windows: u32, start: &std::sync::Barrier) -> latte_sc
     }
     // This thread's spans, in order: a flagged one was switched out (its
     // window's diff, which brackets it, counts a switch-out).
-    let mine = own_flags(latte::ffi::latte_intern_id(id.as_ptr()));
+    let mine = own_flags(latte::internals::ffi::latte_intern_id(id.as_ptr()));
     assert_eq!(mine.len(), windows as usize);
     for (f, (outs, pre)) in mine.iter().zip(&flagged) {
         assert!(!f || (*outs >= 1 && *pre > 0), "a flagged span whose window saw no preemption");
@@ -78,19 +78,14 @@ fn spin_pinned(cpu: usize, windows: u32, start: &std::sync::Barrier) -> latte_sc
     sum
 }
 
-/// This thread's samples under `token`, in ring order (through a reader of
-/// this process's own region: the slots name their OS thread).
+/// This thread's samples under `token`, in ring order.
 fn own_flags(token: u32) -> Vec<bool> {
-    let view = latte::reader::own_view().unwrap();
-    let tid = latte::tsc::gettid();
-    let slot = view.slots().unwrap().into_iter().find(|s| s.id_token == token && s.os_tid == tid).unwrap();
-    let mut cur = latte::reader::latte_cursor::default();
-    let mut out = vec![core::mem::MaybeUninit::<latte::reader::latte_raw_sample>::uninit(); 4096];
-    let r = view.read_into_paced(slot.index, &mut cur, &mut out, 0).unwrap();
-    // SAFETY: the first `r.read` entries were written by the read.
-    out[..r.read as usize].iter().map(|s| unsafe { s.assume_init() }.decode().switched).collect()
+    let view = latte::internals::extract::own_view().unwrap();
+    let tid = latte::internals::tsc::gettid();
+    let slots = latte::internals::extract::collect(&view, Some(token)).unwrap();
+    let (_, raw) = slots.into_iter().find(|(s, _)| s.os_tid == tid).unwrap();
+    raw.iter().map(|r| r.decode().switched).collect()
 }
-
 #[test]
 fn two_threads_on_one_cpu_preempt_each_other() {
     let cpu = first_allowed_cpu();
@@ -100,7 +95,7 @@ fn two_threads_on_one_cpu_preempt_each_other() {
     let mine = spin_pinned(cpu, 15, &start);
     let theirs = other.join().unwrap();
     for d in [mine, theirs] {
-        println!("{}", latte::sched::format(&d));
+        println!("{}", latte::internals::sched::format(&d));
         assert!(d.preemptions >= 1 && d.preempted_ns > 0, "{d:?}");
         assert!(d.preemptions <= d.switch_outs);
         assert_eq!(d.on_cpu_ns + d.preempted_ns + d.blocked_ns, d.wall_ns);

@@ -4,7 +4,7 @@
 //! modes); a handler that interrupts latte's own slow path on its thread
 //! (which holds the registry lock) is refused and counted, never deadlocks.
 
-use latte::ffi::*;
+use latte::internals::ffi::*;
 use latte::layout::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -79,7 +79,7 @@ fn under_signals(sig: libc::c_int, warm: impl FnOnce() + Send, work: impl FnOnce
 fn samples(id: &core::ffi::CStr) -> Vec<Sample> {
     let mut raw = Vec::new();
     // SAFETY: a valid C string.
-    unsafe { latte::reader::snapshot_into(id.as_ptr(), &mut raw) }.unwrap();
+    unsafe { latte::internals::extract::snapshot_into(id.as_ptr(), &mut raw) }.unwrap();
     raw.iter().map(|r| r.decode()).collect()
 }
 
@@ -143,7 +143,7 @@ fn a_handler_interrupting_a_slow_path_is_refused_not_deadlocked() {
                 }
             },
         );
-        let mut c = latte::recorder::latte_counters::default();
+        let mut c = latte::counters::latte_counters::default();
         latte_get_counters(&mut c);
         eprintln!("handler spans {}, refused in a slow path {}", HANDLER_SPANS.load(Ordering::Relaxed), c.reentrant_drops);
         // SAFETY: leave the child.

@@ -5,8 +5,7 @@
 //! continuously, while a reader thread polls every slot through its own
 //! read-only mapping (as another process would).
 
-use latte::error::LATTE_ERR_CORRUPT;
-use latte::ffi::{latte_start, latte_stop};
+use latte::internals::ffi::{latte_start, latte_stop};
 use latte::layout::*;
 use latte::reader::{latte_cursor, latte_raw_sample, Mapping};
 use std::mem::MaybeUninit;
@@ -17,27 +16,27 @@ use std::time::{Duration, Instant};
 #[test]
 fn reused_slots_never_read_as_corrupt() {
     let name = format!("/latte-test-reuse-{}", std::process::id());
-    let cfg = latte::region::latte_region_config { slot_capacity: 4, samples_per_slot: 256, id_capacity: 0, mode: 0, replace_stale: 0 };
-    latte::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 256, id_capacity: 0, mode: 0, replace_stale: 0 };
+    latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     let m = Mapping::open_shm(name.as_bytes()).unwrap();
-    latte::reader::unlink_shm(name.as_bytes()).unwrap();
+    latte::shm::unlink(name.as_bytes()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
         let stop = stop.clone();
         std::thread::spawn(move || {
             let m = m;
-            let v = m.view;
+            let v = m.view();
             let mut curs = vec![latte_cursor::default(); v.geo.slot_capacity as usize];
             let mut buf = vec![MaybeUninit::<latte_raw_sample>::uninit(); v.geo.samples_per_slot as usize];
             let (mut reads, mut restarts, mut corrupt, mut other) = (0u64, 0u64, 0u64, 0u64);
             while !stop.load(Ordering::Relaxed) {
                 for i in 0..v.geo.slot_capacity {
-                    match v.read_into(i, &mut curs[i as usize], &mut buf, false) {
+                    match v.read_into(i, &mut curs[i as usize], &mut buf, latte::ReadMode::Live) {
                         Ok(r) => {
                             reads += 1;
                             restarts += r.restarted as u64;
                         }
-                        Err(LATTE_ERR_CORRUPT) => corrupt += 1,
+                        Err(latte::Error::Corrupt) => corrupt += 1,
                         Err(_) => other += 1,
                     }
                 }
@@ -66,7 +65,7 @@ fn reused_slots_never_read_as_corrupt() {
     }
     stop.store(true, Ordering::Relaxed);
     let (reads, restarts, corrupt, other) = reader.join().unwrap();
-    let c = latte::recorder::counters_of(latte::recorder::region_if_any().unwrap().header());
+    let c = latte::counters::counters_of(latte::internals::recorder::region_if_any().unwrap().header());
     eprintln!("threads {threads}, slot reuses {}, reads {reads}, restarts {restarts}, corrupt {corrupt}, other errors {other}", c.slot_reuses);
     assert!(c.slot_reuses > 0, "no slot was reused: the test saw nothing");
     assert_eq!(corrupt, 0, "a healthy region read as corrupt");

@@ -18,8 +18,8 @@ fn wait_exit(pid: i32) -> i32 {
     libc::WEXITSTATUS(st)
 }
 
-fn cfg(replace_stale: u32) -> latte::region::latte_region_config {
-    latte::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, replace_stale }
+fn cfg(replace_stale: u32) -> latte::internals::region::latte_region_config {
+    latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, replace_stale }
 }
 
 fn pipe() -> [i32; 2] {
@@ -43,9 +43,9 @@ fn producer(name: &str, go: [i32; 2], report: [i32; 2], done: [i32; 2]) -> i32 {
             libc::close(go[1]);
             libc::read(go[0], b.as_mut_ptr() as *mut libc::c_void, 1);
         }
-        let r = match latte::recorder::install_shared(name.as_bytes(), &cfg(1)) {
+        let r = match latte::internals::recorder::install_shared(name.as_bytes(), &cfg(1)) {
             Ok(()) => 0u8,
-            Err(e) if e == -libc::EEXIST => 1,
+            Err(e) if e == latte::Error::Os(libc::EEXIST) => 1,
             Err(_) => 2,
         };
         // SAFETY: pipe ends of ours.
@@ -68,7 +68,7 @@ fn one_of_two_producers_takes_a_stale_region_over() {
         // SAFETY: fork; the child installs and _exits.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            let ok = latte::recorder::install_shared(name.as_bytes(), &cfg(0)).is_ok();
+            let ok = latte::internals::recorder::install_shared(name.as_bytes(), &cfg(0)).is_ok();
             // SAFETY: leave the child.
             unsafe { libc::_exit(if ok { 0 } else { 1 }) };
         }
@@ -88,7 +88,7 @@ fn one_of_two_producers_takes_a_stale_region_over() {
         }
         let winners = res.iter().filter(|&&r| r == 0).count();
         let m = Mapping::open_shm(name.as_bytes());
-        let owner = m.as_ref().map(|m| m.view.producer_pid as i32).unwrap_or(0);
+        let owner = m.as_ref().map(|m| m.view().producer_pid as i32).unwrap_or(0);
         // SAFETY: our pipe ends: a byte each lets both exit.
         unsafe {
             libc::write(done[1], [1u8, 1u8].as_ptr() as *const libc::c_void, 2);
@@ -99,7 +99,7 @@ fn one_of_two_producers_takes_a_stale_region_over() {
         }
         assert_eq!(wait_exit(a), 0);
         assert_eq!(wait_exit(b), 0);
-        let _ = latte::reader::unlink_shm(name.as_bytes());
+        let _ = latte::shm::unlink(name.as_bytes());
         assert_eq!((winners, res.contains(&1)), (1, true), "trial {trial}: results {res:?} (0 installed, 1 EEXIST)");
         assert!(owner == a || owner == b, "trial {trial}: the name refers to pid {owner}, not to a producer of this trial");
     }
@@ -153,7 +153,7 @@ fn a_producer_in_another_pid_namespace_stays_alive() {
     let outer = in_other_pid_namespace(move || {
         // SAFETY: ends this process should the test fail before releasing it.
         unsafe { libc::alarm(20) };
-        let ok = latte::recorder::install_shared(nm.as_bytes(), &cfg(0)).is_ok();
+        let ok = latte::internals::recorder::install_shared(nm.as_bytes(), &cfg(0)).is_ok();
         let mut b = [0u8; 1];
         // SAFETY: pipe ends of ours.
         unsafe {
@@ -173,15 +173,15 @@ fn a_producer_in_another_pid_namespace_stays_alive() {
     }
     assert_eq!(b[0], 1, "the producer in the new namespace could not install its region");
     let m = Mapping::open_shm(name.as_bytes()).unwrap();
-    eprintln!("the producer's pid in its namespace: {}", m.view.producer_pid);
+    eprintln!("the producer's pid in its namespace: {}", m.view().producer_pid);
     assert!(m.producer_alive(), "a running producer judged dead");
     // Another producer asking to replace a stale region must not take it.
     // SAFETY: fork; the child tries and _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let r = latte::recorder::install_shared(name.as_bytes(), &cfg(1));
+        let r = latte::internals::recorder::install_shared(name.as_bytes(), &cfg(1));
         // SAFETY: leave the child.
-        unsafe { libc::_exit(if r == Err(-libc::EEXIST) { 0 } else { 1 }) };
+        unsafe { libc::_exit(if r == Err(latte::Error::Os(libc::EEXIST)) { 0 } else { 1 }) };
     }
     assert_eq!(wait_exit(pid), 0, "a live producer's region was replaced");
     // SAFETY: our pipe ends: a byte lets the producer exit (the processes
@@ -199,10 +199,10 @@ fn a_producer_in_another_pid_namespace_stays_alive() {
     // SAFETY: fork; the child tries and _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let ok = latte::recorder::install_shared(name.as_bytes(), &cfg(1)).is_ok();
+        let ok = latte::internals::recorder::install_shared(name.as_bytes(), &cfg(1)).is_ok();
         // SAFETY: leave the child.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
     assert_eq!(wait_exit(pid), 0, "a stale region was not replaced");
-    let _ = latte::reader::unlink_shm(name.as_bytes());
+    let _ = latte::shm::unlink(name.as_bytes());
 }

@@ -10,9 +10,9 @@
 //! `LATTE_TORTURE_SECS` sets the producers' run time (default 2 s; longer
 //! runs are a benchmark option).
 
+use latte::internals::recorder;
 use latte::layout::*;
 use latte::reader::{latte_cursor, latte_raw_sample, Mapping};
-use latte::recorder;
 use std::io::BufRead;
 use std::mem::MaybeUninit;
 use std::process::{Command, Stdio};
@@ -36,7 +36,7 @@ fn reader_process(name: &str) {
             Err(e) => panic!("open {name}: {e}"),
         }
     };
-    let v = m.view;
+    let v = m.view();
     let mut curs = vec![latte_cursor::default(); v.geo.slot_capacity as usize];
     let mut corrupt = vec![0u64; curs.len()];
     let mut deferred = vec![0u64; curs.len()];
@@ -47,7 +47,7 @@ fn reader_process(name: &str) {
         for s in &slots {
             let c = &mut curs[s.index as usize];
             let pace = if s.index % 2 == 1 { 100_000 } else { 0 };
-            let r = v.read_into_paced(s.index, c, &mut buf, pace).unwrap();
+            let r = v.read_into(s.index, c, &mut buf, latte::ReadMode::Paced { min_interval_ns: pace }).unwrap();
             deferred[s.index as usize] += r.deferred as u64;
             // SAFETY: read_into_paced initialised the first r.read elements.
             let got = unsafe { core::slice::from_raw_parts(buf.as_ptr() as *const latte_raw_sample, r.read as usize) };
@@ -83,7 +83,7 @@ fn torture_reader_process() {
     }
     let secs: f64 = std::env::var("LATTE_TORTURE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
     let name = format!("/latte-torture-{}", std::process::id());
-    let cfg = latte::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, replace_stale: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, replace_stale: 0 };
     recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "torture_reader_process", "--nocapture", "--test-threads=1"])
@@ -124,7 +124,7 @@ fn torture_reader_process() {
     let lines: Vec<String> =
         std::io::BufReader::new(out).lines().map(|l| l.unwrap()).filter_map(|l| l.split_once("TORTURE ").map(|x| x.1.to_string())).collect();
     assert!(child.wait().unwrap().success());
-    latte::reader::unlink_shm(name.as_bytes()).unwrap();
+    latte::shm::unlink(name.as_bytes()).unwrap();
     assert_eq!(lines.len(), THREADS, "{lines:?}");
     let mut total_written: Vec<u64> = Vec::new();
     for l in &lines {

@@ -28,17 +28,17 @@ fn truncate(name: &str, len: i64) {
 fn the_producer_survives_and_a_reader_gets_an_error() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let name = format!("/latte-test-trunc-{}", std::process::id());
-    let cfg = latte::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 1 };
-    latte::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 1 };
+    latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     for _ in 0..2000 {
         span(c"trunc", LATTE_MODE_FAST, LATTE_MODE_FAST);
     }
     // A reader maps the object while it is whole.
     let m = Mapping::open_shm(name.as_bytes()).unwrap();
-    let slot = (0..m.view.geo.slot_capacity).find(|&i| m.view.slot_info(i).map(|s| s.state != 0).unwrap_or(false)).unwrap();
+    let slot = (0..m.view().geo.slot_capacity).find(|&i| m.view().slot_info(i).map(|s| s.state != 0).unwrap_or(false)).unwrap();
     let mut cur = latte_cursor::default();
     let mut out = Vec::new();
-    assert!(m.view.read_slot(slot, &mut cur, &mut out, false).unwrap().read > 0);
+    assert!(m.view().read_slot(slot, &mut cur, &mut out, latte::ReadMode::Live).unwrap().read > 0);
     let before = counters().mapping_faults;
 
     // Someone shrinks it to its first page: the rings are gone.
@@ -49,16 +49,16 @@ fn the_producer_survives_and_a_reader_gets_an_error() {
     let after = counters().mapping_faults;
     assert!(after > before, "the producer's lost pages are counted");
     let mut cur = latte_cursor::default();
-    assert_eq!(m.view.read_slot(slot, &mut cur, &mut out, false).unwrap_err(), LATTE_ERR_TRUNCATED);
+    assert_eq!(m.view().read_slot(slot, &mut cur, &mut out, latte::ReadMode::Live).unwrap_err().code(), LATTE_ERR_TRUNCATED);
 
     // Down to nothing: the header page too.
     truncate(&name, 0);
     span(c"trunc", LATTE_MODE_FAST, LATTE_MODE_FAST);
     let mut cur = latte_cursor::default();
-    assert!(m.view.read_slot(slot, &mut cur, &mut out, false).is_err());
+    assert!(m.view().read_slot(slot, &mut cur, &mut out, latte::ReadMode::Live).is_err());
     assert!(Mapping::open_shm(name.as_bytes()).is_err());
     drop(m);
-    let _ = latte::ffi::latte_shm_unlink(CString::new(name).unwrap().as_ptr());
+    let _ = latte::internals::ffi::latte_shm_unlink(CString::new(name).unwrap().as_ptr());
 }
 
 /// A SIGBUS that is not latte's still does what it did before: here, the
@@ -68,7 +68,7 @@ fn other_sigbus_keeps_its_default() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // latte's handler is installed here, before the fork (the child only
     // makes system calls).
-    latte::fault::install();
+    latte::internals::fault::install();
     let name = format!("/latte-test-trunc-other-{}", std::process::id());
     let c = CString::new(name.clone()).unwrap();
     // SAFETY: the child maps a one-page object of its own, shrinks it and

@@ -7,6 +7,7 @@
 //! column), plain `key=value` lines when the output is not a terminal.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use latte::error::Error;
 use latte::layout::*;
 use latte::reader::{latte_cursor, latte_raw_sample, Mapping, View};
 use latte::report::{self, Options};
@@ -119,8 +120,8 @@ const EXIT_NOT_REGION: u8 = 4;
 const EXIT_PERMISSION: u8 = 5;
 const EXIT_OUTPUT: u8 = 6;
 
-fn strerror(code: i32) -> String {
-    latte::error::describe(code).to_string_lossy().into_owned()
+fn strerror(e: Error) -> String {
+    e.to_string()
 }
 
 /// Prints `latte: {what}: {text}` and gives the exit code.
@@ -139,7 +140,7 @@ enum Target {
 /// character is a region name (`/name`, or `name` for `/name`), any other a
 /// file path.
 fn classify(target: &str) -> Target {
-    if latte::reader::is_region_name(target) {
+    if latte::shm::is_region_name(target) {
         Target::Region(if target.starts_with('/') { target.to_string() } else { format!("/{target}") })
     } else {
         Target::File(std::path::PathBuf::from(target))
@@ -184,7 +185,7 @@ fn open(target: &str) -> Result<Mapping, ExitCode> {
             Target::File(p) => (p.display().to_string(), p.clone()),
         };
         match e {
-            c if c == -libc::ENOENT => match kind {
+            c if c == Error::Os(libc::ENOENT) => match kind {
                 Target::Region(n) if std::path::Path::new(target).is_dir() => {
                     fail(target, &format!("is a directory, not a latte region or a flushed image (and there is no region {n})"), EXIT_NOT_REGION)
                 }
@@ -199,15 +200,17 @@ fn open(target: &str) -> Result<Mapping, ExitCode> {
                 Target::Region(n) => fail(target, &format!("no such region (no /dev/shm{n}; `latte ls` lists the regions)"), EXIT_MISSING),
                 Target::File(_) => fail(target, "no such file", EXIT_MISSING),
             },
-            c if c == -libc::EACCES || c == -libc::EPERM => fail(&shown, &format!("permission denied{}", owner_text(&path)), EXIT_PERMISSION),
-            c if c == -libc::EINVAL && matches!(kind, Target::Region(_)) => {
+            c if c == Error::Os(libc::EACCES) || c == Error::Os(libc::EPERM) => {
+                fail(&shown, &format!("permission denied{}", owner_text(&path)), EXIT_PERMISSION)
+            }
+            c if c == Error::Os(libc::EINVAL) && matches!(kind, Target::Region(_)) => {
                 fail(target, "not a valid region name (one leading '/', no other, at most 255 bytes)", EXIT_MISSING)
             }
-            latte::error::LATTE_ERR_NOT_LATTE | latte::error::LATTE_ERR_VERSION | latte::error::LATTE_ERR_TRUNCATED | latte::error::LATTE_ERR_CORRUPT => {
-                fail(&shown, &strerror(e), EXIT_NOT_REGION)
+            Error::NotLatte | Error::Version | Error::Truncated | Error::Corrupt => fail(&shown, &strerror(e), EXIT_NOT_REGION),
+            c if c == Error::Os(libc::ENODEV) || c == Error::Os(libc::EISDIR) => {
+                fail(&shown, "cannot be mapped: not a latte region or a flushed image", EXIT_NOT_REGION)
             }
-            c if c == -libc::ENODEV || c == -libc::EISDIR => fail(&shown, "cannot be mapped: not a latte region or a flushed image", EXIT_NOT_REGION),
-            _ => fail(&shown, &format!("{} (errno {})", strerror(e), -e), EXIT_OTHER),
+            _ => fail(&shown, &format!("{} (errno {})", strerror(e), -e.code()), EXIT_OTHER),
         }
     })
 }
@@ -219,7 +222,7 @@ fn cycles_per_ns(v: &View) -> f64 {
     if c > 0.0 {
         c
     } else {
-        latte::tsc::measure_cycles_per_ns(50)
+        latte::measure_cycles_per_ns(50)
     }
 }
 
@@ -310,7 +313,7 @@ fn size_text(bytes: u64) -> String {
 
 /// IDs a report would show (reserved ones left out).
 fn program_ids(v: &View) -> usize {
-    v.ids().map(|ids| ids.iter().filter(|i| !latte::calibrate::is_calibration_name(latte::intern::name_bytes(&i.name))).count()).unwrap_or(0)
+    v.ids().map(|ids| ids.iter().filter(|i| !latte::name::is_reserved_name(latte::name::name_bytes(&i.name))).count()).unwrap_or(0)
 }
 
 /// A text table: column k left-aligned when `align[k]` is 'l', else
@@ -361,7 +364,7 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
         let name = format!("/{}", e.file_name().to_string_lossy());
         match Mapping::open_shm(name.as_bytes()) {
             Ok(m) => {
-                let v = m.view;
+                let v = m.view();
                 let k = v.counters();
                 rows.push(serde_json::json!({
                     "name": name,
@@ -377,7 +380,7 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
             // Objects that are not latte regions (bad magic, empty, not a
             // regular file, an invalid name) are not listed; those it cannot
             // read are, with why.
-            Err(c) if c == latte::error::LATTE_ERR_NOT_LATTE || c == -libc::EINVAL || c == -libc::EISDIR => {}
+            Err(c) if c == Error::NotLatte || c == Error::Os(libc::EINVAL) || c == Error::Os(libc::EISDIR) => {}
             Err(c) => {
                 use std::os::unix::fs::MetadataExt;
                 let meta = e.metadata().ok();
@@ -440,7 +443,7 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
 
 fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, clean: bool, style: Style) -> Result<(), ExitCode> {
     let m = open(target)?;
-    let v = m.view;
+    let v = m.view();
     let mut cal = v.calibration();
     if time {
         cal.cycles_per_ns = cycles_per_ns(&v);
@@ -517,7 +520,7 @@ fn output_error(path: &std::path::Path, e: &std::io::Error) -> String {
 
 fn trace(target: &str, output: &std::path::Path) -> Result<(), ExitCode> {
     let m = open(target)?;
-    let v = &m.view;
+    let v = &m.view();
     let c = report::collect(v).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
     let cpn = cycles_per_ns(v);
     let pid = v.producer_pid;
@@ -595,7 +598,7 @@ fn field(name: &str) -> String {
 
 fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     let m = open(target)?;
-    let v = m.view;
+    let v = m.view();
     let pid = v.producer_pid;
     let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };
     let units = report::Units { unit: if o.time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE }, cycles_per_ns: cpn };
@@ -612,7 +615,7 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
             if cursors.len() <= s.index as usize {
                 cursors.resize(s.index as usize + 1, latte_cursor::default());
             }
-            let _ = v.read_slot(s.index, &mut cursors[s.index as usize], &mut buf, false);
+            let _ = v.read_slot(s.index, &mut cursors[s.index as usize], &mut buf, latte::reader::ReadMode::Live);
         }
     }
     let mut n = 0u64;
@@ -627,13 +630,13 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
         // Looked at before reading: when the producer was gone already, this
         // interval's read takes the last samples there will ever be.
         let alive = m.producer_alive();
-        let fail_read = |e: i32| fail(target, &strerror(e), EXIT_NOT_REGION);
+        let fail_read = |e: Error| fail(target, &strerror(e), EXIT_NOT_REGION);
         let ids = v.ids().map_err(fail_read)?;
         let slots = v.slots().map_err(fail_read)?;
         let mut per: Vec<Interval> = ids
             .iter()
             .map(|i| Interval {
-                name: String::from_utf8_lossy(latte::intern::name_bytes(&i.name)).into_owned(),
+                name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(),
                 count: 0,
                 lost: 0,
                 switched: 0,
@@ -647,7 +650,7 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
             }
             let c = &mut cursors[s.index as usize];
             let lost_before = if c.generation == s.generation { c.lost } else { 0 };
-            v.read_slot(s.index, c, &mut buf, false).map_err(fail_read)?;
+            v.read_slot(s.index, c, &mut buf, latte::reader::ReadMode::Live).map_err(fail_read)?;
             if let Some(p) = per.get_mut(s.id_token as usize) {
                 p.count += buf.len();
                 p.lost += c.lost - lost_before;
@@ -661,7 +664,7 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
         let mut text = String::new();
         let mut table_rows = Vec::new();
         for p in per.iter_mut() {
-            if latte::calibrate::is_calibration_name(p.name.as_bytes()) || (p.count == 0 && p.lost == 0) {
+            if latte::name::is_reserved_name(p.name.as_bytes()) || (p.count == 0 && p.lost == 0) {
                 continue;
             }
             p.durations.sort_by(|a, b| a.total_cmp(b));

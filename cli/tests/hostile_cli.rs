@@ -83,12 +83,12 @@ fn real_region(name: &str, ids: &[&std::ffi::CStr]) -> Vec<u8> {
     // SAFETY: fork; the child installs, records and _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let cfg = latte::region::latte_region_config { slot_capacity: 4, samples_per_slot: 256, id_capacity: 0, mode: 0, replace_stale: 0 };
-        let ok = latte::recorder::install_shared(name.as_bytes(), &cfg).is_ok();
+        let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 256, id_capacity: 0, mode: 0, replace_stale: 0 };
+        let ok = latte::internals::recorder::install_shared(name.as_bytes(), &cfg).is_ok();
         for id in ids {
             for _ in 0..100 {
-                latte::ffi::latte_start(id.as_ptr(), LATTE_MODE_FAST);
-                latte::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+                latte::internals::ffi::latte_start(id.as_ptr(), LATTE_MODE_FAST);
+                latte::internals::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
             }
         }
         // SAFETY: leave the child.
@@ -172,11 +172,11 @@ fn scenario() {
     // SAFETY: fork; the child records until killed.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let cfg = latte::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 0 };
-        latte::recorder::install_shared(b"/trunc", &cfg).unwrap();
+        let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 0 };
+        latte::internals::recorder::install_shared(b"/trunc", &cfg).unwrap();
         let mut site = latte_pulse_site::new();
         loop {
-            latte::ffi::latte_pulse(&mut site, c"trunc.live".as_ptr());
+            latte::internals::ffi::latte_pulse(&mut site, c"trunc.live".as_ptr());
             std::thread::sleep(Duration::from_micros(200));
         }
     }

@@ -1,9 +1,8 @@
-//! The recorder's counters: per thread (`latte_thread_counters`) and per
-//! process (`latte_counters`, from the region header).
+//! The calling thread's counters (`latte_thread_counters`); the process's
+//! are `crate::counters`.
 
-use super::thread::{current_if_any, with_cold, REENTRANT_DROPS};
+use super::thread::{current_if_any, with_cold};
 use crate::layout::*;
-use core::sync::atomic::Ordering;
 
 /// Per-thread counters of the calling thread.
 #[repr(C)]
@@ -45,49 +44,4 @@ pub fn thread_counters() -> latte_thread_counters {
         dropped: c.dropped,
     })
     .unwrap_or_default()
-}
-
-/// Process-wide counters (from the region header).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-#[allow(non_camel_case_types)]
-pub struct latte_counters {
-    pub overflow_starts: u64,
-    pub orphan_stops: u64,
-    pub unfit_id_drops: u64,
-    pub no_slot_drops: u64,
-    pub slot_reuses: u64,
-    pub reuse_discarded: u64,
-    pub late_drops: u64,
-    pub threads_seen: u64,
-    pub ids_used: u32,
-    pub slots_used: u32,
-    /// Pages of latte's shared mappings replaced after the object shrank
-    /// under this process (`fault`): what went to them is lost. Counted in
-    /// this process, not in the region.
-    pub mapping_faults: u64,
-    /// Spans and pulses refused because a signal handler recorded while
-    /// latte's slow path on the same thread held the registry lock (see the
-    /// span stack protocol). Counted in this process, not in the region.
-    pub reentrant_drops: u64,
-}
-
-/// Reads the process-wide counters of a region header.
-pub fn counters_of(h: &latte_region_header) -> latte_counters {
-    // Relaxed: statistics; no data is read on the strength of them.
-    let l = |a: &core::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    latte_counters {
-        overflow_starts: l(&h.overflow_starts),
-        orphan_stops: l(&h.orphan_stops),
-        unfit_id_drops: l(&h.unfit_id_drops),
-        no_slot_drops: l(&h.no_slot_drops),
-        slot_reuses: l(&h.slot_reuses),
-        reuse_discarded: l(&h.reuse_discarded),
-        late_drops: l(&h.late_drops),
-        threads_seen: l(&h.threads_seen),
-        ids_used: h.ids_used.load(Ordering::Relaxed),
-        slots_used: h.slots_used.load(Ordering::Relaxed),
-        mapping_faults: crate::fault::faults(),
-        reentrant_drops: REENTRANT_DROPS.load(Ordering::Relaxed),
-    }
 }

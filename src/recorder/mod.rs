@@ -25,10 +25,8 @@ mod registry;
 mod slow;
 mod thread;
 
-pub use cache::cache_probe;
 pub use counters::*;
 pub use hot::*;
-pub use lock::registry_held_here;
-pub use registry::{region_if_any, unrecordable, Registry, REGION, REGISTRY};
+pub use registry::{region_if_any, unrecordable, REGISTRY};
 pub use slow::*;
-pub use thread::{activate, current, current_if_any, note_late_drop, note_unavailable, set_switch_head};
+pub use thread::{activate, current, current_if_any, note_unavailable, set_switch_head};

@@ -4,9 +4,10 @@
 use super::fork::{atfork_child, atfork_parent, atfork_prepare};
 use super::lock::Lock;
 use super::ptr_map::PtrMap;
+use crate::error::Error;
 use crate::intern::Interner;
 use crate::layout::*;
-use crate::region::{bump, Region};
+use crate::region::Region;
 use crate::tsc;
 use core::sync::atomic::{fence, AtomicPtr, Ordering};
 use std::collections::VecDeque;
@@ -97,7 +98,7 @@ pub fn unrecordable(t: &latte_thread) -> *mut latte_slot_header {
 
 impl Registry {
     /// The region, creating the default private one on first need.
-    pub fn region(&mut self) -> Result<&'static Region, i32> {
+    pub fn region(&mut self) -> Result<&'static Region, Error> {
         if let Some(r) = self.region {
             return Ok(r);
         }
@@ -107,15 +108,16 @@ impl Registry {
     }
 
     /// Makes `r` the region everything records into and readers read.
-    pub fn install(&mut self, r: Region) -> Result<(), i32> {
+    pub fn install(&mut self, r: Region) -> Result<(), Error> {
         let stride = r.geometry().slot_stride as usize;
-        let sink = crate::region::map_anonymous(stride)?;
+        let sink = crate::mmap::Mmap::anonymous(stride)?.leak();
         let old_sink = SINK.swap(sink as *mut latte_slot_header, Ordering::AcqRel);
         if !old_sink.is_null() {
             // Only replaced before any thread recorded, so no state holds it.
             let old_stride = self.region.map(|o| o.geometry().slot_stride as usize).unwrap_or(0);
-            // SAFETY: the previous sink mapping, of the previous region's stride.
-            unsafe { libc::munmap(old_sink as *mut libc::c_void, old_stride) };
+            // SAFETY: the previous sink, leaked above with the previous
+            // region's stride; nothing points into it.
+            drop(unsafe { crate::mmap::Mmap::from_raw(old_sink as *mut u8, old_stride) });
         }
         let leaked: &'static Region = Box::leak(Box::new(r));
         self.region = Some(leaked);
@@ -132,7 +134,7 @@ impl Registry {
         Ok(())
     }
 
-    pub(super) fn new_cold(&mut self) -> Result<*mut Cold, i32> {
+    pub(super) fn new_cold(&mut self) -> Result<*mut Cold, Error> {
         let region = self.region()?;
         self.recording_began = true;
         let c = match self.free_colds.pop() {

@@ -6,8 +6,9 @@ use super::cache::{cache_insert, cache_probe};
 use super::hot::stop_at;
 use super::registry::{region_if_any, unrecordable, REGISTRY};
 use super::thread::{current, current_if_any, note_late_drop, note_unavailable, with_cold, COLD};
+use crate::error::Error;
 use crate::layout::*;
-use crate::region::{bump, Region};
+use crate::region::Region;
 use core::ffi::c_char;
 use core::sync::atomic::Ordering;
 
@@ -110,17 +111,17 @@ pub fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut lat
 /// first not-yet-written sample: a write fault that changes no value. Only
 /// this thread writes the ring, and no reader looks at an index at or above
 /// `write_idx`, so the touch races with nothing.
-pub fn prefault(id: *const c_char) -> Result<u64, i32> {
+pub fn prefault(id: *const c_char) -> Result<u64, Error> {
     let t = current();
     if t.is_null() {
-        return Err(-libc::ESRCH);
+        return Err(Error::Os(libc::ESRCH));
     }
     // SAFETY: the calling thread's active state.
     let t = unsafe { &mut *t };
     let slot = match cache_probe(t, id, cache_index(id)) {
         Some(s) => s,
         None => {
-            let s = resolve_slot(t, id).ok_or(-libc::ENOSPC)?;
+            let s = resolve_slot(t, id).ok_or(Error::Os(libc::ENOSPC))?;
             cache_insert(t, id, s);
             s
         }
@@ -180,39 +181,30 @@ pub unsafe fn intern_id(id: *const c_char) -> u32 {
         Err(_) => return LATTE_INVALID_ID,
     };
     // SAFETY: forwarded from the caller.
-    let name = unsafe { crate::intern::normalize(id) };
+    let name = unsafe { crate::name::normalize(id) };
     reg.interner.intern_name(region, &name).unwrap_or(LATTE_INVALID_ID)
 }
 
 /// Installs a shared region before recording began. -EBUSY once any thread
 /// recorded; -EALREADY when a shared region is already installed.
-pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> Result<(), i32> {
-    Region::validate_name(name)?;
+pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> Result<(), Error> {
+    crate::shm::validate_name(name)?;
     let mut reg = REGISTRY.lock();
     if let Some(r) = reg.region {
         if r.is_shared() {
-            return Err(-libc::EALREADY);
+            return Err(Error::Os(libc::EALREADY));
         }
     }
     if reg.recording_began {
-        return Err(-libc::EBUSY);
+        return Err(Error::Os(libc::EBUSY));
     }
     let new = Region::create_shared(name, cfg)?;
     if let Some(old) = reg.region {
         if !new.copy_ids_from(old) {
             // More IDs interned than the new table holds.
-            new_unlink(new);
-            return Err(-libc::ENOSPC);
+            new.discard();
+            return Err(Error::Os(libc::ENOSPC));
         }
     }
     reg.install(new)
-}
-
-fn new_unlink(r: Region) {
-    if let Some(n) = r.name() {
-        // SAFETY: a valid C string naming the object we just created.
-        unsafe { libc::shm_unlink(n.as_ptr()) };
-    }
-    // SAFETY: r's mapping was never published; unmap it.
-    unsafe { libc::munmap(r.base() as *mut libc::c_void, r.geometry().total_size as usize) };
 }

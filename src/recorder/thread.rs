@@ -7,10 +7,10 @@ use super::lock::registry_held_here;
 use super::registry::region_if_any;
 use super::registry::{Cold, REGISTRY};
 use crate::layout::*;
-use crate::region::bump;
+
 use crate::tsc;
 use core::cell::Cell;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 
 thread_local! {
     /// The calling thread's active hot state (no destructor: fast access).
@@ -127,7 +127,7 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
 
 /// Points the calling thread's active state (if any) at `head`: its switch
 /// ring opened or closed (`sched`).
-pub fn set_switch_head(head: *const AtomicU64) {
+pub fn set_switch_head(head: *const core::sync::atomic::AtomicU64) {
     let t = current_if_any();
     if !t.is_null() {
         // SAFETY: the calling thread's active state; only this thread uses it.
@@ -170,17 +170,13 @@ pub fn note_late_drop() {
     }
 }
 
-/// Spans refused because a signal handler interrupted latte's own slow
-/// path on their thread (which held the registry lock). Process-local.
-pub(super) static REENTRANT_DROPS: AtomicU64 = AtomicU64::new(0);
-
 /// A span or pulse whose thread state could not be had: refused inside a
 /// signal handler that interrupted the registry lock's holder, or after
 /// the thread's recorder was torn down. Counted as one or the other.
 pub fn note_unavailable() {
     if registry_held_here() {
         // Relaxed: a statistic.
-        REENTRANT_DROPS.fetch_add(1, Ordering::Relaxed);
+        crate::counters::REENTRANT_DROPS.fetch_add(1, Ordering::Relaxed);
     } else {
         note_late_drop();
     }

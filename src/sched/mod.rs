@@ -24,8 +24,9 @@
 //! forgets them, closes the inherited descriptors and, when tracking is on,
 //! opens an event of its own for the forking thread.
 
-pub mod ffi;
 mod perf;
+
+use crate::error::Error;
 
 use core::cell::RefCell;
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
@@ -218,7 +219,7 @@ struct ThreadSched {
 
 impl ThreadSched {
     /// Opens this thread's event (any previous one released first).
-    fn open(&mut self) -> i32 {
+    fn open(&mut self) -> Result<(), Error> {
         self.release();
         match Ring::open() {
             Ok(r) => {
@@ -230,12 +231,12 @@ impl ThreadSched {
                 self.status = LATTE_SCHED_ON;
                 TRACKED.fetch_add(1, Ordering::Relaxed);
                 OPENED.fetch_add(1, Ordering::Relaxed);
-                0
+                Ok(())
             }
             Err(e) => {
-                count_refusal(-e);
-                self.status = e;
-                e
+                count_refusal(-e.code());
+                self.status = e.code();
+                Err(e)
             }
         }
     }
@@ -275,22 +276,21 @@ fn with_thread<R>(f: impl FnOnce(&mut ThreadSched) -> R) -> Option<R> {
 /// Turns tracking on for the process and opens the calling thread's event
 /// (again, if it was refused before). 0, or the negative errno the kernel
 /// gave for this thread.
-pub fn enable() -> i32 {
+pub fn enable() -> Result<(), Error> {
     ENABLED.store(2, Ordering::Relaxed);
     install_fork_handlers();
-    with_thread(|t| if t.ring.is_some() { 0 } else { t.open() }).unwrap_or(-libc::EBUSY)
+    with_thread(|t| if t.ring.is_some() { Ok(()) } else { t.open() }).unwrap_or(Err(Error::BUSY))
 }
 
 /// Stops tracking the calling thread: its event is released (its samples
 /// are no longer flagged) and it is not asked again until it calls
 /// `enable`. 0, or -EBUSY while its state is in use further up the stack.
-pub fn release() -> i32 {
+pub fn release() -> Result<(), Error> {
     with_thread(|t| {
         t.release();
         t.status = LATTE_SCHED_RELEASED;
-        0
     })
-    .unwrap_or(-libc::EBUSY)
+    .ok_or(Error::BUSY)
 }
 
 /// The slow path of a thread: opens its event when tracking is on and the
@@ -301,7 +301,7 @@ pub fn attach_thread() {
     }
     with_thread(|t| {
         if t.status == LATTE_SCHED_PENDING {
-            t.open();
+            let _ = t.open(); // a refusal is kept in the thread's status
         }
     });
 }
@@ -353,32 +353,32 @@ fn monotonic_ns() -> u64 {
 /// first call on a thread that was never asked opens it). The thread's
 /// refusal, `LATTE_ERR_SCHED_OFF` when tracking is not enabled, `-EBUSY`
 /// while its state is in use (a signal handler inside latte) or torn down.
-pub fn snap() -> Result<latte_sched_point, i32> {
+pub fn snap() -> Result<latte_sched_point, Error> {
     if !enabled() {
-        return Err(crate::error::LATTE_ERR_SCHED_OFF);
+        return Err(Error::SchedOff);
     }
     with_thread(|t| {
         if t.status == LATTE_SCHED_PENDING {
-            t.open();
+            let _ = t.open(); // a refusal is kept in the thread's status
         }
         let Some(r) = t.ring.as_ref() else {
-            return Err(if t.status < 0 { t.status } else { crate::error::LATTE_ERR_SCHED_OFF });
+            return Err(if t.status < 0 { Error::from_code(t.status) } else { Error::SchedOff });
         };
         let head = r.head();
         let (tsc, cpu) = rdtscp_cpu();
         Ok(latte_sched_point { head, tsc, mono_ns: monotonic_ns(), cpu, ring: t.id })
     })
-    .unwrap_or(Err(-libc::EBUSY))
+    .unwrap_or(Err(Error::BUSY))
 }
 
 /// Where the calling thread's time went between two of its points. Err:
 /// `-EINVAL` for points of another ring (another thread's, or this one's
 /// before a fork) or out of order; `LATTE_ERR_SCHED_LOST` with the delta
 /// (its `lost` set) when records were overwritten.
-pub fn diff(a: &latte_sched_point, b: &latte_sched_point) -> Result<latte_sched_delta, (i32, latte_sched_delta)> {
+pub fn diff(a: &latte_sched_point, b: &latte_sched_point) -> Result<latte_sched_delta, (Error, latte_sched_delta)> {
     let bad = |e| Err((e, latte_sched_delta::default()));
     if a.ring == 0 || a.ring != b.ring || b.head < a.head || b.mono_ns < a.mono_ns {
-        return bad(-libc::EINVAL);
+        return bad(Error::INVAL);
     }
     let res = with_thread(|t| match t.ring.as_ref() {
         Some(r) if t.id == a.ring => Some(split(r, a, b)),
@@ -386,9 +386,9 @@ pub fn diff(a: &latte_sched_point, b: &latte_sched_point) -> Result<latte_sched_
     });
     match res {
         Some(Some(d)) if d.lost == 0 => Ok(d),
-        Some(Some(d)) => Err((crate::error::LATTE_ERR_SCHED_LOST, d)),
-        Some(None) => bad(-libc::EINVAL),
-        None => bad(-libc::EBUSY),
+        Some(Some(d)) => Err((Error::SchedLost, d)),
+        Some(None) => bad(Error::INVAL),
+        None => bad(Error::BUSY),
     }
 }
 
@@ -532,6 +532,8 @@ extern "C" fn atfork_child() {
     }
     LAST_REFUSAL.store(0, Ordering::Relaxed);
     if ENABLED.load(Ordering::Relaxed) == 2 {
-        with_thread(|t| t.open());
+        with_thread(|t| {
+            let _ = t.open(); // a refusal is kept in the thread's status
+        });
     }
 }

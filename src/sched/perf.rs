@@ -36,6 +36,7 @@
 //! Sizes and offsets of the kernel's structures below are checked against
 //! its ABI (`include/uapi/linux/perf_event.h`) at compile time.
 
+use crate::error::Error;
 use core::sync::atomic::{fence, AtomicU64, Ordering};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -197,7 +198,7 @@ impl Ring {
     /// on failure (`-EACCES` under a stricter `perf_event_paranoid`,
     /// `-ENOSYS`/`-EPERM` under seccomp, `-EMFILE`, `-EPERM` when the user's
     /// perf memory budget is spent).
-    pub fn open() -> Result<Ring, i32> {
+    pub fn open() -> Result<Ring, Error> {
         let attr = PerfEventAttr {
             type_: PERF_TYPE_SOFTWARE,
             size: PERF_ATTR_SIZE,
@@ -220,7 +221,7 @@ impl Ring {
             )
         };
         if fd < 0 {
-            return Err(crate::error::last_errno());
+            return Err(Error::last_os());
         }
         // SAFETY: a descriptor the kernel just gave us, owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
@@ -230,7 +231,7 @@ impl Ring {
         // overwrite mode. Fails cleanly (MAP_FAILED) on any refusal.
         let p = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
         if p == libc::MAP_FAILED {
-            return Err(crate::error::last_errno());
+            return Err(Error::last_os());
         }
         let map = RingMapping { base: p as *mut u8, len };
         // SAFETY: the first page of the mapping is the kernel's metadata page.
@@ -241,7 +242,7 @@ impl Ring {
         // Kernels that do not fill these in put the data right after the page.
         let (off, size) = if size == 0 { (page as u64, want) } else { (off, size) };
         if size != want || off as usize + size as usize > len || !off.is_multiple_of(8) {
-            return Err(-libc::EINVAL);
+            return Err(Error::INVAL);
         }
         Ok(Ring { map, fd, data_offset: off as usize, data_size: size })
     }

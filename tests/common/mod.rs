@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests (each test file is its own process).
 #![allow(dead_code)]
 
-use latte::ffi::*;
+use latte::internals::ffi::*;
 use latte::layout::*;
 use std::ffi::CStr;
 
@@ -12,16 +12,18 @@ pub fn span(id: &CStr, start: latte_mode, stop: latte_mode) -> u64 {
 
 pub fn snapshot(id: &CStr) -> Vec<u64> {
     // SAFETY: a valid C string.
-    unsafe { latte::reader::snapshot(id.as_ptr()) }.unwrap()
+    let mut raw = Vec::new();
+    unsafe { latte::internals::extract::snapshot_into(id.as_ptr(), &mut raw) }.unwrap();
+    raw.iter().map(|r| r.decode().duration).collect()
 }
 
-pub fn counters() -> latte::recorder::latte_counters {
+pub fn counters() -> latte::counters::latte_counters {
     let mut c = Default::default();
     assert_eq!(latte_get_counters(&mut c), 0);
     c
 }
 
-pub fn thread_counters() -> latte::recorder::latte_thread_counters {
+pub fn thread_counters() -> latte::internals::recorder::latte_thread_counters {
     let mut c = Default::default();
     assert_eq!(latte_thread_get_counters(&mut c), 0);
     c

@@ -1,12 +1,12 @@
-//! The C ABI of switch tracking (`crate::sched`), with the panic boundary
-//! and pointer checks of every export (`crate::ffi`).
+//! Switch tracking (`crate::sched`): enable, release, status, counters,
+//! points, their diff and its one-line form.
 
 // Entry points for C: their pointers are the caller's by the contract each
 // states, checked for NULL, not `unsafe fn`s a C caller could not tell apart.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-use super::{latte_sched_counters, latte_sched_delta, latte_sched_point};
-use crate::ffi::{guard, put_out};
+use super::*;
+use crate::sched::{self, latte_sched_counters, latte_sched_delta, latte_sched_point};
 use core::ffi::{c_char, c_int};
 
 /// Turns switch tracking on for this process and opens the calling thread's
@@ -20,7 +20,7 @@ use core::ffi::{c_char, c_int};
 /// tracking on without opening anything until a thread's slow path.
 #[no_mangle]
 pub extern "C" fn latte_sched_enable() -> c_int {
-    guard(-libc::EIO, super::enable)
+    guard(PANICKED, || code(sched::enable()))
 }
 
 /// Stops tracking the calling thread: releases its perf event and mapping
@@ -30,7 +30,7 @@ pub extern "C" fn latte_sched_enable() -> c_int {
 /// that interrupted latte on this thread).
 #[no_mangle]
 pub extern "C" fn latte_sched_release() -> c_int {
-    guard(-libc::EIO, super::release)
+    guard(PANICKED, || code(sched::release()))
 }
 
 /// The calling thread's tracking: LATTE_SCHED_ON (1), LATTE_SCHED_OFF (0:
@@ -39,14 +39,14 @@ pub extern "C" fn latte_sched_release() -> c_int {
 /// `latte_sched_release`), or the negative errno its event was refused with.
 #[no_mangle]
 pub extern "C" fn latte_sched_status() -> c_int {
-    guard(-libc::EIO, super::status)
+    guard(PANICKED, sched::status)
 }
 
 /// The process's tracking counters: threads tracked now, events opened,
 /// refusals by errno. -EINVAL on NULL.
 #[no_mangle]
 pub extern "C" fn latte_sched_get_counters(out: *mut latte_sched_counters) -> c_int {
-    guard(-libc::EIO, || put_out(out, || Ok(super::counters())))
+    guard(PANICKED, || put_out(out, || Ok(sched::counters())))
 }
 
 /// A point of the calling thread: its switch ring's head, the TSC,
@@ -55,7 +55,7 @@ pub extern "C" fn latte_sched_get_counters(out: *mut latte_sched_counters) -> c_
 /// thread's refusal (negative errno), -EINVAL on NULL.
 #[no_mangle]
 pub extern "C" fn latte_sched_snap(out: *mut latte_sched_point) -> c_int {
-    guard(-libc::EIO, || put_out(out, super::snap))
+    guard(PANICKED, || put_out(out, sched::snap))
 }
 
 /// Where the calling thread's time went between two of its points
@@ -68,17 +68,17 @@ pub extern "C" fn latte_sched_snap(out: *mut latte_sched_point) -> c_int {
 /// points out of order, or points of another thread's ring.
 #[no_mangle]
 pub extern "C" fn latte_sched_diff(before: *const latte_sched_point, after: *const latte_sched_point, out: *mut latte_sched_delta) -> c_int {
-    guard(-libc::EIO, || {
+    guard(PANICKED, || {
         if before.is_null() || after.is_null() || out.is_null() {
-            return -libc::EINVAL;
+            return Error::INVAL.code();
         }
         // SAFETY: checked non-null; valid points by contract (plain data).
         let (a, b) = unsafe { (*before, *after) };
-        let (rc, d) = match super::diff(&a, &b) {
+        let (rc, d) = match sched::diff(&a, &b) {
             Ok(d) => (0, d),
-            Err(e) => e,
+            Err((e, d)) => (e.code(), d),
         };
-        if rc == 0 || rc == crate::error::LATTE_ERR_SCHED_LOST {
+        if rc == 0 || rc == Error::SchedLost.code() {
             // SAFETY: checked non-null; writable by contract.
             unsafe { out.write(d) };
         }
@@ -93,18 +93,18 @@ pub extern "C" fn latte_sched_diff(before: *const latte_sched_point, after: *con
 /// that; -EINVAL when `d` is NULL.
 #[no_mangle]
 pub extern "C" fn latte_sched_format(d: *const latte_sched_delta, buf: *mut c_char, cap: usize, out_n: *mut usize) -> c_int {
-    guard(-libc::EIO, || {
+    guard(PANICKED, || {
         if d.is_null() {
-            return -libc::EINVAL;
+            return Error::INVAL.code();
         }
         // SAFETY: checked non-null; a delta by contract (plain data).
-        let s = super::format(unsafe { &*d });
+        let s = sched::format(unsafe { &*d });
         if !out_n.is_null() {
             // SAFETY: checked non-null; writable by contract.
             unsafe { *out_n = s.len() };
         }
         if buf.is_null() || cap <= s.len() {
-            return -libc::ERANGE;
+            return Error::RANGE.code();
         }
         // SAFETY: buf is writable for cap > s.len() bytes.
         unsafe {

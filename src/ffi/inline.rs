@@ -1,0 +1,76 @@
+use super::*;
+use crate::layout::*;
+use crate::recorder;
+use core::ffi::c_char;
+
+// The slow paths of the inline fast path (`latte_inline.h`). `t` is the
+// caller's own per-thread state (its thread-local `latte_thread`); passing
+// anything else is a contract violation the library cannot detect, except
+// NULL, which is refused.
+
+/// Slow path of the inline Start: a cache miss. Attaches `t` to the calling
+/// thread if needed, interns the ID, finds or allocates this thread's ring
+/// for it, fills `t`'s cache and returns the ring. When the span cannot be
+/// recorded (ID table or slots full, thread being torn down; counted) it
+/// returns a sink ring, never NULL for a non-NULL `t`.
+#[no_mangle]
+pub extern "C" fn latte_thread_resolve(t: *mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
+    if t.is_null() {
+        return core::ptr::null_mut();
+    }
+    let slot = guard(core::ptr::null_mut(), || {
+        // SAFETY: `t` is the calling thread's own state (the contract above).
+        match unsafe { recorder::activate(t) } {
+            Some(t) => recorder::resolve(t, id),
+            None => {
+                recorder::note_unavailable();
+                core::ptr::null_mut()
+            }
+        }
+    });
+    if slot.is_null() {
+        // SAFETY: as above; only its mask is read.
+        recorder::unrecordable(unsafe { &*t })
+    } else {
+        slot
+    }
+}
+
+/// Slow path of the inline Start: 64 spans are open; counts the ignored Start.
+#[no_mangle]
+pub extern "C" fn latte_thread_note_overflow(t: *mut latte_thread) {
+    guard((), || {
+        if !t.is_null() {
+            // SAFETY: the calling thread's own state.
+            recorder::note_overflow(unsafe { &mut *t })
+        }
+    })
+}
+
+/// Slow path of the inline Stop: `t` has no open span. Counts an orphan
+/// Stop (returns 0), or, when another state of this thread is the active
+/// one, closes that state's innermost span and returns its duration.
+/// `now` is the TSC the caller read in `mode`.
+#[no_mangle]
+pub extern "C" fn latte_thread_stop_slow(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
+    guard(0, || recorder::stop_slow(t, mode, now))
+}
+
+/// Slow path of the inline pulse: the site is not resolved for `id` (first
+/// call, another ID, or NULL). Attaches `t`, resolves and primes the site,
+/// and records the interval when the site was primed before. `now` is the
+/// TSC the caller read.
+#[no_mangle]
+pub extern "C" fn latte_thread_pulse_slow(t: *mut latte_thread, site: *mut latte_pulse_site, id: *const c_char, now: u64) {
+    guard((), || {
+        if t.is_null() || site.is_null() {
+            return;
+        }
+        // SAFETY: `t` is the calling thread's own state (the contract above).
+        match unsafe { recorder::activate(t) } {
+            // SAFETY: site checked non-null; the caller's per-thread call-site state.
+            Some(t) => recorder::pulse_slow(t, unsafe { &mut *site }, id, now),
+            None => recorder::note_unavailable(),
+        }
+    })
+}

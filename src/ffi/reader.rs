@@ -1,0 +1,241 @@
+use super::*;
+use crate::counters::latte_counters;
+use crate::error::Error;
+use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, Mapping, ReadMode, View, LATTE_READER_MIN_INTERVAL_NS};
+use core::ffi::{c_char, c_int, CStr};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// A read-only view of a region opened by name or a flushed file.
+#[allow(non_camel_case_types)]
+pub struct latte_reader {
+    map: Mapping,
+    /// Pacing of `latte_reader_read` (ns; 0 = off). Relaxed: a setting read
+    /// on its own, ordering nothing else.
+    min_interval_ns: AtomicU64,
+}
+
+fn open_reader(r: Result<Mapping, Error>, out: *mut *mut latte_reader) -> c_int {
+    match r {
+        Ok(map) => {
+            // SAFETY: out was checked non-null by the caller.
+            unsafe { *out = Box::into_raw(Box::new(latte_reader { map, min_interval_ns: AtomicU64::new(LATTE_READER_MIN_INTERVAL_NS) })) };
+            0
+        }
+        Err(e) => e.code(),
+    }
+}
+
+/// Opens the shared region `shm_name` read-only, validates it, and stores a
+/// reader in `*out`. Errors: -ENOENT, -EACCES, LATTE_ERR_NOT_LATTE,
+/// LATTE_ERR_VERSION, LATTE_ERR_TRUNCATED, LATTE_ERR_CORRUPT, -EINVAL.
+#[no_mangle]
+pub extern "C" fn latte_reader_open(shm_name: *const c_char, out: *mut *mut latte_reader) -> c_int {
+    guard(PANICKED, || {
+        if shm_name.is_null() || out.is_null() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: checked non-null; NUL-terminated by contract.
+        let n = unsafe { CStr::from_ptr(shm_name) }.to_bytes();
+        open_reader(Mapping::open_shm(n), out)
+    })
+}
+
+/// Opens a flushed image (a file) read-only, like `latte_reader_open`.
+#[no_mangle]
+pub extern "C" fn latte_reader_open_file(path: *const c_char, out: *mut *mut latte_reader) -> c_int {
+    guard(PANICKED, || {
+        if path.is_null() || out.is_null() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: checked non-null; NUL-terminated by contract.
+        let p = unsafe { CStr::from_ptr(path) };
+        use std::os::unix::ffi::OsStrExt;
+        open_reader(Mapping::open_file(std::path::Path::new(std::ffi::OsStr::from_bytes(p.to_bytes()))), out)
+    })
+}
+
+/// Closes a reader (NULL is ignored).
+#[no_mangle]
+pub extern "C" fn latte_reader_close(r: *mut latte_reader) {
+    guard((), || {
+        if !r.is_null() {
+            // SAFETY: r came from Box::into_raw in latte_reader_open*.
+            drop(unsafe { Box::from_raw(r) });
+        }
+    })
+}
+
+fn with_reader<R>(r: *const latte_reader, fallback: R, f: impl FnOnce(&View) -> R) -> R {
+    with_reader_and(r, fallback, |rd| f(&rd.map.view()))
+}
+
+fn with_reader_and<R>(r: *const latte_reader, fallback: R, f: impl FnOnce(&latte_reader) -> R) -> R {
+    if r.is_null() {
+        return fallback;
+    }
+    // SAFETY: a reader from latte_reader_open*, not yet closed (contract).
+    f(unsafe { &*r })
+}
+
+/// Sets how long (ns) `latte_reader_read` leaves a live slot alone after a
+/// read through the same cursor returned every published sample
+/// (LATTE_READER_MIN_INTERVAL_NS by default; 0 = look every time). Each
+/// look at a slot's writer index takes its cache line from the recording
+/// thread, which then waits for it at its next Stop; a reader polling back
+/// to back would do that on nearly every sample. Returns 0 or -EINVAL.
+#[no_mangle]
+pub extern "C" fn latte_reader_set_min_interval(r: *mut latte_reader, ns: u64) -> c_int {
+    guard(PANICKED, || {
+        with_reader_and(r, -libc::EINVAL, |rd| {
+            rd.min_interval_ns.store(ns, Ordering::Relaxed);
+            0
+        })
+    })
+}
+
+/// Number of published IDs (tokens are 0 .. count-1); 0 for NULL.
+#[no_mangle]
+pub extern "C" fn latte_reader_id_count(r: *const latte_reader) -> u32 {
+    guard(0, || with_reader(r, 0, |v| v.ids_used()))
+}
+
+/// Writes the name of `token` into `buf`; returns its length or a negative code.
+#[no_mangle]
+pub extern "C" fn latte_reader_id_name(r: *const latte_reader, token: u32, buf: *mut c_char, len: usize) -> c_int {
+    guard(PANICKED, || {
+        with_reader(r, -libc::EINVAL, |v| match v.id_name(token) {
+            // SAFETY: the caller gives a buffer of len bytes (or NULL).
+            Ok(n) => unsafe { fill_str(crate::name::name_bytes(&n), buf, len) },
+            Err(e) => e.code(),
+        })
+    })
+}
+
+/// Whether ID `token` is reserved by latte itself (1) or a program's (0);
+/// negative on error (-EINVAL for NULL or a token not below
+/// `latte_reader_id_count`). Reserved IDs (`latte.calibrate`, the calibration's spans) are
+/// left out of reports and traces; a raw reader sees their slots in
+/// `latte_reader_slots` and tells them apart with this call.
+#[no_mangle]
+pub extern "C" fn latte_reader_id_is_reserved(r: *const latte_reader, token: u32) -> c_int {
+    guard(PANICKED, || {
+        with_reader(r, -libc::EINVAL, |v| match v.id_name(token) {
+            _ if token >= v.ids_used() => -libc::EINVAL,
+            Ok(n) => crate::name::is_reserved_name(crate::name::name_bytes(&n)) as c_int,
+            Err(e) => e.code(),
+        })
+    })
+}
+
+/// Lists the assigned slots into `out` (capacity `cap`), the count in
+/// `*out_n`; -ERANGE when they do not fit.
+#[no_mangle]
+pub extern "C" fn latte_reader_slots(r: *const latte_reader, out: *mut latte_slot_info, cap: usize, out_n: *mut usize) -> c_int {
+    guard(PANICKED, || {
+        with_reader(r, -libc::EINVAL, |v| match v.slots() {
+            // SAFETY: the caller gives a buffer of cap elements (or NULL).
+            Ok(s) => unsafe { fill(&s, out, cap, out_n) },
+            Err(e) => e.code(),
+        })
+    })
+}
+
+/// Reads up to `cap` samples of slot `slot` newer than `*cursor` (start
+/// with a zeroed cursor) into `out`, oldest first; `*out_n` gets the count.
+/// The cursor advances and counts what was lost (overwritten before it
+/// could be read). Never returns a torn or stale sample. Paced: after a
+/// read that returned everything published in a live slot, reads through
+/// that cursor within the reader's minimum interval return 0 samples
+/// without looking (`latte_reader_set_min_interval`); a read cut short by
+/// `cap` is followed at once.
+#[no_mangle]
+pub extern "C" fn latte_reader_read(
+    r: *const latte_reader,
+    slot: u32,
+    cursor: *mut latte_cursor,
+    out: *mut latte_raw_sample,
+    cap: usize,
+    out_n: *mut usize,
+) -> c_int {
+    guard(PANICKED, || {
+        if cursor.is_null() || (out.is_null() && cap > 0) {
+            return -libc::EINVAL;
+        }
+        with_reader_and(r, -libc::EINVAL, |rd| {
+            let dst: &mut [core::mem::MaybeUninit<latte_raw_sample>] = if cap == 0 {
+                &mut []
+            } else {
+                // SAFETY: out is writable for cap samples (contract; checked non-null).
+                unsafe { core::slice::from_raw_parts_mut(out as *mut core::mem::MaybeUninit<latte_raw_sample>, cap) }
+            };
+            // SAFETY: cursor checked non-null, owned by the caller.
+            let pace = rd.min_interval_ns.load(Ordering::Relaxed);
+            let mode = if pace == 0 { ReadMode::Live } else { ReadMode::Paced { min_interval_ns: pace } };
+            match rd.map.view().read_into(slot, unsafe { &mut *cursor }, dst, mode) {
+                Ok(res) => {
+                    if !out_n.is_null() {
+                        // SAFETY: checked non-null.
+                        unsafe { *out_n = res.read as usize };
+                    }
+                    0
+                }
+                Err(e) => e.code(),
+            }
+        })
+    })
+}
+
+/// The producer's process-wide counters.
+#[no_mangle]
+pub extern "C" fn latte_reader_counters(r: *const latte_reader, out: *mut latte_counters) -> c_int {
+    guard(PANICKED, || with_reader(r, -libc::EINVAL, |v| put_out(out, || Ok(v.counters()))))
+}
+
+/// What a region's header describes (geometry, producer, anchors, calibration).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+#[allow(non_camel_case_types)]
+pub struct latte_region_info {
+    pub producer_pid: u32,
+    pub flags: u32,
+    pub id_capacity: u32,
+    pub slot_capacity: u32,
+    pub samples_per_slot: u32,
+    pub display_unit: u32,
+    pub total_size: u64,
+    pub anchor_tsc: u64,
+    pub anchor_realtime_ns: u64,
+    /// 0 until measured.
+    pub cycles_per_ns: f64,
+    /// 1 once calibrated.
+    pub calibrated: u32,
+    pub _pad: u32,
+    /// Overhead in cycles per [start mode][stop mode], then the pulse.
+    pub overhead: [f64; 10],
+}
+
+/// Describes the region.
+#[no_mangle]
+pub extern "C" fn latte_reader_info(r: *const latte_reader, out: *mut latte_region_info) -> c_int {
+    guard(PANICKED, || {
+        with_reader(r, -libc::EINVAL, |v| {
+            let c = v.calibration();
+            let i = latte_region_info {
+                producer_pid: v.producer_pid,
+                flags: v.flags,
+                id_capacity: v.geo.id_capacity,
+                slot_capacity: v.geo.slot_capacity,
+                samples_per_slot: v.geo.samples_per_slot,
+                display_unit: v.display_unit(),
+                total_size: v.geo.total_size,
+                anchor_tsc: v.anchor_tsc,
+                anchor_realtime_ns: v.anchor_realtime_ns,
+                cycles_per_ns: c.cycles_per_ns,
+                calibrated: c.calibrated as u32,
+                _pad: 0,
+                overhead: c.overhead,
+            };
+            put_out(out, || Ok(i))
+        })
+    })
+}

@@ -1,0 +1,102 @@
+use super::*;
+use crate::counters::{counters_of, latte_counters};
+use crate::layout::*;
+use crate::recorder::{self, latte_thread_counters};
+use core::ffi::{c_char, c_int};
+
+/// Opens a span on the calling thread's stack under `id` (interned by
+/// content; NULL records as `<null-id>`). Beyond 64 open spans the call is
+/// ignored and counted.
+#[no_mangle]
+pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
+    guard((), || {
+        let t = recorder::current();
+        if !t.is_null() {
+            // SAFETY: the calling thread's own state.
+            recorder::start(unsafe { &mut *t }, id, mode)
+        }
+    })
+}
+
+/// Gives the calling thread its ring for `id` now (as its first Start
+/// would) and commits the ring's pages not written yet, so that the first
+/// samples under `id` on this thread take no page fault. Call it before a
+/// hot loop, where the cost (about a microsecond a page, 256 pages for a ring
+/// of 65,536 samples) is welcome. Returns the pages touched (0 when the ring
+/// has wrapped already), or -ENOSPC when the ID or a slot does not fit.
+#[no_mangle]
+pub extern "C" fn latte_prefault(id: *const c_char) -> i64 {
+    guard(PANICKED as i64, || match recorder::prefault(id) {
+        Ok(n) => n as i64,
+        Err(e) => e.code() as i64,
+    })
+}
+
+/// Closes the innermost open span of the calling thread, whatever `id` is
+/// (it may be NULL), records it, and returns its duration in cycles; 0 when
+/// nothing was open (ignored and counted).
+#[no_mangle]
+pub extern "C" fn latte_stop(id: *const c_char, mode: latte_mode) -> u64 {
+    let _ = id;
+    guard(0, || {
+        let now = crate::tsc::read_stop(mode);
+        let t = recorder::current();
+        if t.is_null() {
+            return 0;
+        }
+        // SAFETY: the calling thread's own state.
+        recorder::stop_at(unsafe { &mut *t }, mode, now)
+    })
+}
+
+/// A pulse from the call site whose state is `site` (one per call site and
+/// thread, zero-initialised): records the cycles since that site's previous
+/// pulse; the first call only primes it.
+#[no_mangle]
+pub extern "C" fn latte_pulse(site: *mut latte_pulse_site, id: *const c_char) {
+    guard((), || {
+        let t = recorder::current();
+        if t.is_null() || site.is_null() {
+            return;
+        }
+        // SAFETY: own state; site checked non-null and owned by the caller's thread.
+        recorder::pulse(unsafe { &mut *t }, unsafe { &mut *site }, id)
+    })
+}
+
+/// The calling thread's counters. -EINVAL on NULL.
+#[no_mangle]
+pub extern "C" fn latte_thread_get_counters(out: *mut latte_thread_counters) -> c_int {
+    guard(PANICKED, || put_out(out, || Ok(recorder::thread_counters())))
+}
+
+/// Process-wide counters of this process's region. -EINVAL on NULL.
+#[no_mangle]
+pub extern "C" fn latte_get_counters(out: *mut latte_counters) -> c_int {
+    guard(PANICKED, || put_out(out, || Ok(recorder::region_if_any().map(|r| counters_of(r.header())).unwrap_or_default())))
+}
+
+/// Interns `id` by content and returns its stable token; LATTE_INVALID_ID
+/// when the table is full (NULL interns `<null-id>`).
+#[no_mangle]
+pub extern "C" fn latte_intern_id(id: *const c_char) -> u32 {
+    // SAFETY: the API takes NULL or a NUL-terminated string.
+    guard(LATTE_INVALID_ID, || unsafe { recorder::intern_id(id) })
+}
+
+/// Writes the name of `token` into `buf` (NUL-terminated, truncated to
+/// `len`); returns the name's length, or a negative code for an unknown token.
+#[no_mangle]
+pub extern "C" fn latte_id_name(token: u32, buf: *mut c_char, len: usize) -> c_int {
+    guard(PANICKED, || {
+        let v = match crate::extract::own_view() {
+            Some(v) => v,
+            None => return -libc::ENOENT,
+        };
+        match v.id_name(token) {
+            // SAFETY: the caller gives a buffer of len bytes (or NULL).
+            Ok(n) => unsafe { fill_str(crate::name::name_bytes(&n), buf, len) },
+            Err(_) => -libc::ENOENT,
+        }
+    })
+}

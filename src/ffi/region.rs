@@ -1,0 +1,47 @@
+use super::*;
+use crate::recorder;
+use crate::region::latte_region_config;
+use core::ffi::{c_char, c_int, CStr};
+
+/// Moves recording into a new POSIX shared-memory object `shm_name` (one
+/// leading '/', no other) with the default capacities (128 slots of 65,536
+/// samples, 256 IDs, mode 0600). Must precede the first recording: -EBUSY
+/// after it, -EALREADY when a shared region is installed, -EEXIST when the
+/// name is taken, -ENOSPC when /dev/shm cannot hold it.
+#[no_mangle]
+pub extern "C" fn latte_init_shared_region(shm_name: *const c_char) -> c_int {
+    latte_init_shared_region_with(shm_name, core::ptr::null())
+}
+
+/// `latte_init_shared_region` with capacities and permissions (NULL or
+/// zero fields take the defaults).
+#[no_mangle]
+pub extern "C" fn latte_init_shared_region_with(shm_name: *const c_char, config: *const latte_region_config) -> c_int {
+    guard(PANICKED, || {
+        if shm_name.is_null() {
+            return -libc::EINVAL;
+        }
+        let cfg = if config.is_null() {
+            latte_region_config { slot_capacity: 0, samples_per_slot: 0, id_capacity: 0, mode: 0, replace_stale: 0 }
+        } else {
+            // SAFETY: checked non-null; a valid config by contract.
+            unsafe { *config }
+        };
+        // SAFETY: checked non-null; NUL-terminated by contract.
+        let name = unsafe { CStr::from_ptr(shm_name) }.to_bytes();
+        code(recorder::install_shared(name, &cfg))
+    })
+}
+
+/// Removes the shared-memory object `shm_name` (readers that have it open
+/// keep their mapping).
+#[no_mangle]
+pub extern "C" fn latte_shm_unlink(shm_name: *const c_char) -> c_int {
+    guard(PANICKED, || {
+        if shm_name.is_null() {
+            return -libc::EINVAL;
+        }
+        // SAFETY: checked non-null; NUL-terminated by contract.
+        code(crate::shm::unlink(unsafe { CStr::from_ptr(shm_name) }.to_bytes()))
+    })
+}

@@ -1,0 +1,60 @@
+//! Shared-memory names: what a region name may be, where its object lives,
+//! and how a command-line target is told apart from a file path.
+
+use crate::error::Error;
+use std::ffi::CString;
+
+/// Validates a region name: one leading '/', no other '/', 1..=250 bytes
+/// after it, no NUL.
+pub fn validate_name(name: &[u8]) -> Result<(), Error> {
+    if name.len() < 2 || name.len() > 251 || name[0] != b'/' || name[1..].contains(&b'/') || name.contains(&0) {
+        return Err(Error::INVAL);
+    }
+    Ok(())
+}
+
+/// The name as a C string, validated.
+pub fn c_name(name: &[u8]) -> Result<CString, Error> {
+    validate_name(name)?;
+    CString::new(name).map_err(|_| Error::INVAL)
+}
+
+/// The file a shm name stands for (`/dev/shm` + name: glibc's `shm_open`).
+pub fn path(name: &[u8]) -> Result<CString, Error> {
+    let mut p = b"/dev/shm".to_vec();
+    p.extend_from_slice(name);
+    CString::new(p).map_err(|_| Error::INVAL)
+}
+
+/// Removes the shm object `name`.
+pub fn unlink(name: &[u8]) -> Result<(), Error> {
+    let c = c_name(name)?;
+    // SAFETY: c is a valid C string.
+    if unsafe { libc::shm_unlink(c.as_ptr()) } != 0 {
+        return Err(Error::last_os());
+    }
+    Ok(())
+}
+
+/// Whether `target` names a region rather than a file: no '/' after its
+/// first character (`/name`, or `name` for `/name`: what `latte ls` prints
+/// always reaches its region, even where a file or directory of that name
+/// exists); any other (`./x.img`, `/tmp/x.img`, `dir/x.img`) is a path.
+pub fn is_region_name(target: &str) -> bool {
+    !target.is_empty() && !target.get(1..).unwrap_or("").contains('/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(validate_name(b"/a").is_ok());
+        for bad in [&b""[..], b"/", b"a", b"/a/b", b"/a\0"] {
+            assert_eq!(validate_name(bad), Err(Error::INVAL));
+        }
+        assert!(validate_name(&[b'a'; 251].iter().enumerate().map(|(i, &c)| if i == 0 { b'/' } else { c }).collect::<Vec<_>>()).is_ok());
+        assert!(is_region_name("x") && is_region_name("/x") && !is_region_name("./x") && !is_region_name("/tmp/x"));
+    }
+}
