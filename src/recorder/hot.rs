@@ -51,8 +51,9 @@
 //!   uses frame `d` and is done with it before S2 writes it; between S1
 //!   and S3 it saves and restores the outer ring in frame `d + 1`.
 //! - Stop at depth `d`: P1 read `top_slot`, `frame_word[d - 1]`,
-//!   `frame_tsc[d - 1]` and `frame_head[d - 1]`; P2 `top_slot` = the outer ring; P3 `depth = d - 1`
-//!   (frame `d - 1` is free again); then write the sample. A handler before
+//!   `frame_tsc[d - 1]` and `frame_head[d - 1]`; P2 `top_slot` = the outer
+//!   ring; P3 `depth = d - 1` (frame `d - 1` is free again); then write the
+//!   sample. A handler before
 //!   P3 sees the span still open and uses frame `d`.
 //! A handler's span shares a ring with the interrupted code only when both
 //! use one ID; a sample written into that ring while the interrupted one is
