@@ -203,9 +203,18 @@ mod tests {
 
     #[test]
     fn codes_convert_both_ways() {
-        for e in
-            [Error::INVAL, Error::Os(libc::EMFILE), Error::NotLatte, Error::Version, Error::Truncated, Error::Corrupt, Error::NotSupported, Error::Internal, Error::SchedOff, Error::SchedLost]
-        {
+        for e in [
+            Error::INVAL,
+            Error::Os(libc::EMFILE),
+            Error::NotLatte,
+            Error::Version,
+            Error::Truncated,
+            Error::Corrupt,
+            Error::NotSupported,
+            Error::Internal,
+            Error::SchedOff,
+            Error::SchedLost,
+        ] {
             assert!(e.code() < 0);
             assert_eq!(Error::from_code(e.code()), e);
         }

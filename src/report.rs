@@ -89,7 +89,11 @@ impl Row {
     /// The share of the samples read that were switched out (0 when none read).
     pub fn switched_share(&self) -> f64 {
         let n = self.read();
-        if n == 0 { 0.0 } else { self.switched as f64 / n as f64 }
+        if n == 0 {
+            0.0
+        } else {
+            self.switched as f64 / n as f64
+        }
     }
 }
 
@@ -566,7 +570,8 @@ mod tests {
     #[test]
     fn tables_are_136_wide() {
         let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
-        let rows = vec![Row { name: "a_very_long_component_name_indeed".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1, switched: 0, clean: false }];
+        let rows =
+            vec![Row { name: "a_very_long_component_name_indeed".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1, switched: 0, clean: false }];
         for data in [LATTE_DATA_RAW, LATTE_DATA_CALIBRATED] {
             let boxed = render(&rows, &Options { unit: LATTE_UNIT_CYCLE, data, extended: false, color: true, max_width: None }, &Calibration::default(), None);
             let classic = render_classic(&rows, LATTE_UNIT_CYCLE, data, &Calibration::default());
