@@ -25,7 +25,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src cli/src -name '*.rs') Cargo.toml cli/Cargo.toml build.rs
 
-.PHONY: soak test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
+.PHONY: lint soak test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
 
 all: lib
 
@@ -62,6 +62,19 @@ check-header: tools
 	  if [ -n "$$other" ]; then echo "liblatte.so exports symbols outside latte_*: $$other"; exit 1; fi; \
 	  echo "exports: liblatte.so exports latte_* symbols only ($$(nm -D --defined-only $(LIB_SO) | grep -c ' T latte_') functions)"
 
+# Gates: clippy with warnings as errors (every unsafe block documented:
+# src/lib.rs denies clippy::undocumented_unsafe_blocks), rustfmt, rustdoc
+# without warnings (public and private items), and the module map of
+# docs/design.md against the code.
+lint: tools
+	@command -v cargo-clippy >/dev/null || rustup component add clippy
+	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --features latte/uring -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps -p latte --document-private-items
+	$(PYTHON) tests/module_graph.py
+
 # Every suite, its output also kept in build/test.log, then one line with
 # the counts summed over the suites (tests/summary.py).
 test:
@@ -69,7 +82,7 @@ test:
 	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
 	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
 
-test-suites: check-header rust-test c-test cpp-test cli-test speedtest-test install-test readme-test
+test-suites: check-header lint rust-test c-test cpp-test cli-test speedtest-test install-test readme-test
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)

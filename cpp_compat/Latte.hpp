@@ -229,7 +229,7 @@ inline std::vector<Cycles> Durations(ID id) {
   for (;;) {
     v.resize(n);
     size_t got = 0;
-    int rc = latte_snapshot(id, v.data(), v.size(), &got);
+    int rc = latte_samples_snapshot(id, v.data(), v.size(), &got);
     if (rc == 0) {
       v.resize(got);
       return v;
@@ -257,7 +257,7 @@ inline SnapshotResult Snapshot(ID id) {
 // "512.00 ns", "1.88 us", "3.20 ms", "1.50 s", "2.00 min".
 inline std::string FormatTime(double ns) {
   char buf[64];
-  int n = latte_format_time(ns, buf, sizeof buf);
+  int n = latte_time_format(ns, buf, sizeof buf);
   return n > 0 ? std::string(buf) : std::string();
 }
 
@@ -268,7 +268,7 @@ inline Internal::CleanResult DataClean(const std::vector<double> &values) {
   size_t kept = 0, outliers = 0;
   double cutoff = 0.0;
   int has = 0;
-  if (latte_data_clean(values.data(), values.size(), r.values.data(), &kept, &outliers, &cutoff, &has) != 0) kept = 0;
+  if (latte_samples_clean(values.data(), values.size(), r.values.data(), &kept, &outliers, &cutoff, &has) != 0) kept = 0;
   r.values.resize(kept);
   r.outlier = outliers;
   r.cutoff = has ? cutoff : std::numeric_limits<double>::max();  // no cutoff: nothing is above it
@@ -308,7 +308,7 @@ class Manager {
   Cycles CalibrationOffset(uint8_t key) const {
     if (key >= Internal::CALIB_KEY_COUNT) return 0;
     double pairs[9] = {0}, pulse = 0;
-    if (latte_calibration_overheads(pairs, &pulse) != 0) return 0;
+    if (latte_calibration_get_overheads(pairs, &pulse) != 0) return 0;
     double v = key == Internal::CALIB_KEY_PULSE ? pulse : pairs[key];
     return v > 0 ? static_cast<Cycles>(std::llround(v)) : 0;
   }
@@ -350,7 +350,7 @@ class Manager {
     return out;
   }
 
-  Manager() : epoch(latte_epoch_tsc()) {}
+  Manager() : epoch(latte_tsc_epoch()) {}
   Manager(const Manager &) = delete;
   Manager &operator=(const Manager &) = delete;
 
@@ -359,10 +359,10 @@ class Manager {
   // several threads, and readers of the members, do not race.
   void Refresh() {
     if (calibrated_.load(std::memory_order_acquire)) {
-      double f = latte_cycles_per_ns();
+      double f = latte_tsc_cycles_per_ns();
       if (f > 0 && f != cycles_per_ns) cycles_per_ns = f;  // 0: not measurable (or LATTE_DISABLE)
     }
-    Cycles e = latte_epoch_tsc();
+    Cycles e = latte_tsc_epoch();
     if (e != epoch) epoch = e;
   }
 
@@ -414,8 +414,8 @@ inline void DumpToJson(const std::string &path) {
 inline int InitSharedRegion(const char *shm_name) { return latte_init_shared_region(shm_name); }
 inline int InitSharedRegion(const std::string &shm_name) { return InitSharedRegion(shm_name.c_str()); }
 inline uint32_t InternID(ID id) { return latte_intern_id(id); }
-// Commits this thread's ring for `id` before a hot loop: see latte_prefault.
-inline int64_t Prefault(ID id) { return latte_prefault(id); }
+// Commits this thread's ring for `id` before a hot loop: see latte_thread_prefault.
+inline int64_t Prefault(ID id) { return latte_thread_prefault(id); }
 inline int FlushAsync(int fd, Parameter::Unit unit = Parameter::Time) {
   return latte_flush_async(fd, unit == Parameter::Time ? LATTE_UNIT_TIME : LATTE_UNIT_CYCLE);
 }
@@ -474,7 +474,7 @@ class Reader {
 
   bool ok() const { return r_ != nullptr; }
   int error() const { return err_; }
-  std::string error_text() const { return latte_strerror(err_); }
+  std::string error_text() const { return latte_error_string(err_); }
 
   std::vector<Id> Ids() const {
     std::vector<Id> v;
@@ -513,12 +513,12 @@ class Reader {
   }
   latte_counters Counters() const {
     latte_counters c{};
-    (void)latte_reader_counters(r_, &c);
+    (void)latte_reader_get_counters(r_, &c);
     return c;
   }
   latte_region_info Info() const {
     latte_region_info i{};
-    (void)latte_reader_info(r_, &i);
+    (void)latte_reader_get_info(r_, &i);
     return i;
   }
 
@@ -545,7 +545,7 @@ class Reader {
 // Times `expr` in Fast mode under the id #expr and yields its result.
 #define LATTE_FIELD(expr) ::Latte::Internal::Field(#expr, [&]() -> decltype(auto) { return (expr); })
 // Measures cycles per ns over ~120 ms against CLOCK_MONOTONIC_RAW.
-#define LATTE_FREQ(var) ((var) = ::latte_measure_cycles_per_ns(120))
+#define LATTE_FREQ(var) ((var) = ::latte_tsc_measure_cycles_per_ns(120))
 // Calibrates once (thread-safe; later calls do nothing).
 #define LATTE_CALIBRATE() ::Latte::Manager::Get().EnsureCalibrated()
 #else

@@ -174,41 +174,47 @@
 // A read-only view of a region opened by name or a flushed file.
 typedef struct latte_reader latte_reader;
 
-// One sample of `latte_samples_extract`.
-typedef struct latte_sample_record {
-  // Duration in cycles (stop TSC - start TSC).
-  uint64_t duration;
-  // Raw TSC at the span's Start (a pulse: the previous pulse's TSC).
-  uint64_t start_tsc;
-  // The ID's token (`latte_id_name`, `latte_id_key`).
-  uint32_t token;
-  // Spans open around it (outermost 0).
-  uint8_t depth;
-  // `latte_mode` of the Start and of the Stop (LATTE_MODE_PULSE for both
-  // halves of a pulse).
-  uint8_t start_mode;
-  uint8_t stop_mode;
-  // 1 when the thread was switched out during the span
-  // (`LATTE_SAMPLE_SWITCHED`; only tracked threads set it).
-  uint8_t switched;
-} latte_sample_record;
+// Process-wide counters (from the region header).
+typedef struct latte_counters {
+  uint64_t overflow_starts;
+  uint64_t orphan_stops;
+  uint64_t unfit_id_drops;
+  uint64_t no_slot_drops;
+  uint64_t slot_reuses;
+  uint64_t reuse_discarded;
+  uint64_t late_drops;
+  uint64_t threads_seen;
+  uint32_t ids_used;
+  uint32_t slots_used;
+  // Pages of latte's shared mappings replaced after the object shrank
+  // under this process (`fault`): what went to them is lost. Counted in
+  // this process, not in the region.
+  uint64_t mapping_faults;
+  // Spans and pulses refused because a signal handler recorded while
+  // latte's slow path on the same thread held the registry lock (see the
+  // span stack protocol). Counted in this process, not in the region.
+  uint64_t reentrant_drops;
+} latte_counters;
 
-// Display unit of a report or a flush.
-typedef uint32_t latte_unit;
-
-// Whether a report subtracts the calibrated overhead.
-typedef uint32_t latte_data;
-
-// What `latte_flush_get_status` reports.
-typedef struct latte_flush_status {
-  // LATTE_FLUSH_IDLE, LATTE_FLUSH_PENDING, or a negative code (the last flush failed).
-  int32_t state;
+// What a region's header describes (geometry, producer, anchors, calibration).
+typedef struct latte_region_info {
+  uint32_t producer_pid;
+  uint32_t flags;
+  uint32_t id_capacity;
+  uint32_t slot_capacity;
+  uint32_t samples_per_slot;
+  uint32_t display_unit;
+  uint64_t total_size;
+  uint64_t anchor_tsc;
+  uint64_t anchor_realtime_ns;
+  // 0 until measured.
+  double cycles_per_ns;
+  // 1 once calibrated.
+  uint32_t calibrated;
   uint32_t _pad;
-  // Bytes written so far by the current or last flush.
-  uint64_t bytes_written;
-  // Bytes the image has.
-  uint64_t bytes_total;
-} latte_flush_status;
+  // Overhead in cycles per [start mode][stop mode], then the pulse.
+  double overhead[10];
+} latte_region_info;
 
 // Header of one (thread, ID) ring. Line 0 holds only `write_idx`, written
 // by the owning thread after every sample; line 1 holds metadata written
@@ -330,6 +336,42 @@ typedef struct LATTE_ALIGNED(64) latte_pulse_site {
   uint64_t last_head;
 } latte_pulse_site;
 
+// One sample of `latte_samples_extract`.
+typedef struct latte_sample_record {
+  // Duration in cycles (stop TSC - start TSC).
+  uint64_t duration;
+  // Raw TSC at the span's Start (a pulse: the previous pulse's TSC).
+  uint64_t start_tsc;
+  // The ID's token (`latte_id_name`, `latte_id_key`).
+  uint32_t token;
+  // Spans open around it (outermost 0).
+  uint8_t depth;
+  // `latte_mode` of the Start and of the Stop (LATTE_MODE_PULSE for both
+  // halves of a pulse).
+  uint8_t start_mode;
+  uint8_t stop_mode;
+  // 1 when the thread was switched out during the span
+  // (`LATTE_SAMPLE_SWITCHED`; only tracked threads set it).
+  uint8_t switched;
+} latte_sample_record;
+
+// Display unit of a report or a flush.
+typedef uint32_t latte_unit;
+
+// Whether a report subtracts the calibrated overhead.
+typedef uint32_t latte_data;
+
+// What `latte_flush_get_status` reports.
+typedef struct latte_flush_status {
+  // LATTE_FLUSH_IDLE, LATTE_FLUSH_PENDING, or a negative code (the last flush failed).
+  int32_t state;
+  uint32_t _pad;
+  // Bytes written so far by the current or last flush.
+  uint64_t bytes_written;
+  // Bytes the image has.
+  uint64_t bytes_total;
+} latte_flush_status;
+
 // What a slot's header says now.
 typedef struct latte_slot_info {
   // Index of the slot in the region.
@@ -369,48 +411,6 @@ typedef struct latte_raw_sample {
   uint64_t start_tsc;
   uint64_t packed;
 } latte_raw_sample;
-
-// Process-wide counters (from the region header).
-typedef struct latte_counters {
-  uint64_t overflow_starts;
-  uint64_t orphan_stops;
-  uint64_t unfit_id_drops;
-  uint64_t no_slot_drops;
-  uint64_t slot_reuses;
-  uint64_t reuse_discarded;
-  uint64_t late_drops;
-  uint64_t threads_seen;
-  uint32_t ids_used;
-  uint32_t slots_used;
-  // Pages of latte's shared mappings replaced after the object shrank
-  // under this process (`fault`): what went to them is lost. Counted in
-  // this process, not in the region.
-  uint64_t mapping_faults;
-  // Spans and pulses refused because a signal handler recorded while
-  // latte's slow path on the same thread held the registry lock (see the
-  // span stack protocol). Counted in this process, not in the region.
-  uint64_t reentrant_drops;
-} latte_counters;
-
-// What a region's header describes (geometry, producer, anchors, calibration).
-typedef struct latte_region_info {
-  uint32_t producer_pid;
-  uint32_t flags;
-  uint32_t id_capacity;
-  uint32_t slot_capacity;
-  uint32_t samples_per_slot;
-  uint32_t display_unit;
-  uint64_t total_size;
-  uint64_t anchor_tsc;
-  uint64_t anchor_realtime_ns;
-  // 0 until measured.
-  double cycles_per_ns;
-  // 1 once calibrated.
-  uint32_t calibrated;
-  uint32_t _pad;
-  // Overhead in cycles per [start mode][stop mode], then the pulse.
-  double overhead[10];
-} latte_region_info;
 
 // Per-thread counters of the calling thread.
 typedef struct latte_thread_counters {
@@ -638,9 +638,63 @@ extern "C" {
 // `strerror`.
 extern const char *strerrordesc_np(int errnum);
 
+// Old name of `latte_region_get_counters`.
+int latte_get_counters(struct latte_counters *out);
+
+// Old name of `latte_reader_get_counters`.
+int latte_reader_counters(const struct latte_reader *r, struct latte_counters *out);
+
+// Old name of `latte_reader_get_info`.
+int latte_reader_info(const struct latte_reader *r, struct latte_region_info *out);
+
+// Old name of `latte_region_unlink`.
+int latte_shm_unlink(const char *shm_name);
+
+// Old name of `latte_calibration_get_overheads`.
+int latte_calibration_overheads(double *out9, double *out_pulse);
+
+// Old name of `latte_thread_prefault`.
+int64_t latte_prefault(const char *id);
+
+// Old name of `latte_calibration_run`.
+int latte_calibrate(void);
+
+// Old name of `latte_tsc_cycles_per_ns`.
+double latte_cycles_per_ns(void);
+
+// Old name of `latte_tsc_measure_cycles_per_ns`.
+double latte_measure_cycles_per_ns(uint32_t window_ms);
+
+// Old name of `latte_tsc_epoch`.
+uint64_t latte_epoch_tsc(void);
+
+// Old name of `latte_time_format`.
+int latte_format_time(double ns, char *buf, size_t len);
+
+// Old name of `latte_samples_clean`.
+int latte_data_clean(const double *values, size_t n, double *out_values, size_t *out_kept, size_t *out_outliers, double *out_cutoff, int *out_has_cutoff);
+
+// Old name of `latte_samples_snapshot`.
+int latte_snapshot(const char *id, uint64_t *out, size_t cap, size_t *out_n);
+
+// Old name of `latte_error_string`.
+const char *latte_strerror(int code);
+
+// Old name of `latte_internal_thread_resolve`.
+struct latte_slot_header *latte_thread_resolve(struct latte_thread *t, const char *id);
+
+// Old name of `latte_internal_thread_note_overflow`.
+void latte_thread_note_overflow(struct latte_thread *t);
+
+// Old name of `latte_internal_thread_stop_slow`.
+uint64_t latte_thread_stop_slow(struct latte_thread *t, latte_mode mode, uint64_t now);
+
+// Old name of `latte_internal_thread_pulse_slow`.
+void latte_thread_pulse_slow(struct latte_thread *t, struct latte_pulse_site *site, const char *id, uint64_t now);
+
 // Runs calibration once through the C ABI's own path (later calls return
 // at once). Returns 0 or a negative code.
-int latte_calibrate(void);
+int latte_calibration_run(void);
 
 // For callers with their own inline path: 1 when the caller must now run
 // the calibration loops (empty spans under `latte.calibrate` for each of
@@ -657,25 +711,25 @@ uint32_t latte_calibration_iterations(void);
 // The ID calibration records under.
 const char *latte_calibration_id(void);
 
-// The calibrated overheads in cycles: `out9` gets [start][stop] for the 9
+// The calibrated overheads in cycles: `out9` gets `[start][stop]` for the 9
 // mode pairs, `out_pulse` the pulse. Zeros before calibration.
-int latte_calibration_overheads(double *out9, double *out_pulse);
+int latte_calibration_get_overheads(double *out9, double *out_pulse);
 
 // TSC cycles per ns, kept once known: the ratio of the region's anchor
 // (a TSC and CLOCK_MONOTONIC_RAW pair taken when the region was made) to a
 // pair taken now. Within 120 ms of the region's creation the first call
 // sleeps until the anchor is 120 ms old (not for a measuring thread).
-double latte_cycles_per_ns(void);
+double latte_tsc_cycles_per_ns(void);
 
 // Measures TSC cycles per ns anew over `window_ms` milliseconds against
 // CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with 120).
-double latte_measure_cycles_per_ns(uint32_t window_ms);
+double latte_tsc_measure_cycles_per_ns(uint32_t window_ms);
 
 // The durations (cycles) recorded under `id` on every thread: at most a
 // ring's capacity per thread, the newest. Writes them to `out` (capacity
 // `cap`) and their count to `*out_n`; -ERANGE (and the needed count) when
 // they do not fit. An unknown ID gives 0 samples.
-int latte_snapshot(const char *id, uint64_t *out, size_t cap, size_t *out_n);
+int latte_samples_snapshot(const char *id, uint64_t *out, size_t cap, size_t *out_n);
 
 // Every kept sample of every thread of this process, calibration excluded:
 // slot by slot, each ring's samples in ring order (chronological until the
@@ -692,7 +746,7 @@ const char *latte_id_key(uint32_t token);
 // The TSC at this process's start of recording (the region's anchor, taken
 // when it was made); trace times count from it. Makes the default region
 // on first need; 0 when it cannot be made.
-uint64_t latte_epoch_tsc(void);
+uint64_t latte_tsc_epoch(void);
 
 // The report table as a NUL-terminated string (free it with
 // `latte_string_free`); NULL on error. Calibrates first when `unit` is
@@ -708,12 +762,12 @@ int latte_trace_write(const char *path);
 
 // Formats nanoseconds the way reports do ("1.88 us"); writes at most `len`
 // bytes with a NUL; returns the full length.
-int latte_format_time(double ns, char *buf, size_t len);
+int latte_time_format(double ns, char *buf, size_t len);
 
 // The outlier rule of reports on `n` values: writes the kept values sorted
 // into `out_values` (room for `n`), their count, the outlier count, and the
 // cutoff (`*out_has_cutoff` = 0 when there is none). NULL outputs are skipped.
-int latte_data_clean(const double *values, size_t n, double *out_values, size_t *out_kept, size_t *out_outliers, double *out_cutoff, int *out_has_cutoff);
+int latte_samples_clean(const double *values, size_t n, double *out_values, size_t *out_kept, size_t *out_outliers, double *out_cutoff, int *out_has_cutoff);
 
 // Starts writing the region to `fd` (a regular file open for writing,
 // without O_APPEND; the flush writes through its own duplicate, so the
@@ -753,29 +807,29 @@ int latte_flush_supported(void);
 // for it, fills `t`'s cache and returns the ring. When the span cannot be
 // recorded (ID table or slots full, thread being torn down; counted) it
 // returns a sink ring, never NULL for a non-NULL `t`.
-struct latte_slot_header *latte_thread_resolve(struct latte_thread *t, const char *id);
+struct latte_slot_header *latte_internal_thread_resolve(struct latte_thread *t, const char *id);
 
 // Slow path of the inline Start: 64 spans are open; counts the ignored Start.
-void latte_thread_note_overflow(struct latte_thread *t);
+void latte_internal_thread_note_overflow(struct latte_thread *t);
 
 // Slow path of the inline Stop: `t` has no open span. Counts an orphan
 // Stop (returns 0), or, when another state of this thread is the active
 // one, closes that state's innermost span and returns its duration.
 // `now` is the TSC the caller read in `mode`.
-uint64_t latte_thread_stop_slow(struct latte_thread *t, latte_mode mode, uint64_t now);
+uint64_t latte_internal_thread_stop_slow(struct latte_thread *t, latte_mode mode, uint64_t now);
 
 // Slow path of the inline pulse: the site is not resolved for `id` (first
 // call, another ID, or NULL). Attaches `t`, resolves and primes the site,
 // and records the interval when the site was primed before. `now` is the
 // TSC the caller read.
-void latte_thread_pulse_slow(struct latte_thread *t, struct latte_pulse_site *site, const char *id, uint64_t now);
+void latte_internal_thread_pulse_slow(struct latte_thread *t, struct latte_pulse_site *site, const char *id, uint64_t now);
 
 // The library's version, "MAJOR.MINOR.PATCH" (a static string; compare
 // with LATTE_VERSION_STRING, the version of the header compiled against).
 const char *latte_version(void);
 
 // Describes an error code (a static string; never NULL).
-const char *latte_strerror(int code);
+const char *latte_error_string(int code);
 
 // Opens the shared region `shm_name` read-only, validates it, and stores a
 // reader in `*out`. Errors: -ENOENT, -EACCES, LATTE_ERR_NOT_LATTE,
@@ -824,10 +878,10 @@ int latte_reader_slots(const struct latte_reader *r, struct latte_slot_info *out
 int latte_reader_read(const struct latte_reader *r, uint32_t slot, struct latte_cursor *cursor, struct latte_raw_sample *out, size_t cap, size_t *out_n);
 
 // The producer's process-wide counters.
-int latte_reader_counters(const struct latte_reader *r, struct latte_counters *out);
+int latte_reader_get_counters(const struct latte_reader *r, struct latte_counters *out);
 
 // Describes the region.
-int latte_reader_info(const struct latte_reader *r, struct latte_region_info *out);
+int latte_reader_get_info(const struct latte_reader *r, struct latte_region_info *out);
 
 // Opens a span on the calling thread's stack under `id` (interned by
 // content; NULL records as `<null-id>`). Beyond 64 open spans the call is
@@ -840,7 +894,7 @@ void latte_start(const char *id, latte_mode mode);
 // hot loop, where the cost (about a microsecond a page, 256 pages for a ring
 // of 65,536 samples) is welcome. Returns the pages touched (0 when the ring
 // has wrapped already), or -ENOSPC when the ID or a slot does not fit.
-int64_t latte_prefault(const char *id);
+int64_t latte_thread_prefault(const char *id);
 
 // Closes the innermost open span of the calling thread, whatever `id` is
 // (it may be NULL), records it, and returns its duration in cycles; 0 when
@@ -856,7 +910,7 @@ void latte_pulse(struct latte_pulse_site *site, const char *id);
 int latte_thread_get_counters(struct latte_thread_counters *out);
 
 // Process-wide counters of this process's region. -EINVAL on NULL.
-int latte_get_counters(struct latte_counters *out);
+int latte_region_get_counters(struct latte_counters *out);
 
 // Interns `id` by content and returns its stable token; LATTE_INVALID_ID
 // when the table is full (NULL interns `<null-id>`).
@@ -879,7 +933,7 @@ int latte_init_shared_region_with(const char *shm_name, const struct latte_regio
 
 // Removes the shared-memory object `shm_name` (readers that have it open
 // keep their mapping).
-int latte_shm_unlink(const char *shm_name);
+int latte_region_unlink(const char *shm_name);
 
 // Turns switch tracking on for this process and opens the calling thread's
 // perf switch event now (again, if it was refused before). Every other

@@ -106,7 +106,7 @@ LATTE__FN latte_slot_header *latte__probe(latte_thread *t, const char *id, size_
       if (k == id) return t->cache[i].slot;
       if (k == NULL) break;
     }
-  return latte_thread_resolve(t, id);
+  return latte_internal_thread_resolve(t, id);
 }
 
 /* Duration stop - start; one that does not fit 48 bits is made defined as
@@ -139,7 +139,7 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
   size_t i;
   uint32_t d = t->depth;
   if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
-    latte_thread_note_overflow(t);
+    latte_internal_thread_note_overflow(t);
     return;
   }
   mode = latte__norm(mode);
@@ -152,7 +152,7 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
     slot = latte__probe(t, id, i);
     d = t->depth;
     if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
-      latte_thread_note_overflow(t);
+      latte_internal_thread_note_overflow(t);
       return;
     }
   }
@@ -175,7 +175,7 @@ LATTE__FN uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now
   latte_slot_header *slot;
   uint64_t st, dur, word, head, switched;
   uint32_t d = t->depth;
-  if (__builtin_expect(d == 0, 0)) return latte_thread_stop_slow(t, latte__norm(mode), now);
+  if (__builtin_expect(d == 0, 0)) return latte_internal_thread_stop_slow(t, latte__norm(mode), now);
   /* Steps P1-P3 of the span stack protocol (src/recorder/hot.rs). */
   slot = t->top_slot; /* P1 */
   d -= 1;
@@ -216,7 +216,7 @@ LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   latte_slot_header *s;
   uint64_t last, packed, idx, head, switched;
   if (__builtin_expect(site->id != id || id == NULL, 0)) {
-    latte_thread_pulse_slow(t, site, id, now);
+    latte_internal_thread_pulse_slow(t, site, id, now);
     return;
   }
   head = latte__switch_count(t);

@@ -528,11 +528,11 @@ int main(int argc, char **argv) {
     cfg.replace_stale = 1;  // a region left by a killed run of ours is replaced
     int rc = latte_init_shared_region_with(shared, &cfg);
     if (rc != 0) {
-      std::fprintf(stderr, "speedtest: InitSharedRegion(%s): %s\n", shared, latte_strerror(rc));
+      std::fprintf(stderr, "speedtest: InitSharedRegion(%s): %s\n", shared, latte_error_string(rc));
       return 1;
     }
     Extraction(shared);
-    latte_shm_unlink(shared);
+    latte_region_unlink(shared);
   }
   if (report) {
     for (int i = 0; i < 10000; i++) {

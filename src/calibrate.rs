@@ -70,7 +70,7 @@ pub fn cycles_per_ns_now() -> f64 {
 /// `ANCHOR_WINDOW_NS` of the region's creation sleeps until the anchor is
 /// that old (at most 120 ms, once per process); later calls take a (TSC,
 /// clock) pair and divide. Used where a caller asks for exact figures and
-/// is not measuring (the report, calibration, the trace, `latte_cycles_per_ns`);
+/// is not measuring (the report, calibration, the trace, `latte_tsc_cycles_per_ns`);
 /// the flush uses `cycles_per_ns_now`, which never waits.
 pub fn cycles_per_ns() -> f64 {
     let region = match REGISTRY.lock().region() {
@@ -184,14 +184,16 @@ pub fn run_native() -> Result<(), Error> {
         for s in 0..3 {
             for e in 0..3 {
                 for _ in 0..CALIBRATION_ITERS {
-                    recorder::start(t, id, s);
+                    // SAFETY: a static NUL-terminated string.
+                    unsafe { recorder::start(t, id, s) };
                     recorder::stop(t, e);
                 }
             }
         }
         let mut site = latte_pulse_site::new();
         for _ in 0..=CALIBRATION_ITERS {
-            recorder::pulse(t, &mut site, id);
+            // SAFETY: a static NUL-terminated string.
+            unsafe { recorder::pulse(t, &mut site, id) };
         }
     }
     end()

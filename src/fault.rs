@@ -50,6 +50,14 @@ static INSTALL: AtomicU32 = AtomicU32::new(0);
 static mut PREVIOUS: core::mem::MaybeUninit<libc::sigaction> = core::mem::MaybeUninit::uninit();
 static HAVE_PREVIOUS: AtomicBool = AtomicBool::new(false);
 
+/// Entries of the table in use: the mappings protected now. For the tests,
+/// which check that failing calls leave none behind.
+#[cfg(feature = "internals")]
+pub fn registered() -> usize {
+    // Acquire: pairs with the release stores of `register`/`unregister`.
+    TABLE.iter().filter(|e| e.base.load(Ordering::Acquire) != 0).count()
+}
+
 /// Pages replaced after a SIGBUS in a latte mapping, process-wide.
 pub fn faults() -> u64 {
     // Relaxed: a statistic.

@@ -326,7 +326,7 @@ mod uring {
         Idle,
         Flying(Box<Flight>),
         Done(u64, u64),
-        Failed(i32, u64, u64),
+        Failed(Error, u64, u64),
     }
 
     static FLUSH: Mutex<State> = Mutex::new(State::Idle);
@@ -375,7 +375,7 @@ mod uring {
             };
             f.outstanding -= 1;
             if res <= 0 {
-                first_err.get_or_insert(if res < 0 { res } else { Error::Os(libc::EIO) });
+                first_err.get_or_insert(if res < 0 { Error::Os(-res) } else { Error::Os(libc::EIO) });
                 continue;
             }
             f.written += res as u64;

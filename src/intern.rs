@@ -26,6 +26,12 @@ pub struct Interner {
 /// otherwise grow it without bound).
 const MAX_PTR_ENTRIES: usize = 65536;
 
+impl Default for Interner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Interner {
     pub const fn new() -> Interner {
         Interner { by_name: BTreeMap::new(), by_ptr: BTreeMap::new(), first_ptr: BTreeMap::new() }

@@ -390,6 +390,12 @@ pub struct latte_pulse_site {
     pub last_head: u64,
 }
 
+impl Default for latte_pulse_site {
+    fn default() -> Self {
+        latte_pulse_site::new()
+    }
+}
+
 impl latte_pulse_site {
     /// An unprimed site.
     pub const fn new() -> Self {
@@ -526,7 +532,7 @@ const _: () = {
     assert!(1u64 << (64 - LATTE_CACHE_SHIFT) == LATTE_CACHE_SIZE as u64);
     assert!(LATTE_CACHE_MAX_USED < LATTE_CACHE_SIZE);
     assert!(LATTE_CACHE_EMPTY == 0);
-    assert!(SLOT_PAGE_OFFSET % 64 == 0 && SLOT_PAGE_OFFSET < 4096);
+    assert!(SLOT_PAGE_OFFSET.is_multiple_of(64) && SLOT_PAGE_OFFSET < 4096);
 };
 
 /// Adds `n` to a counter of the region header. Relaxed: counters are

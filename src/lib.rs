@@ -25,6 +25,18 @@
 //! ABI over all of it (and `include/latte_inline.h` the same hot path,
 //! inlined into C and C++ callers).
 
+//! Every call that takes a raw pointer is an `unsafe fn`; the engine's
+//! insides are private (the tests reach them through a test-only feature,
+//! and even there a raw ID cannot be handed over from safe code):
+//!
+//! ```compile_fail,E0133
+//! let t = unsafe { &mut *latte::internals::recorder::current() };
+//! latte::internals::recorder::resolve_slot(t, 0x8 as *const core::ffi::c_char);
+//! ```
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 // The public API: what the `latte` command and Rust callers use.
 pub mod counters;
 pub mod error;
@@ -36,7 +48,7 @@ pub mod shm;
 pub mod stats;
 pub mod trace;
 
-pub use api::own_report;
+pub use api::{init_shared_region, own_report, pulse_at, snapshot, Mode, PulseSite, Span};
 pub use error::Error;
 pub use reader::{Mapping, ReadMode, View};
 pub use tsc::measure_cycles_per_ns;

@@ -74,6 +74,11 @@ impl Mmap {
         self.len
     }
 
+    /// Whether the mapping is empty (never: `mmap` refuses length 0).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Gives up ownership: the mapping stays for the rest of the process.
     pub fn leak(self) -> *mut u8 {
         let p = self.ptr;

@@ -114,7 +114,7 @@ pub enum ReadMode {
 ///
 /// A view cannot outlive what it reads:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0716
 /// let v = latte::Mapping::open_file(std::path::Path::new("x.img")).unwrap().view();
 /// v.ids(); // the Mapping was dropped at the end of the line above
 /// ```
@@ -216,7 +216,7 @@ pub struct ReadOutcome {
 pub struct Calibration {
     pub cycles_per_ns: f64,
     pub calibrated: bool,
-    /// [start mode][stop mode] overhead in cycles, then the pulse at [9].
+    /// [start mode][stop mode] overhead in cycles, then the pulse at index 9.
     pub overhead: [f64; 10],
 }
 
@@ -231,14 +231,14 @@ unsafe impl Sync for View<'_> {}
 // the mapping is page aligned and the layout aligns each field.
 impl<'a> View<'a> {
     fn u32_at(&self, off: u64) -> u32 {
-        debug_assert!(off + 4 <= self.len as u64 && off % 4 == 0);
+        debug_assert!(off + 4 <= self.len as u64 && off.is_multiple_of(4));
         // SAFETY: in bounds and aligned (see above); an AtomicU32 view of
         // shared memory another process may write.
         unsafe { AtomicU32::from_ptr(self.base.add(off as usize) as *mut u32) }.load(Ordering::Relaxed)
     }
 
     fn u64_at(&self, off: u64) -> u64 {
-        debug_assert!(off + 8 <= self.len as u64 && off % 8 == 0);
+        debug_assert!(off + 8 <= self.len as u64 && off.is_multiple_of(8));
         // SAFETY: as u32_at.
         unsafe { AtomicU64::from_ptr(self.base.add(off as usize) as *mut u64) }.load(Ordering::Relaxed)
     }
@@ -274,7 +274,8 @@ impl<'a> View<'a> {
     /// As `new`.
     pub unsafe fn new_held(base: *const u8, len: usize, held: u64) -> Result<View<'a>, Error> {
         if len < LATTE_HEADER_SIZE as usize {
-            return Err(if len >= 8 { magic_or(base, Error::Truncated) } else { Error::NotLatte });
+            // SAFETY: 8 of the `len` readable bytes, page aligned (the caller's contract).
+            return Err(if len >= 8 { unsafe { magic_or(base, Error::Truncated) } } else { Error::NotLatte });
         }
         let mut v =
             View { base, len, _mapping: PhantomData, geo: Geometry::new(1, 1, 2).unwrap(), producer_pid: 0, flags: 0, anchor_tsc: 0, anchor_realtime_ns: 0 };
@@ -750,7 +751,7 @@ impl Mapping {
         // SAFETY: an all-zero statfs is a valid out-parameter; fd is open.
         let held = unsafe {
             let mut fs: libc::statfs = core::mem::zeroed();
-            if libc::fstatfs(fd.as_raw_fd(), &mut fs) == 0 && fs.f_type as i64 == libc::TMPFS_MAGIC as i64 {
+            if libc::fstatfs(fd.as_raw_fd(), &mut fs) == 0 && fs.f_type as i64 == libc::TMPFS_MAGIC {
                 (st.st_blocks as u64).saturating_mul(512)
             } else {
                 len as u64

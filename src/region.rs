@@ -274,7 +274,7 @@ impl Region {
         let tmp = fresh.as_ptr();
         let copy = |off: usize, n: usize| {
             let src = self.base().wrapping_add(off) as *const AtomicU64;
-            let dst = (tmp as *mut u8).wrapping_add(off) as *mut u64;
+            let dst = tmp.wrapping_add(off) as *mut u64;
             for i in 0..n / 8 {
                 // SAFETY: callers pass ranges inside both mappings (each
                 // `len` bytes, page aligned); the source is shared memory,
@@ -303,7 +303,7 @@ impl Region {
             // The header's copied index may be older than `w` (copied after):
             // store `w` itself, the index whose samples are copied below.
             // SAFETY: inside the fresh mapping; the write_idx word of slot i.
-            unsafe { ((tmp as *mut u8).add(off) as *mut u64).write(w) };
+            unsafe { (tmp.add(off) as *mut u64).write(w) };
             let samples = w.min(g.samples_per_slot as u64) as usize * LATTE_SAMPLE_SIZE as usize;
             copy(off + LATTE_SLOT_HEADER_SIZE as usize, samples);
         }

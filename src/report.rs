@@ -411,7 +411,7 @@ fn border(out: &mut String, color: bool, left: char, mid: char, right: char, wid
         if k > 0 {
             out.push(mid);
         }
-        out.extend(std::iter::repeat('─').take(w + 2));
+        out.extend(std::iter::repeat_n('─', w + 2));
     }
     out.push(right);
     out.push_str(r);

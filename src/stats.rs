@@ -157,10 +157,10 @@ mod tests {
         // values (skipped) holding a huge value.
         let mut v = Vec::new();
         for m in [10.0, 20.0, 30.0, 40.0] {
-            v.extend(std::iter::repeat(1.0).take(999));
+            v.extend(std::iter::repeat_n(1.0, 999));
             v.push(m);
         }
-        v.extend(std::iter::repeat(2.0).take(498));
+        v.extend(std::iter::repeat_n(2.0, 498));
         v.push(1000.0);
         let c = data_clean(&v);
         // sorted maxima [10,20,30,40]: q1 = m[1] = 20, q3 = m[3] = 40 -> 40 + 60 = 100.

@@ -7,6 +7,7 @@
 //! - `write_annotated` (the `latte trace` command): process and thread name
 //!   metadata ("M") events first, then one event per sample with the extra
 //!   fields under `args`, where trace viewers show them.
+//!
 //! Names are JSON-escaped in both.
 
 use crate::error::Error;
@@ -135,9 +136,7 @@ mod tests {
     use crate::report::{Collected, Event};
 
     fn one_event() -> Collected {
-        let mut c = Collected::default();
-        c.names = vec!["a \"quoted\" name".into()];
-        c.hidden = vec![false];
+        let mut c = Collected { names: vec!["a \"quoted\" name".into()], hidden: vec![false], ..Default::default() };
         let sample = crate::layout::Sample { start_tsc: 3000, duration: 2000, depth: 1, start_mode: 0, stop_mode: 0, switched: false };
         c.events = vec![Event { token: 0, os_tid: 77, sample }];
         c

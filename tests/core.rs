@@ -173,7 +173,7 @@ fn report_hides_calibration_and_lists_components() {
         for _ in 0..100 {
             span(c"reported", LATTE_MODE_FAST, LATTE_MODE_FAST);
         }
-        assert_eq!(latte_calibrate(), 0);
+        assert_eq!(latte_calibration_run(), 0);
         let r = latte::internals::api::own_report(LATTE_UNIT_TIME, LATTE_DATA_CALIBRATED).unwrap();
         assert!(r.contains("LATTE TELEMETRY [TIME][CAL]"));
         assert!(r.contains("SELF-OFFSET H[Start] x W[Stop]") && r.contains("PULSE"));
@@ -181,9 +181,9 @@ fn report_hides_calibration_and_lists_components() {
         assert!(!r.contains("latte.calibrate"));
         let mut o = [0f64; 9];
         let mut p = 0f64;
-        latte_calibration_overheads(o.as_mut_ptr(), &mut p);
+        latte_calibration_get_overheads(o.as_mut_ptr(), &mut p);
         assert!(o.iter().all(|&x| x > 0.0) && p > 0.0, "{o:?} {p}");
-        assert!(latte_cycles_per_ns() > 0.0);
+        assert!(latte_tsc_cycles_per_ns() > 0.0);
     })
     .join()
     .unwrap();
@@ -193,9 +193,9 @@ fn report_hides_calibration_and_lists_components() {
 fn bad_arguments_get_errors() {
     assert_eq!(latte_init_shared_region(core::ptr::null()), -libc::EINVAL);
     assert_eq!(latte_trace_write(core::ptr::null()), -libc::EINVAL);
-    assert_eq!(latte_get_counters(core::ptr::null_mut()), -libc::EINVAL);
+    assert_eq!(latte_region_get_counters(core::ptr::null_mut()), -libc::EINVAL);
     assert_eq!(
-        latte_data_clean(
+        latte_samples_clean(
             core::ptr::null(),
             3,
             core::ptr::null_mut(),
@@ -210,7 +210,7 @@ fn bad_arguments_get_errors() {
     latte_string_free(core::ptr::null_mut());
     latte_reader_close(core::ptr::null_mut());
     // SAFETY: strerror returns a static C string.
-    assert!(!unsafe { CStr::from_ptr(latte_strerror(-12345)) }.to_bytes().is_empty());
+    assert!(!unsafe { CStr::from_ptr(latte_error_string(-12345)) }.to_bytes().is_empty());
     let mut st = latte::internals::flush::latte_flush_status::default();
     assert_eq!(latte_flush_get_status(core::ptr::null_mut()), -libc::EINVAL);
     let _ = latte_flush_get_status(&mut st);
@@ -255,11 +255,13 @@ fn durations_out_of_range_are_defined() {
     // SAFETY: the calling thread's own active state.
     let t = unsafe { &mut *t };
     let now = latte::internals::tsc::rdtsc();
-    latte::internals::recorder::start(t, c"dur.neg".as_ptr(), LATTE_MODE_FAST);
+    // SAFETY: a NUL-terminated ID.
+    unsafe { latte::internals::recorder::start(t, c"dur.neg".as_ptr(), LATTE_MODE_FAST) };
     let d = t.depth as usize - 1;
     t.frame_tsc[d] = now + 1_000_000_000;
     assert_eq!(latte::internals::recorder::stop_at(t, LATTE_MODE_FAST, now), 0);
-    latte::internals::recorder::start(t, c"dur.long".as_ptr(), LATTE_MODE_FAST);
+    // SAFETY: a NUL-terminated ID.
+    unsafe { latte::internals::recorder::start(t, c"dur.long".as_ptr(), LATTE_MODE_FAST) };
     t.frame_tsc[d] = now - (1u64 << 50);
     assert_eq!(latte::internals::recorder::stop_at(t, LATTE_MODE_FAST, now), LATTE_MAX_DURATION);
     assert_eq!(snapshot(c"dur.neg"), vec![0]);
@@ -283,28 +285,29 @@ fn a_callers_state_takes_over_open_spans() {
         latte_start(c"take.a".as_ptr(), LATTE_MODE_HARD); // Rust's own state
         let a = caller_state();
         // The inline Start's cache miss: attaches `a`, moves take.a over.
-        assert!(!latte_thread_resolve(a, c"take.b".as_ptr()).is_null());
+        assert!(!latte_internal_thread_resolve(a, c"take.b".as_ptr()).is_null());
         // SAFETY: `a` is this thread's active state now.
         let sa = unsafe { &mut *a };
         assert_eq!((sa.depth, sa.attached), (1, 1));
-        latte::internals::recorder::start(sa, c"take.b".as_ptr(), LATTE_MODE_FAST); // a cache hit
+        // SAFETY: a NUL-terminated ID.
+        unsafe { latte::internals::recorder::start(sa, c"take.b".as_ptr(), LATTE_MODE_FAST) }; // a cache hit
         assert_eq!(thread_counters().depth, 2);
         assert!(latte_stop(core::ptr::null(), LATTE_MODE_MID) > 0); // closes take.b
                                                                     // A second caller state takes over take.a; a Stop through `a` (now
                                                                     // empty) closes it there.
         let b = caller_state();
-        assert!(!latte_thread_resolve(b, c"take.c".as_ptr()).is_null());
+        assert!(!latte_internal_thread_resolve(b, c"take.c".as_ptr()).is_null());
         // SAFETY: `a` is this thread's (inactive) state.
         assert_eq!(unsafe { ((*a).depth, (*a).attached) }, (0, 0));
         // SAFETY: `b` is this thread's active state.
         assert_eq!(unsafe { (*b).depth }, 1);
-        assert!(latte_thread_stop_slow(a, LATTE_MODE_HARD, latte::internals::tsc::rdtsc()) > 0);
+        assert!(latte_internal_thread_stop_slow(a, LATTE_MODE_HARD, latte::internals::tsc::rdtsc()) > 0);
         // SAFETY: as above.
         assert_eq!(unsafe { (*b).depth }, 0);
         let after = thread_counters();
         assert_eq!(after.orphan_stops, before.orphan_stops, "no Stop was an orphan");
         // Now nothing is open anywhere: an orphan.
-        assert_eq!(latte_thread_stop_slow(a, LATTE_MODE_FAST, latte::internals::tsc::rdtsc()), 0);
+        assert_eq!(latte_internal_thread_stop_slow(a, LATTE_MODE_FAST, latte::internals::tsc::rdtsc()), 0);
         assert_eq!(thread_counters().orphan_stops, before.orphan_stops + 1);
     })
     .join()
@@ -335,14 +338,14 @@ fn inline_slow_path_after_teardown_is_counted() {
     impl Drop for ResolvesOnDrop {
         fn drop(&mut self) {
             let a = caller_state();
-            let sink = latte_thread_resolve(a, c"late.inline".as_ptr());
+            let sink = latte_internal_thread_resolve(a, c"late.inline".as_ptr());
             assert!(!sink.is_null());
             // A never-attached state (mask 0) gets a one-sample sink; the
             // Stop that follows writes into it.
             // SAFETY: the sink returned for `a`, whose mask is 0.
             unsafe { latte::internals::recorder::write_sample(sink, 0, 1, 2) };
             let mut site = latte_pulse_site::new();
-            latte_thread_pulse_slow(a, &mut site, c"late.inline".as_ptr(), 1);
+            latte_internal_thread_pulse_slow(a, &mut site, c"late.inline".as_ptr(), 1);
         }
     }
     thread_local! {

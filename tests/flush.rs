@@ -166,7 +166,7 @@ fn async_flush_round_trip() {
     assert_eq!(st.bytes_total, std::fs::metadata(&p).unwrap().len());
     // Written: everything but the padding after the ID table (under a page)
     // and each slot's stride padding (never written: the image has holes).
-    let g = Mapping::open_file(&p).unwrap().view.geo;
+    let g = Mapping::open_file(&p).unwrap().view().geo;
     let pad = g.slot_stride - LATTE_SLOT_HEADER_SIZE as u64 - g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64;
     assert!(st.bytes_written > 0 && st.bytes_written <= st.bytes_total);
     assert!(st.bytes_written + 4096 + g.slot_capacity as u64 * pad >= st.bytes_total, "{st:?}");
@@ -224,7 +224,8 @@ fn async_flush_while_producers_record() {
             let t = latte::internals::recorder::current();
             // SAFETY: this thread's own state.
             let t = unsafe { &mut *t };
-            let slot = latte::internals::recorder::resolve(t, c"flush.live".as_ptr());
+            // SAFETY: a static NUL-terminated ID.
+            let slot = unsafe { latte::internals::recorder::resolve(t, c"flush.live".as_ptr()) };
             let mut i = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 for _ in 0..100 {

@@ -7,7 +7,6 @@
 mod common;
 use common::*;
 use latte::internals::ffi::*;
-use latte::internals::flush::*;
 use latte::layout::*;
 use latte::reader::Mapping;
 use std::os::fd::AsRawFd;

@@ -66,7 +66,7 @@ fn wait() -> i32 {
     let t0 = std::time::Instant::now();
     loop {
         let r = latte_poll_flush();
-        if r != latte::internals::flush::LATTE_FLUSH_PENDING {
+        if r != latte::layout::LATTE_FLUSH_PENDING {
             return r;
         }
         assert!(t0.elapsed() < std::time::Duration::from_secs(30), "flush never finished");
@@ -79,7 +79,7 @@ fn wait() -> i32 {
 fn async_flush_refuses_append_and_non_regular_targets() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     refuses(|fd, unit| latte_flush_async(fd, unit));
-    assert_eq!(latte_poll_flush(), latte::internals::flush::LATTE_FLUSH_IDLE, "nothing left pending");
+    assert_eq!(latte_poll_flush(), latte::layout::LATTE_FLUSH_IDLE, "nothing left pending");
 }
 
 #[cfg(feature = "uring")]
@@ -96,7 +96,7 @@ fn async_flush_writes_through_its_own_descriptor() {
     let fb = std::fs::File::create(&b).unwrap();
     assert_eq!(fb.as_raw_fd(), num);
     std::fs::write(&b, b"not an image").unwrap();
-    assert_eq!(wait(), latte::internals::flush::LATTE_FLUSH_IDLE);
+    assert_eq!(wait(), latte::layout::LATTE_FLUSH_IDLE);
     assert_eq!(std::fs::read(&b).unwrap(), b"not an image", "the flush wrote into another file");
     let m = latte::reader::Mapping::open_file(&a).unwrap();
     assert!(m.view().flags & LATTE_REGION_FLUSHED != 0);
@@ -120,7 +120,7 @@ fn async_flush_can_be_cancelled() {
     assert!(latte::reader::Mapping::open_file(&path).is_err());
     // A new flush starts and completes.
     assert_eq!(latte_flush_async(f.as_raw_fd(), LATTE_UNIT_CYCLE), 0);
-    assert_eq!(wait(), latte::internals::flush::LATTE_FLUSH_IDLE);
+    assert_eq!(wait(), latte::layout::LATTE_FLUSH_IDLE);
     assert!(latte::reader::Mapping::open_file(&path).is_ok());
     std::fs::remove_file(&path).unwrap();
 }

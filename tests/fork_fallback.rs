@@ -30,7 +30,7 @@ fn fork_child_without_a_copy_gets_a_private_remap() {
     let mut status = 0;
     // SAFETY: waiting for our own child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    let _ = latte::internals::ffi::latte_shm_unlink(std::ffi::CString::new(name).unwrap().as_ptr());
+    let _ = latte::internals::ffi::latte_region_unlink(std::ffi::CString::new(name).unwrap().as_ptr());
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
     assert_eq!(snapshot(c"fb").len(), 10, "the parent's ring never saw the child's spans");
 }

@@ -55,7 +55,7 @@ fn fork_child_sees_the_region_as_it_was_at_the_fork() {
     let mut st = 0;
     // SAFETY: our child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
-    let _ = latte::internals::ffi::latte_shm_unlink(std::ffi::CString::new(name).unwrap().as_ptr());
+    let _ = latte::internals::ffi::latte_region_unlink(std::ffi::CString::new(name).unwrap().as_ptr());
     assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "child status {st}");
     assert_eq!(snapshot(c"snap.a").len(), 3000, "the child's span never reached the parent");
 }

@@ -32,7 +32,7 @@ fn image() -> &'static Vec<u8> {
 /// Copies `bytes` to memory that ends at a PROT_NONE page and runs `f` on it.
 fn guarded<R>(bytes: &[u8], f: impl FnOnce(*const u8, usize) -> R) -> R {
     let page = 4096;
-    let body = (bytes.len() + page - 1) / page * page;
+    let body = bytes.len().div_ceil(page) * page;
     // SAFETY: a fresh anonymous mapping of body + one guard page.
     let p = unsafe { libc::mmap(core::ptr::null_mut(), body + page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) }
         as *mut u8;

@@ -25,20 +25,21 @@ fn the_257th_id_does_not_fit() {
     // so that each span under the unfit ID is counted; a Stop writes into
     // the sink, and nothing reads it.
     let me = latte::internals::recorder::current();
-    let sink = latte::internals::ffi::latte_thread_resolve(me, names[256].as_ptr());
+    let sink = latte::internals::ffi::latte_internal_thread_resolve(me, names[256].as_ptr());
     assert!(!sink.is_null());
-    assert_eq!(latte::internals::ffi::latte_thread_resolve(me, names[256].as_ptr()), sink);
+    assert_eq!(latte::internals::ffi::latte_internal_thread_resolve(me, names[256].as_ptr()), sink);
     assert_eq!(counters().unfit_id_drops, 4);
     // SAFETY: `me` is this thread's active state.
     let t = unsafe { &mut *me };
     for _ in 0..70_000 {
-        latte::internals::recorder::start(t, names[256].as_ptr(), LATTE_MODE_FAST);
+        // SAFETY: a NUL-terminated ID.
+        unsafe { latte::internals::recorder::start(t, names[256].as_ptr(), LATTE_MODE_FAST) };
         latte::internals::recorder::stop(t, LATTE_MODE_FAST);
     }
     assert_eq!(counters().unfit_id_drops, 70_004);
     assert!(snapshot(&names[256]).is_empty());
     // Calibration cannot intern its ID either: an error, not a crash.
-    assert_eq!(latte::internals::ffi::latte_calibrate(), -libc::ENOSPC);
+    assert_eq!(latte::internals::ffi::latte_calibration_run(), -libc::ENOSPC);
     let r = latte::internals::api::own_report(LATTE_UNIT_CYCLE, LATTE_DATA_RAW).unwrap();
     assert!(r.contains("id-5"));
 }

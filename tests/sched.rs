@@ -90,7 +90,7 @@ fn a_sleep_is_blocked_time() {
     let b = snap();
     let (rc, d) = diff(&a, &b);
     assert_eq!(rc, 0);
-    println!("{}", latte::internals::sched::format(&d));
+    println!("{}", latte::internals::ffi::delta_line(&d));
     assert!(d.wall_ns >= 3_000_000, "{d:?}");
     assert!(d.switch_outs >= 1 && d.blocked_ns >= 2_000_000, "{d:?}");
     assert_eq!(d.on_cpu_ns + d.off_cpu_ns, d.wall_ns);
@@ -110,7 +110,7 @@ fn a_ring_overrun_is_reported() {
     assert_eq!(rc, LATTE_ERR_SCHED_LOST, "{d:?}");
     assert_eq!((d.lost, d.switch_outs, d.on_cpu_ns, d.blocked_ns), (1, 0, 0, 0));
     assert!(d.wall_ns > 0);
-    assert!(latte::internals::sched::format(&d).contains("lost"));
+    assert!(latte::internals::ffi::delta_line(&d).contains("lost"));
     // A window that was whole when taken, read after the ring moved on.
     let a = snap();
     usleep(10);
@@ -160,7 +160,7 @@ fn format_follows_the_buffer_rule() {
     };
     let mut n = 0usize;
     assert_eq!(latte_sched_format(&d, core::ptr::null_mut(), 0, &mut n), -libc::ERANGE);
-    let text = latte::internals::sched::format(&d);
+    let text = latte::internals::ffi::delta_line(&d);
     assert_eq!(n, text.len());
     assert_eq!(text, "wall 1.50 ms = on-CPU 500.00 us + off-CPU 1.00 ms (preempted 0.00 ns, blocked 1.00 ms); 1 switch-out (0 preempted); 1 CPU, 0 migrations");
     let mut buf = vec![0x55u8; n];
@@ -268,8 +268,8 @@ fn flagged_spans_never_outnumber_the_kernels_switches() {
         let (id, pid) = (c"sched.spin", c"sched.spin.pulse");
         let mut site = latte::layout::latte_pulse_site::new();
         // Warm: ring resolved and pages committed before counting.
-        latte::internals::ffi::latte_prefault(id.as_ptr());
-        latte::internals::ffi::latte_prefault(pid.as_ptr());
+        latte::internals::ffi::latte_thread_prefault(id.as_ptr());
+        latte::internals::ffi::latte_thread_prefault(pid.as_ptr());
         latte::internals::ffi::latte_pulse(&mut site, pid.as_ptr());
         let k0 = kernel_switches();
         for i in 0..60_000u32 {

@@ -95,7 +95,7 @@ fn two_threads_on_one_cpu_preempt_each_other() {
     let mine = spin_pinned(cpu, 15, &start);
     let theirs = other.join().unwrap();
     for d in [mine, theirs] {
-        println!("{}", latte::internals::sched::format(&d));
+        println!("{}", latte::internals::ffi::delta_line(&d));
         assert!(d.preemptions >= 1 && d.preempted_ns > 0, "{d:?}");
         assert!(d.preemptions <= d.switch_outs);
         assert_eq!(d.on_cpu_ns + d.preempted_ns + d.blocked_ns, d.wall_ns);

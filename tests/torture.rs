@@ -99,7 +99,8 @@ fn torture_reader_process() {
                     let t = recorder::current();
                     // SAFETY: the calling thread's own state.
                     let t = unsafe { &mut *t };
-                    let slot = recorder::resolve(t, c"torture".as_ptr());
+                    // SAFETY: a static NUL-terminated ID.
+                    let slot = unsafe { recorder::resolve(t, c"torture".as_ptr()) };
                     assert!(!slot.is_null());
                     let mut i = 0u64;
                     let deadline = Instant::now() + Duration::from_secs_f64(secs);

@@ -58,7 +58,7 @@ fn the_producer_survives_and_a_reader_gets_an_error() {
     assert!(m.view().read_slot(slot, &mut cur, &mut out, latte::ReadMode::Live).is_err());
     assert!(Mapping::open_shm(name.as_bytes()).is_err());
     drop(m);
-    let _ = latte::internals::ffi::latte_shm_unlink(CString::new(name).unwrap().as_ptr());
+    let _ = latte::internals::ffi::latte_region_unlink(CString::new(name).unwrap().as_ptr());
 }
 
 /// A SIGBUS that is not latte's still does what it did before: here, the

@@ -105,7 +105,8 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
         (s, 1.0)
     };
     let x: f64 = num.trim().parse().map_err(|_| format!("not an interval: {s}"))?;
-    if !(x > 0.0) || x * scale > 86400.0 {
+    // Not `x <= 0.0`: NaN is refused too.
+    if x.is_nan() || x <= 0.0 || x * scale > 86400.0 {
         return Err(format!("interval out of range: {s}"));
     }
     Ok(Duration::from_secs_f64(x * scale))

@@ -4,7 +4,7 @@ use core::ffi::{c_char, c_int};
 /// Runs calibration once through the C ABI's own path (later calls return
 /// at once). Returns 0 or a negative code.
 #[no_mangle]
-pub extern "C" fn latte_calibrate() -> c_int {
+pub extern "C" fn latte_calibration_run() -> c_int {
     guard(PANICKED, || code(crate::calibrate::run_native()))
 }
 
@@ -35,10 +35,10 @@ pub extern "C" fn latte_calibration_id() -> *const c_char {
     crate::calibrate::CALIBRATION_ID.as_ptr()
 }
 
-/// The calibrated overheads in cycles: `out9` gets [start][stop] for the 9
+/// The calibrated overheads in cycles: `out9` gets `[start][stop]` for the 9
 /// mode pairs, `out_pulse` the pulse. Zeros before calibration.
 #[no_mangle]
-pub extern "C" fn latte_calibration_overheads(out9: *mut f64, out_pulse: *mut f64) -> c_int {
+pub extern "C" fn latte_calibration_get_overheads(out9: *mut f64, out_pulse: *mut f64) -> c_int {
     guard(PANICKED, || {
         let c = crate::calibrate::current();
         // SAFETY: outputs are NULL or writable (out9 for 9 elements).
@@ -59,13 +59,13 @@ pub extern "C" fn latte_calibration_overheads(out9: *mut f64, out_pulse: *mut f6
 /// pair taken now. Within 120 ms of the region's creation the first call
 /// sleeps until the anchor is 120 ms old (not for a measuring thread).
 #[no_mangle]
-pub extern "C" fn latte_cycles_per_ns() -> f64 {
+pub extern "C" fn latte_tsc_cycles_per_ns() -> f64 {
     guard(0.0, crate::calibrate::cycles_per_ns)
 }
 
 /// Measures TSC cycles per ns anew over `window_ms` milliseconds against
 /// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with 120).
 #[no_mangle]
-pub extern "C" fn latte_measure_cycles_per_ns(window_ms: u32) -> f64 {
+pub extern "C" fn latte_tsc_measure_cycles_per_ns(window_ms: u32) -> f64 {
     guard(0.0, || crate::tsc::measure_cycles_per_ns(window_ms as u64))
 }

@@ -10,7 +10,7 @@ use core::ffi::{c_char, c_int, CStr};
 /// `cap`) and their count to `*out_n`; -ERANGE (and the needed count) when
 /// they do not fit. An unknown ID gives 0 samples.
 #[no_mangle]
-pub extern "C" fn latte_snapshot(id: *const c_char, out: *mut u64, cap: usize, out_n: *mut usize) -> c_int {
+pub extern "C" fn latte_samples_snapshot(id: *const c_char, out: *mut u64, cap: usize, out_n: *mut usize) -> c_int {
     guard(PANICKED, || {
         thread_local! {
             // Reused across calls: no large allocation (and no munmap, whose
@@ -111,7 +111,7 @@ pub extern "C" fn latte_id_key(token: u32) -> *const c_char {
 /// when it was made); trace times count from it. Makes the default region
 /// on first need; 0 when it cannot be made.
 #[no_mangle]
-pub extern "C" fn latte_epoch_tsc() -> u64 {
+pub extern "C" fn latte_tsc_epoch() -> u64 {
     guard(0, || {
         if recorder::REGISTRY.lock().region().is_err() {
             return 0;
@@ -163,7 +163,7 @@ pub extern "C" fn latte_trace_write(path: *const c_char) -> c_int {
 /// Formats nanoseconds the way reports do ("1.88 us"); writes at most `len`
 /// bytes with a NUL; returns the full length.
 #[no_mangle]
-pub extern "C" fn latte_format_time(ns: f64, buf: *mut c_char, len: usize) -> c_int {
+pub extern "C" fn latte_time_format(ns: f64, buf: *mut c_char, len: usize) -> c_int {
     // SAFETY: the caller gives a buffer of len bytes (or NULL).
     guard(PANICKED, || unsafe { fill_str(crate::report::format_time(ns).as_bytes(), buf, len) })
 }
@@ -172,7 +172,7 @@ pub extern "C" fn latte_format_time(ns: f64, buf: *mut c_char, len: usize) -> c_
 /// into `out_values` (room for `n`), their count, the outlier count, and the
 /// cutoff (`*out_has_cutoff` = 0 when there is none). NULL outputs are skipped.
 #[no_mangle]
-pub extern "C" fn latte_data_clean(
+pub extern "C" fn latte_samples_clean(
     values: *const f64,
     n: usize,
     out_values: *mut f64,

@@ -14,14 +14,15 @@ use core::ffi::c_char;
 /// recorded (ID table or slots full, thread being torn down; counted) it
 /// returns a sink ring, never NULL for a non-NULL `t`.
 #[no_mangle]
-pub extern "C" fn latte_thread_resolve(t: *mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
+pub extern "C" fn latte_internal_thread_resolve(t: *mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
     if t.is_null() {
         return core::ptr::null_mut();
     }
     let slot = guard(core::ptr::null_mut(), || {
         // SAFETY: `t` is the calling thread's own state (the contract above).
         match unsafe { recorder::activate(t) } {
-            Some(t) => recorder::resolve(t, id),
+            // SAFETY: the C API takes NULL or a NUL-terminated string as an ID.
+            Some(t) => unsafe { recorder::resolve(t, id) },
             None => {
                 recorder::note_unavailable();
                 core::ptr::null_mut()
@@ -38,7 +39,7 @@ pub extern "C" fn latte_thread_resolve(t: *mut latte_thread, id: *const c_char) 
 
 /// Slow path of the inline Start: 64 spans are open; counts the ignored Start.
 #[no_mangle]
-pub extern "C" fn latte_thread_note_overflow(t: *mut latte_thread) {
+pub extern "C" fn latte_internal_thread_note_overflow(t: *mut latte_thread) {
     guard((), || {
         if !t.is_null() {
             // SAFETY: the calling thread's own state.
@@ -52,7 +53,7 @@ pub extern "C" fn latte_thread_note_overflow(t: *mut latte_thread) {
 /// one, closes that state's innermost span and returns its duration.
 /// `now` is the TSC the caller read in `mode`.
 #[no_mangle]
-pub extern "C" fn latte_thread_stop_slow(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
+pub extern "C" fn latte_internal_thread_stop_slow(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
     guard(0, || recorder::stop_slow(t, mode, now))
 }
 
@@ -61,15 +62,16 @@ pub extern "C" fn latte_thread_stop_slow(t: *mut latte_thread, mode: latte_mode,
 /// and records the interval when the site was primed before. `now` is the
 /// TSC the caller read.
 #[no_mangle]
-pub extern "C" fn latte_thread_pulse_slow(t: *mut latte_thread, site: *mut latte_pulse_site, id: *const c_char, now: u64) {
+pub extern "C" fn latte_internal_thread_pulse_slow(t: *mut latte_thread, site: *mut latte_pulse_site, id: *const c_char, now: u64) {
     guard((), || {
         if t.is_null() || site.is_null() {
             return;
         }
         // SAFETY: `t` is the calling thread's own state (the contract above).
         match unsafe { recorder::activate(t) } {
-            // SAFETY: site checked non-null; the caller's per-thread call-site state.
-            Some(t) => recorder::pulse_slow(t, unsafe { &mut *site }, id, now),
+            // SAFETY: site checked non-null; the caller's per-thread
+            // call-site state; the C API takes NULL or a NUL-terminated ID.
+            Some(t) => unsafe { recorder::pulse_slow(t, &mut *site, id, now) },
             None => recorder::note_unavailable(),
         }
     })

@@ -12,6 +12,6 @@ pub extern "C" fn latte_version() -> *const c_char {
 
 /// Describes an error code (a static string; never NULL).
 #[no_mangle]
-pub extern "C" fn latte_strerror(code: c_int) -> *const c_char {
+pub extern "C" fn latte_error_string(code: c_int) -> *const c_char {
     describe(code).as_ptr()
 }

@@ -168,9 +168,9 @@ pub extern "C" fn latte_reader_read(
                 // SAFETY: out is writable for cap samples (contract; checked non-null).
                 unsafe { core::slice::from_raw_parts_mut(out as *mut core::mem::MaybeUninit<latte_raw_sample>, cap) }
             };
-            // SAFETY: cursor checked non-null, owned by the caller.
             let pace = rd.min_interval_ns.load(Ordering::Relaxed);
             let mode = if pace == 0 { ReadMode::Live } else { ReadMode::Paced { min_interval_ns: pace } };
+            // SAFETY: cursor checked non-null, owned by the caller.
             match rd.map.view().read_into(slot, unsafe { &mut *cursor }, dst, mode) {
                 Ok(res) => {
                     if !out_n.is_null() {
@@ -187,7 +187,7 @@ pub extern "C" fn latte_reader_read(
 
 /// The producer's process-wide counters.
 #[no_mangle]
-pub extern "C" fn latte_reader_counters(r: *const latte_reader, out: *mut latte_counters) -> c_int {
+pub extern "C" fn latte_reader_get_counters(r: *const latte_reader, out: *mut latte_counters) -> c_int {
     guard(PANICKED, || with_reader(r, -libc::EINVAL, |v| put_out(out, || Ok(v.counters()))))
 }
 
@@ -216,7 +216,7 @@ pub struct latte_region_info {
 
 /// Describes the region.
 #[no_mangle]
-pub extern "C" fn latte_reader_info(r: *const latte_reader, out: *mut latte_region_info) -> c_int {
+pub extern "C" fn latte_reader_get_info(r: *const latte_reader, out: *mut latte_region_info) -> c_int {
     guard(PANICKED, || {
         with_reader(r, -libc::EINVAL, |v| {
             let c = v.calibration();

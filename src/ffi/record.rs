@@ -12,8 +12,9 @@ pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
     guard((), || {
         let t = recorder::current();
         if !t.is_null() {
-            // SAFETY: the calling thread's own state.
-            recorder::start(unsafe { &mut *t }, id, mode)
+            // SAFETY: the calling thread's own state; the C API takes NULL
+            // or a NUL-terminated string as an ID.
+            unsafe { recorder::start(&mut *t, id, mode) }
         }
     })
 }
@@ -25,8 +26,9 @@ pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
 /// of 65,536 samples) is welcome. Returns the pages touched (0 when the ring
 /// has wrapped already), or -ENOSPC when the ID or a slot does not fit.
 #[no_mangle]
-pub extern "C" fn latte_prefault(id: *const c_char) -> i64 {
-    guard(PANICKED as i64, || match recorder::prefault(id) {
+pub extern "C" fn latte_thread_prefault(id: *const c_char) -> i64 {
+    // SAFETY: the C API takes NULL or a NUL-terminated string as an ID.
+    guard(PANICKED as i64, || match unsafe { recorder::prefault(id) } {
         Ok(n) => n as i64,
         Err(e) => e.code() as i64,
     })
@@ -59,8 +61,9 @@ pub extern "C" fn latte_pulse(site: *mut latte_pulse_site, id: *const c_char) {
         if t.is_null() || site.is_null() {
             return;
         }
-        // SAFETY: own state; site checked non-null and owned by the caller's thread.
-        recorder::pulse(unsafe { &mut *t }, unsafe { &mut *site }, id)
+        // SAFETY: own state; site checked non-null and owned by the
+        // caller's thread; the C API takes NULL or a NUL-terminated ID.
+        unsafe { recorder::pulse(&mut *t, &mut *site, id) }
     })
 }
 
@@ -72,7 +75,7 @@ pub extern "C" fn latte_thread_get_counters(out: *mut latte_thread_counters) -> 
 
 /// Process-wide counters of this process's region. -EINVAL on NULL.
 #[no_mangle]
-pub extern "C" fn latte_get_counters(out: *mut latte_counters) -> c_int {
+pub extern "C" fn latte_region_get_counters(out: *mut latte_counters) -> c_int {
     guard(PANICKED, || put_out(out, || Ok(recorder::region_if_any().map(|r| counters_of(r.header())).unwrap_or_default())))
 }
 

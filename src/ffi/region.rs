@@ -36,7 +36,7 @@ pub extern "C" fn latte_init_shared_region_with(shm_name: *const c_char, config:
 /// Removes the shared-memory object `shm_name` (readers that have it open
 /// keep their mapping).
 #[no_mangle]
-pub extern "C" fn latte_shm_unlink(shm_name: *const c_char) -> c_int {
+pub extern "C" fn latte_region_unlink(shm_name: *const c_char) -> c_int {
     guard(PANICKED, || {
         if shm_name.is_null() {
             return -libc::EINVAL;

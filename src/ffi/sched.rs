@@ -98,7 +98,7 @@ pub extern "C" fn latte_sched_format(d: *const latte_sched_delta, buf: *mut c_ch
             return Error::INVAL.code();
         }
         // SAFETY: checked non-null; a delta by contract (plain data).
-        let s = sched::format(unsafe { &*d });
+        let s = delta_line(unsafe { &*d });
         if !out_n.is_null() {
             // SAFETY: checked non-null; writable by contract.
             unsafe { *out_n = s.len() };
@@ -113,4 +113,30 @@ pub extern "C" fn latte_sched_format(d: *const latte_sched_delta, buf: *mut c_ch
         }
         0
     })
+}
+
+/// A delta on one line (what `latte_sched_format` writes).
+pub fn delta_line(d: &latte_sched_delta) -> String {
+    use crate::report::format_time as t;
+    let plural = |n: u32, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    if d.lost != 0 {
+        return format!(
+            "wall {}: switch records lost (more switches than the ring holds, or read too late): no split; CPU {} -> {}",
+            t(d.wall_ns as f64),
+            d.first_cpu,
+            d.last_cpu
+        );
+    }
+    format!(
+        "wall {} = on-CPU {} + off-CPU {} (preempted {}, blocked {}); {} ({} preempted); {}, {}",
+        t(d.wall_ns as f64),
+        t(d.on_cpu_ns as f64),
+        t(d.off_cpu_ns as f64),
+        t(d.preempted_ns as f64),
+        t(d.blocked_ns as f64),
+        plural(d.switch_outs, "switch-out", "switch-outs"),
+        d.preemptions,
+        plural(d.cpus, "CPU", "CPUs"),
+        plural(d.migrations, "migration", "migrations"),
+    )
 }

@@ -14,7 +14,8 @@ pub(super) fn detach(t: &mut latte_thread) {
     // Only the active state points at the thread's switch ring, which is
     // unmapped when the thread exits: a late pulse through this state reads
     // a word that never moves.
-    t.switch_head = crate::sched::untracked_head();
+    // SAFETY: `t`'s own field; unbinding only forgets it.
+    unsafe { crate::sched::unbind(&mut t.switch_head) };
     clear_cache(t);
 }
 

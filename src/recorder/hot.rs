@@ -55,6 +55,7 @@
 //!   ring; P3 `depth = d - 1` (frame `d - 1` is free again); then write the
 //!   sample. A handler before
 //!   P3 sees the span still open and uses frame `d`.
+//!
 //! A handler's span shares a ring with the interrupted code only when both
 //! use one ID; a sample written into that ring while the interrupted one is
 //! between steps 1 and 3 of the ring writer is lost (overwritten). The slow
@@ -116,8 +117,11 @@ pub unsafe fn write_sample_at(slot: *mut latte_slot_header, mask: u64, idx: u64,
 /// Opens a span on the thread's stack, resolving its ring now (cache hit:
 /// one compare). The TSC is read last, so the bookkeeping is outside the
 /// measured interval.
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string that stays valid while the process records under it.
 #[inline(always)]
-pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
+pub unsafe fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     let d = t.depth;
     if d >= LATTE_MAX_DEPTH {
         note_overflow(t);
@@ -130,7 +134,8 @@ pub fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     } else {
         match cache_probe(t, id, h) {
             Some(s) => s, // further along the probe order
-            None => resolve(t, id),
+            // SAFETY: forwarded (this function's contract on `id`).
+            None => unsafe { resolve(t, id) },
         }
     };
     // (Unlike the C path, `t` here is already the active state, so the
@@ -182,11 +187,15 @@ pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
 
 /// A pulse from one call site: records the cycles since that site's
 /// previous pulse on this thread (the first call only primes the site).
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string that stays valid while the process records under it.
 #[inline(always)]
-pub fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char) {
+pub unsafe fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char) {
     let now = tsc::rdtsc();
     if site.id != id || id.is_null() {
-        return pulse_slow(t, site, id, now);
+        // SAFETY: forwarded (this function's contract on `id`).
+        return unsafe { pulse_slow(t, site, id, now) };
     }
     let head = switch_count(t);
     let last = site.last_tsc;
@@ -211,12 +220,16 @@ pub fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_cha
 /// A pulse whose site is not resolved for `id` yet (first call, or a
 /// different ID from the same site, or a NULL ID): resolves, primes, and
 /// records the interval when the site was primed before.
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string that stays valid while the process records under it.
 #[cold]
 #[inline(never)]
-pub fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char, now: u64) {
+pub unsafe fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: *const c_char, now: u64) {
     let last = site.last_tsc;
     site.last_tsc = now;
-    let Some(slot) = resolve_slot(t, id) else {
+    // SAFETY: forwarded (this function's contract on `id`).
+    let Some(slot) = (unsafe { resolve_slot(t, id) }) else {
         // Not cached: every pulse that cannot be recorded is counted.
         site.id = core::ptr::null();
         return;

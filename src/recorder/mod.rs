@@ -29,4 +29,4 @@ pub use counters::*;
 pub use hot::*;
 pub use registry::{region_if_any, unrecordable, REGISTRY};
 pub use slow::*;
-pub use thread::{activate, current, current_if_any, note_unavailable, set_switch_head};
+pub use thread::{activate, current, current_if_any, note_unavailable};

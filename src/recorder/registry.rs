@@ -264,10 +264,10 @@ impl Registry {
 pub fn region_if_any() -> Option<&'static Region> {
     // Acquire pairs with the release in `install`.
     let p = REGION.load(Ordering::Acquire);
-    // SAFETY: a non-null REGION points to a leaked, never-freed Region.
     if p.is_null() {
         None
     } else {
+        // SAFETY: a non-null REGION points to a leaked, never-freed Region.
         Some(unsafe { &*p })
     }
 }

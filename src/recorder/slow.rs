@@ -39,10 +39,14 @@ fn count_orphan() {
 /// Cache miss: the ring for `id` on this thread, from `resolve_slot`; the
 /// cache is filled on success. On failure (counted there) the span goes
 /// to a sink, so the frame still holds a writable ring.
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string that stays valid while the process records under it.
 #[cold]
 #[inline(never)]
-pub fn resolve(t: &mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
-    match resolve_slot(t, id) {
+pub unsafe fn resolve(t: &mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
+    // SAFETY: forwarded (this function's contract on `id`).
+    match unsafe { resolve_slot(t, id) } {
         Some(slot) => {
             cache_insert(t, id, slot);
             slot
@@ -54,7 +58,10 @@ pub fn resolve(t: &mut latte_thread, id: *const c_char) -> *mut latte_slot_heade
 /// Interns the ID and finds or allocates this thread's slot for it. None
 /// (counted as a dropped span) when the ID or the slot does not fit, or
 /// the thread is being torn down.
-pub fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut latte_slot_header> {
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string that stays valid while the process records under it.
+pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut latte_slot_header> {
     let Some(c) = COLD.try_with(|c| c.get()).ok().filter(|c| !c.is_null()) else {
         note_late_drop();
         return None;
@@ -111,7 +118,10 @@ pub fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut lat
 /// first not-yet-written sample: a write fault that changes no value. Only
 /// this thread writes the ring, and no reader looks at an index at or above
 /// `write_idx`, so the touch races with nothing.
-pub fn prefault(id: *const c_char) -> Result<u64, Error> {
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string that stays valid while the process records under it.
+pub unsafe fn prefault(id: *const c_char) -> Result<u64, Error> {
     let t = current();
     if t.is_null() {
         return Err(Error::Os(libc::ESRCH));
@@ -121,7 +131,8 @@ pub fn prefault(id: *const c_char) -> Result<u64, Error> {
     let slot = match cache_probe(t, id, cache_index(id)) {
         Some(s) => s,
         None => {
-            let s = resolve_slot(t, id).ok_or(Error::Os(libc::ENOSPC))?;
+            // SAFETY: forwarded (this function's contract on `id`).
+            let s = unsafe { resolve_slot(t, id) }.ok_or(Error::NOSPC)?;
             cache_insert(t, id, s);
             s
         }

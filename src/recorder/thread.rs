@@ -121,18 +121,10 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
     // is on and it never asked; then `t` points at its ring (or at the
     // word that never moves).
     crate::sched::attach_thread();
-    nt.switch_head = crate::sched::head_ptr();
+    // SAFETY: `t` is this thread's active state now; detach unbinds it
+    // before it could be handed to anyone else.
+    unsafe { crate::sched::bind(&mut nt.switch_head) };
     Some(nt)
-}
-
-/// Points the calling thread's active state (if any) at `head`: its switch
-/// ring opened or closed (`sched`).
-pub fn set_switch_head(head: *const core::sync::atomic::AtomicU64) {
-    let t = current_if_any();
-    if !t.is_null() {
-        // SAFETY: the calling thread's active state; only this thread uses it.
-        unsafe { (*t).switch_head = head };
-    }
 }
 
 /// The calling thread's active state, creating one (Rust's own) on first
@@ -189,11 +181,11 @@ pub fn current_if_any() -> *mut latte_thread {
 
 pub(super) fn with_cold<R>(f: impl FnOnce(&mut Cold) -> R) -> Option<R> {
     let c = COLD.try_with(|c| c.get()).unwrap_or(core::ptr::null_mut());
-    // SAFETY: the calling thread's own cold state, touched only by this thread
-    // (and by the registry once the thread has exited).
     if c.is_null() {
         None
     } else {
+        // SAFETY: the calling thread's own cold state, touched only by this
+        // thread (and by the registry once the thread has exited).
         Some(f(unsafe { &mut *c }))
     }
 }

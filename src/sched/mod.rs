@@ -200,6 +200,54 @@ pub fn untracked_head() -> *const AtomicU64 {
     &UNTRACKED
 }
 
+thread_local! {
+    /// Where the calling thread's active hot state keeps its switch count
+    /// pointer (`latte_thread.switch_head`), bound by the recorder when it
+    /// activates a state and unbound when it detaches it: the field this
+    /// module repoints when the thread's ring opens or closes. No destructor,
+    /// so it is there while other thread-local destructors run.
+    static BOUND: core::cell::Cell<*mut *const AtomicU64> = const { core::cell::Cell::new(core::ptr::null_mut()) };
+}
+
+/// Makes `field` (the `switch_head` of the calling thread's active state)
+/// the one this thread's ring opening or closing repoints, and points it at
+/// the current switch count now.
+///
+/// # Safety
+/// `field` stays valid and is used only by the calling thread until
+/// `unbind(field)` or the thread's exit.
+pub unsafe fn bind(field: *mut *const AtomicU64) {
+    let _ = BOUND.try_with(|b| b.set(field));
+    // SAFETY: the caller's guarantee.
+    unsafe { *field = head_ptr() };
+}
+
+/// Forgets `field` if it is the bound one (its state lost the thread, or
+/// the thread is retiring it); it is pointed at the word that never moves.
+///
+/// # Safety
+/// As `bind`.
+pub unsafe fn unbind(field: *mut *const AtomicU64) {
+    // SAFETY: the caller's guarantee.
+    unsafe { *field = untracked_head() };
+    let _ = BOUND.try_with(|b| {
+        if b.get() == field {
+            b.set(core::ptr::null_mut());
+        }
+    });
+}
+
+/// Points the bound field at `head` (before a ring is unmapped: at the word
+/// that never moves, so that no load ever reaches the unmapped page).
+fn point_bound(head: *const AtomicU64) {
+    let f = BOUND.try_with(|b| b.get()).unwrap_or(core::ptr::null_mut());
+    if !f.is_null() {
+        // SAFETY: bound by `bind`, whose caller keeps it valid and
+        // this thread's until `unbind`.
+        unsafe { *f = head };
+    }
+}
+
 /// The calling thread's switch count: its ring's `data_head`, or
 /// `untracked_head()`.
 pub fn head_ptr() -> *const AtomicU64 {
@@ -226,7 +274,7 @@ impl ThreadSched {
                 fds().push(r.raw_fd());
                 // Relaxed: ids need only be unique; counters are statistics.
                 self.id = NEXT_RING.fetch_add(1, Ordering::Relaxed).max(1);
-                crate::recorder::set_switch_head(r.head_ptr());
+                point_bound(r.head_ptr());
                 self.ring = Some(r);
                 self.status = LATTE_SCHED_ON;
                 TRACKED.fetch_add(1, Ordering::Relaxed);
@@ -244,7 +292,7 @@ impl ThreadSched {
     fn release(&mut self) {
         if let Some(r) = self.ring.take() {
             // Before the unmap: the hot path must never load from it again.
-            crate::recorder::set_switch_head(untracked_head());
+            point_bound(untracked_head());
             let fd = r.raw_fd();
             fds().retain(|&f| f != fd);
             drop(r);
@@ -464,32 +512,6 @@ fn split(r: &Ring, a: &latte_sched_point, b: &latte_sched_point) -> latte_sched_
     d
 }
 
-/// A delta on one line.
-pub fn format(d: &latte_sched_delta) -> String {
-    use crate::report::format_time as t;
-    let plural = |n: u32, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    if d.lost != 0 {
-        return format!(
-            "wall {}: switch records lost (more switches than the ring holds, or read too late): no split; CPU {} -> {}",
-            t(d.wall_ns as f64),
-            d.first_cpu,
-            d.last_cpu
-        );
-    }
-    format!(
-        "wall {} = on-CPU {} + off-CPU {} (preempted {}, blocked {}); {} ({} preempted); {}, {}",
-        t(d.wall_ns as f64),
-        t(d.on_cpu_ns as f64),
-        t(d.off_cpu_ns as f64),
-        t(d.preempted_ns as f64),
-        t(d.blocked_ns as f64),
-        plural(d.switch_outs, "switch-out", "switch-outs"),
-        d.preemptions,
-        plural(d.cpus, "CPU", "CPUs"),
-        plural(d.migrations, "migration", "migrations"),
-    )
-}
-
 // ------------------------------------------------------------------ fork ----
 
 extern "C" fn atfork_prepare() {
@@ -508,7 +530,7 @@ extern "C" fn atfork_child() {
     let mine = with_thread(|t| {
         let fd = t.ring.as_ref().map(|r| r.raw_fd());
         if let Some(r) = t.ring.take() {
-            crate::recorder::set_switch_head(untracked_head());
+            point_bound(untracked_head());
             r.forget_after_fork();
         }
         t.id = 0;

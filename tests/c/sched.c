@@ -140,7 +140,7 @@ int main(void) {
   CHECK(rc == LATTE_ERR_SCHED_LOST);
   CHECK(d.lost == 1 && d.switch_outs == 0 && d.on_cpu_ns == 0 && d.wall_ns > 0);
   CHECK(latte_sched_format(&d, line, sizeof line, &n) == 0 && strstr(line, "lost") != NULL);
-  CHECK(strcmp(latte_strerror(LATTE_ERR_SCHED_LOST), "switch records were lost (overwritten in the thread's ring before they were read)") == 0);
+  CHECK(strcmp(latte_error_string(LATTE_ERR_SCHED_LOST), "switch records were lost (overwritten in the thread's ring before they were read)") == 0);
 
   /* Another thread's point: its ring is not ours (and is gone with it). */
   CHECK(pthread_create(&th, NULL, other_thread, NULL) == 0);
@@ -158,7 +158,7 @@ int main(void) {
     latte_start("c.sched", LATTE_MODE_FAST);
     latte_stop("c.sched", LATTE_MODE_FAST);
   }
-  CHECK(latte_snapshot("c.sched", NULL, 0, &n) == -ERANGE && n == 5);
+  CHECK(latte_samples_snapshot("c.sched", NULL, 0, &n) == -ERANGE && n == 5);
   return check_summary("c sched");
 }
 

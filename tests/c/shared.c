@@ -142,10 +142,10 @@ static int truncate_main(char **argv) {
     latte_start("trunc.other", LATTE_MODE_MID);
     latte_stop(NULL, LATTE_MODE_MID);
   }
-  if (latte_get_counters(&c) != 0 || c.mapping_faults == 0) return 4;
+  if (latte_region_get_counters(&c) != 0 || c.mapping_faults == 0) return 4;
   /* A new reader sees an empty object: an error at open. */
   if (latte_reader_open(argv[2], &r) == 0) return 5;
-  latte_shm_unlink(argv[2]);
+  latte_region_unlink(argv[2]);
   /* A SIGBUS that is not latte's (a mapping of our own whose object shrank)
    * still goes where it went before: the child dies of it (or, under ASan,
    * ASan's handler reports it and exits 1); it never reads a zero page.
@@ -418,7 +418,7 @@ static void reserved_ids_are_flagged(void) {
   char name[64];
   latte_start_inline("ordinary.c", LATTE_MODE_FAST);
   latte_stop_inline(NULL, LATTE_MODE_FAST);
-  CHECK(latte_calibrate() == 0);
+  CHECK(latte_calibration_run() == 0);
   CHECK(latte_reader_open(region_name, &r) == 0);
   for (t = 0; t < latte_reader_id_count(r); t++) {
     int k = latte_reader_id_is_reserved(r, t);
@@ -487,7 +487,7 @@ static void capacity_is_counted(void) {
     latte_start(strdup(id), LATTE_MODE_FAST);
     latte_stop(NULL, LATTE_MODE_FAST);
   }
-  CHECK(latte_get_counters(&c) == 0);
+  CHECK(latte_region_get_counters(&c) == 0);
   CHECK_EQ_U(c.slots_used, 32);
   CHECK(c.no_slot_drops > 0);
 }
@@ -541,7 +541,7 @@ static void survives_sigkill_and_stale_names(char *self) {
   kill(pid, SIGKILL);
   waitpid(pid, &status, 0);
   CHECK(latte_reader_open(name, &r) == 0);
-  CHECK(latte_reader_counters(r, &c) == 0 && c.threads_seen == 1);
+  CHECK(latte_reader_get_counters(r, &c) == 0 && c.threads_seen == 1);
   latte_reader_close(r);
   CHECK(run_reader(self, name, expect, 1) == 0);
   /* Stale: the name is taken, its producer is dead. Without replace: EEXIST;
@@ -550,13 +550,13 @@ static void survives_sigkill_and_stale_names(char *self) {
   {
     latte_region_info info;
     CHECK(latte_reader_open(name, &r) == 0);
-    CHECK(latte_reader_info(r, &info) == 0 && info.slot_capacity == 4 && info.samples_per_slot == 1024);
+    CHECK(latte_reader_get_info(r, &info) == 0 && info.slot_capacity == 4 && info.samples_per_slot == 1024);
     latte_reader_close(r);
   }
   /* The name of a live producer (us) is never replaced. */
   CHECK(spawn_wait("live", region_name) == 0);
-  CHECK(latte_shm_unlink(name) == 0);
-  CHECK(latte_shm_unlink(name) == -ENOENT);
+  CHECK(latte_region_unlink(name) == 0);
+  CHECK(latte_region_unlink(name) == -ENOENT);
 }
 
 static void fork_child_never_writes_parent(char *self) {
@@ -578,7 +578,7 @@ static void fork_child_never_writes_parent(char *self) {
     }
     {
       size_t n = 0;
-      latte_snapshot("fork.span", NULL, 0, &n);
+      latte_samples_snapshot("fork.span", NULL, 0, &n);
       _exit(n == 53 ? 0 : 6);
     }
   }
@@ -648,7 +648,7 @@ int main(int argc, char **argv) {
     char name[64];
     CHECK(latte_id_name(0, name, sizeof name) > 0 && strcmp(name, "interned-before-init") == 0);
   }
-  CHECK(latte_shm_unlink(region_name) == 0);
+  CHECK(latte_region_unlink(region_name) == 0);
   return check_summary("c shared");
 }
 
@@ -665,7 +665,7 @@ int main(void) {
   CHECK(latte_reader_set_min_interval(r, 5) == 0);
   CHECK(latte_reader_id_is_reserved(r, 0) == 0);
   CHECK(strcmp(latte_version(), LATTE_VERSION_STRING) == 0);
-  CHECK(latte_shm_unlink("/x") == 0);
+  CHECK(latte_region_unlink("/x") == 0);
   return check_summary("c shared (disabled)");
 }
 

@@ -15,7 +15,7 @@ int main(int argc, char **argv) {
   if (argc < 2) return 2;
   int rc = Latte::InitSharedRegion(argv[1]);
   if (rc != 0) {
-    std::fprintf(stderr, "service: %s\n", latte_strerror(rc));
+    std::fprintf(stderr, "service: %s\n", latte_error_string(rc));
     return 1;
   }
   auto work = [] {

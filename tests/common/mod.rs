@@ -19,7 +19,7 @@ pub fn snapshot(id: &CStr) -> Vec<u64> {
 
 pub fn counters() -> latte::counters::latte_counters {
     let mut c = Default::default();
-    assert_eq!(latte_get_counters(&mut c), 0);
+    assert_eq!(latte_region_get_counters(&mut c), 0);
     c
 }
 

@@ -320,7 +320,7 @@ static void NewestHeader() {
   CHECK_EQ_U(ns.size(), On(10));
   Latte::Manager &m = Latte::Manager::Get();
   if (ON) {
-    CHECK(m.cycles_per_ns != 1.0 && m.cycles_per_ns == latte_cycles_per_ns());
+    CHECK(m.cycles_per_ns != 1.0 && m.cycles_per_ns == latte_tsc_cycles_per_ns());
     CHECK(m.cycles_per_ns > 0.1 && m.cycles_per_ns < 10);
     CHECK(std::fabs(ns[3] - double(r[3]) / m.cycles_per_ns) < 1e-9);
     for (uint8_t k = 0; k < Latte::Internal::CALIB_KEY_COUNT; k++) CHECK(m.CalibrationOffset(k) > 0);

@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
   int (*init)(const char *);
   int (*unlink_region)(const char *);
   *(void **)(&init) = dlsym(h, "latte_init_shared_region");
-  *(void **)(&unlink_region) = dlsym(h, "latte_shm_unlink");
+  *(void **)(&unlink_region) = dlsym(h, "latte_region_unlink");
   if (!init || !unlink_region) return 1;
   char name[64];
   snprintf(name, sizeof name, "/latte-test-dlclose-%d", (int)getpid());

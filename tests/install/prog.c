@@ -15,9 +15,9 @@ int main(void) {
   }
   uint64_t d[16];
   size_t n = 0;
-  int rc = latte_snapshot("install.span", d, 16, &n);
+  int rc = latte_samples_snapshot("install.span", d, 16, &n);
   if (rc != 0 || n != 10) {
-    fprintf(stderr, "snapshot: %s, %zu samples\n", latte_strerror(rc), n);
+    fprintf(stderr, "snapshot: %s, %zu samples\n", latte_error_string(rc), n);
     return 1;
   }
   printf("latte %s (%d.%d.%d): %zu samples\n", latte_version(), LATTE_VERSION_MAJOR, LATTE_VERSION_MINOR, LATTE_VERSION_PATCH, n);

@@ -11,9 +11,9 @@ int main() {
   }
   uint64_t d[16];
   size_t n = 0;
-  int rc = latte_snapshot("install.cpp", d, 16, &n);
+  int rc = latte_samples_snapshot("install.cpp", d, 16, &n);
   if (rc != 0 || n != 10 || std::strcmp(latte_version(), LATTE_VERSION_STRING) != 0) {
-    std::fprintf(stderr, "snapshot: %s, %zu samples\n", latte_strerror(rc), n);
+    std::fprintf(stderr, "snapshot: %s, %zu samples\n", latte_error_string(rc), n);
     return 1;
   }
   std::printf("latte %s from C++: %zu samples\n", latte_version(), n);

@@ -33,7 +33,7 @@ check(len([b for b in blocks if b[0] != "run"]) >= 3 and len([b for b in blocks 
 for name, lang, body in blocks:
     if lang in ("c", "cpp"):
         check("..." not in body, f"{name} is a complete program (no '...')")
-        check("latte_strerror" in body or lang == "cpp", f"{name} prints latte_strerror on failure")
+        check("latte_error_string" in body or lang == "cpp", f"{name} prints latte_error_string on failure")
 
 demo = re.compile(r"^latte-(quickstart|reader-demo|demo)-")
 before = {n for n in os.listdir("/dev/shm") if demo.match(n)}
