@@ -20,8 +20,8 @@
  * visibility), each Start through the other one moves the open spans over
  * (src/layout.rs, latte_thread): correct, only slower.
  *
- * Ring writer protocol (see src/recorder/hot.rs): load write_idx (relaxed, sole
- * writer), store the sample's two words (release), store write_idx + 1
+ * Ring writer protocol (src/ring.rs, steps W1-W3): load write_idx (relaxed,
+ * sole writer), store the sample's two words (release), store write_idx + 1
  * (release). On x86-64 these are plain moves.
  *
  * Do not record from a thread-local destructor that runs after latte's own

@@ -124,7 +124,7 @@ unsafe impl Sync for Protected {}
 /// Registers `map` (a shared mapping of an object that may shrink); the
 /// table is full: `EMFILE`, and the caller must not use the mapping.
 pub fn protect(map: &crate::mmap::Mmap, writable: bool) -> Result<Protected, crate::error::Error> {
-    if register(map.as_ptr(), map.len(), writable) {
+    if register(map.as_ptr(), map.size(), writable) {
         Ok(Protected { base: map.as_ptr() })
     } else {
         Err(crate::error::Error::Os(libc::EMFILE))

@@ -1,30 +1,38 @@
 //! latte: latency spans timed with the TSC, recorded into per-(thread, ID)
 //! single-producer rings that other processes can read live.
 //!
+//! One engine, four faces: the C ABI (`ffi`, declared in the generated
+//! `include/latte.h`; `include/latte_inline.h` inlines the hot path into C
+//! and C++ callers), the C++ header (`cpp_compat/Latte.hpp`), the `latte`
+//! command (the `cli` crate), and the Rust API below: [`Span`], [`pulse!`],
+//! [`snapshot`], [`init_shared_region`], [`own_report`] to record, and
+//! [`Mapping`] / [`View`] to read a region, live or flushed.
+//!
 //! The data flow, one module per step:
 //!
 //! ```text
-//!  latte_start ──► recorder::start   ID -> ring through the thread's cache (miss:
-//!                    │                intern + slot allocation, under the registry
-//!                    │                lock); push (ring, tsc, mode) on the span stack
-//!  latte_stop  ──► recorder::stop    pop, duration, append the sample to the ring
-//!                    ▼
-//!               region / layout      slot ring: 16-byte samples, write_idx (release)
-//!                    ▼
-//!               reader               validated view, perf-style read with cursors
-//!                    ▼
-//!               stats                outlier rule, mean/median/std dev/skew/percentiles
-//!                    ▼
-//!               report / trace       the table of DumpToStream, the Chrome trace
+//!  Start ──► recorder::hot   ID -> ring through the thread's cache (miss:
+//!              │              intern + slot allocation under the registry
+//!              │              lock); push (ring, tsc, mode) on the span stack
+//!  Stop  ──► recorder::hot   pop, duration, append the sample (ring: W1-W3)
+//!              ▼
+//!            region, layout   the slot ring: 16-byte samples, write_idx
+//!              ▼
+//!            reader           validated view, the ring's reader steps R1-R8
+//!              ▼
+//!            stats            outlier rule, mean/median/std dev/skew/percentiles
+//!              ▼
+//!            report, trace    the table of DumpToStream, the Chrome trace
 //! ```
 //!
-//! `tsc` reads the counter, `intern` keeps the ID table, `calibrate`
-//! measures frequency and overheads, `flush` writes the region to disk,
-//! `fault` keeps a shrunk shared object from killing anyone, `sched` tracks
-//! the context switches of threads that ask for it, `ffi` is the C
-//! ABI over all of it (and `include/latte_inline.h` the same hot path,
-//! inlined into C and C++ callers).
-
+//! The modules form layers, each importing only from those below it; the
+//! map (with what each imports) is in `docs/design.md`, checked against the
+//! code by `make test`.
+//!
+//! ```
+//! let _span = latte::Span::start(c"lib.example");
+//! ```
+//!
 //! Every call that takes a raw pointer is an `unsafe fn`; the engine's
 //! insides are private (the tests reach them through a test-only feature,
 //! and even there a raw ID cannot be handed over from safe code):
@@ -53,6 +61,11 @@ pub use error::Error;
 pub use reader::{Mapping, ReadMode, View};
 pub use tsc::measure_cycles_per_ns;
 
+/// The README's Rust examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 // The engine: private to the crate.
 mod api;
 mod calibrate;
@@ -65,6 +78,7 @@ mod liveness;
 mod mmap;
 mod recorder;
 mod region;
+mod ring;
 mod sched;
 mod tsc;
 
@@ -106,6 +120,9 @@ pub mod internals {
     }
     pub mod region {
         pub use crate::region::*;
+    }
+    pub mod ring {
+        pub use crate::ring::*;
     }
     pub mod sched {
         pub use crate::sched::*;

@@ -70,13 +70,8 @@ impl Mmap {
     }
 
     /// The length in bytes.
-    pub fn len(&self) -> usize {
+    pub fn size(&self) -> usize {
         self.len
-    }
-
-    /// Whether the mapping is empty (never: `mmap` refuses length 0).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Gives up ownership: the mapping stays for the rest of the process.
@@ -121,6 +116,6 @@ mod tests {
         assert!(!below_frame_limit(u64::MAX as *mut u8, 2));
         // What the kernel gives us passes.
         let m = Mmap::anonymous(1 << 20).unwrap();
-        assert!(below_frame_limit(m.as_ptr(), m.len()));
+        assert!(below_frame_limit(m.as_ptr(), m.size()));
     }
 }

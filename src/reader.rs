@@ -3,30 +3,8 @@
 //! validates the object before trusting it and reads every field that may
 //! change with an atomic load.
 //!
-//! # The read protocol (one paragraph)
-//! For slot `s` with cursor `c`: load `generation` with acquire (0: the slot
-//! is being assigned, skip it; a value other than `c.generation`: a new
-//! owner, restart the cursor at 0); load `state` with acquire (CLOSED means
-//! the owner exited and every sample is final); load `write_idx` with acquire
-//! (`w1`: samples below `w1` are published; below `c.next` the slot is being
-//! handed to a new owner when `generation` has changed meanwhile, and is
-//! corrupt when it has not); copy indices
-//! `[max(c.next, w1 - cap + 1), w1)` (`w1 - cap` when closed) with an opaque
-//! bulk copy (`copy_shared`: `rep movsb` and `lfence` in inline asm), in
-//! chunks of 1,024; after each chunk issue an acquire fence
-//! and load `write_idx` (`w`): the chunk's indices below `w - cap + 1`
-//! (`w - cap` when closed) may have been overwritten while they were copied,
-//! so they are dropped, with every index before them (the kept samples stay
-//! one run). Finally load `generation` again: if it changed, the copy is
-//! discarded. Dropped indices, and those between `c.next` and the first one
-//! kept, are counted as lost; `c.next` becomes `w1`. The writer stores each
-//! sample word with release, which pairs with the reader's acquire fence: if
-//! a chunk's copy saw any word of a newer sample, the `w` loaded after it
-//! covers the publish before it, so the index is dropped. A torn or stale
-//! sample is never returned, and over the life of a slot, returned + lost =
-//! written. (Checking per chunk rather than once after the whole copy keeps
-//! the oldest samples of a full live ring, which the writer reaches only
-//! after the copy has passed them.)
+//! Reading a slot follows the ring protocol's reader steps R1-R8
+//! (`ring`, where the protocol is stated once); the code cites them.
 //!
 //! Pacing (`ReadMode::Paced`, what `latte_reader_read` does) sits in
 //! front of the protocol: a cursor that caught up with a live slot less than
@@ -495,7 +473,7 @@ impl<'a> View<'a> {
         let gen_a = self.atomic_u32(o + f!(S, generation) as u64);
         let widx = self.atomic_u64(o);
         let mut res = ReadOutcome::default();
-        // Acquire: pairs with the release that published this generation's metadata.
+        // R1. Acquire: pairs with A4, which published this generation's metadata.
         let g1 = gen_a.load(Ordering::Acquire);
         if g1 == 0 {
             return Ok(res);
@@ -504,7 +482,7 @@ impl<'a> View<'a> {
             res.restarted = cur.generation != 0;
             *cur = latte_cursor { generation: g1, ..Default::default() };
         }
-        // Acquire: pairs with the owner's release store of CLOSED at exit.
+        // R2. Acquire: pairs with W4, the owner's store of CLOSED at exit.
         let closed = assume_final || self.atomic_u32(o + f!(S, state) as u64).load(Ordering::Acquire) == LATTE_SLOT_CLOSED;
         let flushed = self.flags & LATTE_REGION_FLUSHED != 0;
         // Pacing (`ReadMode::Paced`): generation and state sit on the header's
@@ -518,20 +496,14 @@ impl<'a> View<'a> {
                 return Ok(res);
             }
         }
-        // Acquire: every sample below w1 is published.
+        // R3. Acquire: pairs with W3; every sample below w1 is published.
         let w1 = widx.load(Ordering::Acquire);
         if w1 >= LATTE_MAX_WRITE_IDX {
             return Err(Error::Corrupt);
         }
         if w1 < cur.next {
-            // An index going back: the slot is being handed to a new owner,
-            // who reset it (the registry stores generation 0, then a release
-            // fence, then write_idx 0): this acquire load of the generation,
-            // after the acquire load that saw the reset index, sees 0 or the
-            // new generation. Nothing to read now; the next read restarts
-            // the cursor. Within one generation the index never goes back:
-            // only a hostile writer does that.
-            if gen_a.load(Ordering::Acquire) != g1 {
+            // R4: an index going back.
+            if crate::ring::reassigned(gen_a, g1) {
                 return Ok(res);
             }
             return Err(Error::Corrupt);
@@ -539,8 +511,7 @@ impl<'a> View<'a> {
         let cap = self.geo.samples_per_slot as u64;
         let mask = cap - 1;
         let margin = if closed { 0 } else { 1 };
-        let oldest_safe = |w: u64| (w + margin).saturating_sub(cap);
-        let lo = cur.next.max(oldest_safe(w1));
+        let lo = cur.next.max(crate::ring::oldest_safe(w1, margin, cap));
         let end = w1.min(lo.saturating_add(out.len() as u64));
         // SAFETY: the samples of slot i lie inside the validated mapping.
         let ring = unsafe { self.base.add((o + LATTE_SLOT_HEADER_SIZE as u64) as usize) } as *const u64;
@@ -557,51 +528,28 @@ impl<'a> View<'a> {
                 Ok(widx.load(Ordering::Relaxed))
             }
         };
-        // Copy [lo, end) chunk by chunk with `copy_shared` (an opaque bulk
-        // copy), each chunk as at most two contiguous runs of the ring; after
-        // each, an acquire fence and the writer's index decide which of the
-        // chunk's indices were safe while it was copied (module doc). A live
-        // ring's writer chases the copy from its oldest end, so checking
-        // per chunk keeps what a single check after the whole copy would
-        // have dropped. Index j goes to out[j - first_kept]: when a chunk
-        // loses a prefix, its survivors move to out[0] (at most one chunk
-        // moves; a full live ring loses a prefix of its first chunk on
-        // nearly every read, and shifting the whole copy down afterwards
-        // was a second copy). end - lo <= out.len() by construction of `end`.
+        // R5-R6 (`ring::copy_checked`): index j goes to out[j - first kept];
+        // end - lo <= out.len() by construction of `end`.
         let dst = out.as_mut_ptr() as *mut u64;
-        let mut first_kept = lo;
-        let mut j = lo;
-        while j < end {
-            let (chunk_start, chunk_end) = (j, end.min(j + READ_CHUNK));
-            while j < chunk_end {
-                let pos = j & mask;
-                let run = (cap - pos).min(chunk_end - j) as usize;
-                let k = (j - first_kept) as usize;
-                // SAFETY: pos + run <= cap keeps the source inside the ring;
-                // k + run <= end - lo <= out.len() keeps the destination
-                // inside `out` (first_kept >= lo; latte_raw_sample is two
-                // u64s, repr(C)); `out` is this caller's, the ring is not.
-                unsafe { copy_shared(dst.add(k * 2) as *mut u8, ring.add(pos as usize * 2) as *const u8, run * LATTE_SAMPLE_SIZE as usize) };
-                j += run as u64;
-            }
-            // Acquire fence: the copies above happen before the load below,
-            // and pair with the writer's release stores of the sample words.
-            fence(Ordering::Acquire);
-            let front = oldest_safe(head()?);
-            if front > chunk_start {
-                // This chunk's indices below `front` may have been overwritten
-                // while it was copied. Those of earlier chunks were safe when
-                // they were copied, but the kept samples are one run: they go
-                // too. The chunk's survivors move to the front of `out`.
-                let keep_from = front.min(chunk_end);
-                let (from, n) = ((keep_from - first_kept) as usize, (chunk_end - keep_from) as usize);
-                out.copy_within(from..from + n, 0);
-                first_kept = keep_from;
-            }
-        }
-        // Relaxed: the acquire fence after the last chunk comes first. If the
-        // copy saw a word a new owner wrote (with release, after storing its
-        // new generation), that fence makes the new generation visible here.
+        let first_kept = crate::ring::copy_checked::<AtomicU64, Error>(
+            lo,
+            end,
+            cap,
+            margin,
+            READ_CHUNK,
+            |j, n, k| {
+                // SAFETY: j & mask + n <= cap keeps the source inside the
+                // ring; k + n <= end - lo <= out.len() keeps the destination
+                // inside `out` (latte_raw_sample is two u64s, repr(C)); `out`
+                // is this caller's, the ring is not.
+                unsafe { copy_shared(dst.add(k * 2) as *mut u8, ring.add((j & mask) as usize * 2) as *const u8, n as usize * LATTE_SAMPLE_SIZE as usize) };
+            },
+            |from, n| out.copy_within(from..from + n, 0),
+            head,
+        )?;
+        // R7. Relaxed: R6's acquire fence after the last chunk comes first.
+        // If the copy saw a word a new owner wrote (with release, after A4),
+        // that fence makes the new generation visible here.
         let g2 = if flushed { g1 } else { gen_a.load(Ordering::Relaxed) };
         if g2 != g1 {
             return Ok(res);

@@ -10,14 +10,7 @@
 //! fills the cache. A pulse keeps its ring in its call-site state.
 //! `include/latte_inline.h` is the same hot path in C.
 //!
-//! Writer protocol for a ring (single writer: the owning thread):
-//! 1. `idx = write_idx` (relaxed: only this thread stores it);
-//! 2. store both words of `samples[idx & mask]` with release: a reader
-//!    whose relaxed load sees either word, followed by its acquire fence,
-//!    then also sees every earlier publish, so its second load of
-//!    `write_idx` is at least `idx` and tells it the slot was being
-//!    overwritten (the seqlock writer rule; plain moves on x86);
-//! 3. `write_idx = idx + 1` with release (publishes the sample).
+//! A sample is written by the ring protocol's writer steps W1-W3 (`ring`).
 //!
 //! Switched samples. `t.switch_head` points at the thread's switch count:
 //! the `data_head` of its perf switch ring, which the kernel advances at
@@ -58,7 +51,7 @@
 //!
 //! A handler's span shares a ring with the interrupted code only when both
 //! use one ID; a sample written into that ring while the interrupted one is
-//! between steps 1 and 3 of the ring writer is lost (overwritten). The slow
+//! between steps W1 and W3 of the ring writer is lost (overwritten). The slow
 //! paths take the registry lock; one that interrupts the lock's holder on
 //! its own thread is refused (`Lock::lock_unless_held`) and counted in
 //! `reentrant_drops`, and its span goes to a sink.
@@ -80,7 +73,7 @@ pub fn switch_count(t: &latte_thread) -> u64 {
     unsafe { &*t.switch_head }.load(Ordering::Relaxed)
 }
 
-/// Appends one sample to a ring (the writer protocol in the module doc).
+/// Appends one sample to a ring (the ring protocol's writer, W1-W3).
 ///
 /// # Safety
 /// `slot` is a slot owned by the calling thread (or a sink), `mask` its
@@ -88,14 +81,14 @@ pub fn switch_count(t: &latte_thread) -> u64 {
 #[inline(always)]
 pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u64, packed: u64) {
     // SAFETY: the caller guarantees `slot` is a live slot header of ours.
-    // Relaxed: this thread is the only writer of write_idx.
+    // W1. Relaxed: this thread is the only writer of write_idx.
     let idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
     // SAFETY: forwarded; idx is the ring's own index.
     unsafe { write_sample_at(slot, mask, idx, start_tsc, packed) };
 }
 
 /// `write_sample` at index `idx`, which must be the ring's current
-/// `write_idx`. Returns the new index.
+/// `write_idx`: W2-W3 (`ring::publish`). Returns the new index.
 ///
 /// # Safety
 /// As `write_sample`, and `idx == write_idx` of the slot.
@@ -105,13 +98,7 @@ pub unsafe fn write_sample_at(slot: *mut latte_slot_header, mask: u64, idx: u64,
     let h = unsafe { &*slot };
     // SAFETY: (idx & mask) < samples_per_slot, so the sample is inside the slot.
     let s = unsafe { &*((slot as *mut u8).add(LATTE_SLOT_HEADER_SIZE as usize) as *const latte_sample).add((idx & mask) as usize) };
-    // Release: every earlier publish happens-before these stores for a
-    // reader whose acquire fence follows a load of them (module doc, step 2).
-    s.start_tsc.store(start_tsc, Ordering::Release);
-    s.packed.store(packed, Ordering::Release);
-    // Release: publishes the sample's two stores.
-    h.write_idx.store(idx + 1, Ordering::Release);
-    idx + 1
+    crate::ring::publish(&h.write_idx, &s.start_tsc, &s.packed, idx, start_tsc, packed)
 }
 
 /// Opens a span on the thread's stack, resolving its ring now (cache hit:

@@ -9,7 +9,7 @@ use crate::intern::Interner;
 use crate::layout::*;
 use crate::region::Region;
 use crate::tsc;
-use core::sync::atomic::{fence, AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, Ordering};
 use std::collections::VecDeque;
 
 /// Rust-private per-thread state: identity, counters and the thread's
@@ -208,21 +208,18 @@ impl Registry {
             bump(&h.slot_reuses, 1);
             bump(&h.reuse_discarded, written.min(region.geometry().samples_per_slot as u64));
         }
-        // Seqlock-style reassignment: generation 0 marks "changing"; the
-        // release fence orders that store before the metadata stores, and
-        // the final release store publishes the new metadata.
-        sh.generation.store(0, Ordering::Relaxed);
-        fence(Ordering::Release);
-        sh.write_idx.store(0, Ordering::Relaxed);
-        sh.id_token.store(token, Ordering::Relaxed);
-        sh.thread_idx.store(c.thread_idx, Ordering::Relaxed);
-        sh.os_tid.store(c.os_tid, Ordering::Relaxed);
-        sh.state.store(LATTE_SLOT_LIVE, Ordering::Relaxed);
         let mut g = old_gen.wrapping_add(1);
         if g == 0 {
             g = 1;
         }
-        sh.generation.store(g, Ordering::Release);
+        // A1-A4 of the ring protocol (`ring::assign`).
+        crate::ring::assign(&sh.generation, g, || {
+            sh.write_idx.store(0, Ordering::Relaxed);
+            sh.id_token.store(token, Ordering::Relaxed);
+            sh.thread_idx.store(c.thread_idx, Ordering::Relaxed);
+            sh.os_tid.store(c.os_tid, Ordering::Relaxed);
+            sh.state.store(LATTE_SLOT_LIVE, Ordering::Relaxed);
+        });
         if fresh {
             // Release: the slot's metadata is published before readers count it.
             h.slots_used.store(used + 1, Ordering::Release);
@@ -248,8 +245,8 @@ impl Registry {
                 }
                 // SAFETY: a slot this thread owns, inside the region.
                 let sh = unsafe { &**p };
-                // Release: every sample this thread wrote is visible to a
-                // reader that sees CLOSED with acquire; the ring is final.
+                // W4. Release: every sample this thread wrote is visible to
+                // a reader that sees CLOSED with acquire (R2); the ring is final.
                 sh.state.store(LATTE_SLOT_CLOSED, Ordering::Release);
                 self.reusable.push_back(((*p as usize - base) / stride) as u32);
                 *p = core::ptr::null_mut();

@@ -1,0 +1,191 @@
+//! The ring protocol, stated once: how a slot's single writer publishes
+//! samples and how any number of readers, in any process, copy them without
+//! ever returning a torn or stale one. The code sites cite the steps.
+//!
+//! A slot holds a header (`write_idx` alone on the first cache line;
+//! `generation`, `state` and the owner on the second) and a ring of `cap`
+//! 16-byte samples; index `j` lives at `samples[j & (cap - 1)]`.
+//!
+//! | step | writer: the slot's owner thread | pairs with |
+//! |---|---|---|
+//! | W1 | `idx = write_idx` (relaxed: this thread is its only writer) | |
+//! | W2 | store both words of `samples[idx & mask]`, each with release | R6 |
+//! | W3 | `write_idx = idx + 1` with release: publishes the sample | R3 |
+//! | W4 | at thread exit, `state = CLOSED` with release: the ring is final | R2 |
+//!
+//! | step | assignment: the registry, under its lock, gives a slot an owner | pairs with |
+//! |---|---|---|
+//! | A1 | `generation = 0` (relaxed): the slot is changing | |
+//! | A2 | release fence: orders A1 before A3 | R4 |
+//! | A3 | `write_idx = 0`, owner, token, `state = LIVE` (relaxed) | |
+//! | A4 | `generation = g`, g ≠ 0, with release: publishes A3 | R1, R7 |
+//!
+//! | step | reader, for a slot and its cursor (`generation`, `next`) | pairs with |
+//! |---|---|---|
+//! | R1 | `g1 = generation` (acquire). 0: being assigned, read nothing. Not the cursor's: a new owner, restart the cursor at 0 | A4 |
+//! | R2 | `state` (acquire). CLOSED: no write can follow, the margin is 0 (else 1) | W4 |
+//! | R3 | `w1 = write_idx` (acquire): every index below `w1` is published | W3 |
+//! | R4 | `w1 < next`: load `generation` again (acquire). Changed: the slot is being reassigned, read nothing now. Same: corrupt | A2 |
+//! | R5 | copy indices `[max(next, w1 + margin - cap), w1)` with an opaque bulk copy, in chunks | |
+//! | R6 | after each chunk: an acquire fence, then `w = write_idx` (relaxed). The chunk's indices below `w + margin - cap` may have been overwritten while they were copied: drop them, and every index before them (the kept samples stay one run) | W2 |
+//! | R7 | `g2 = generation` (relaxed, after R6's fence). Changed: discard the copy | A4 |
+//! | R8 | dropped indices, and those between `next` and the first kept, are lost; `next = w1` | |
+//!
+//! Why R6 is enough: the writer stores each sample word with release (W2).
+//! If a chunk's copy saw any word of a newer sample at index `j + cap`, the
+//! acquire fence after the copy makes the `write_idx` store that preceded
+//! that word's store (W3 of index `j + cap - 1`) visible to R6's load, so
+//! `w > j + cap - 1` and `j` is dropped. A torn or stale sample is never
+//! returned, and over a slot's life, returned + lost = written. Checking
+//! per chunk rather than once after the whole copy keeps the oldest samples
+//! of a full live ring, which the writer reaches only after the copy has
+//! passed them.
+//!
+//! The steps are written here once, generic over the atomic word
+//! (`Atomic`): the library runs them on `core` atomics, and the model
+//! checker (`tests/loom_protocol.rs`) runs the same functions on loom's.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// An atomic word as the protocol uses it: `core`'s in the library, loom's
+/// in the model checker.
+pub trait Atomic {
+    /// The value type.
+    type V: Copy + PartialEq;
+    /// An atomic load.
+    fn load(&self, o: Ordering) -> Self::V;
+    /// An atomic store.
+    fn store(&self, v: Self::V, o: Ordering);
+    /// A fence of the same memory model as the word.
+    fn fence(o: Ordering);
+}
+
+impl Atomic for AtomicU64 {
+    type V = u64;
+    #[inline(always)]
+    fn load(&self, o: Ordering) -> u64 {
+        AtomicU64::load(self, o)
+    }
+    #[inline(always)]
+    fn store(&self, v: u64, o: Ordering) {
+        AtomicU64::store(self, v, o)
+    }
+    #[inline(always)]
+    fn fence(o: Ordering) {
+        core::sync::atomic::fence(o)
+    }
+}
+
+impl Atomic for AtomicU32 {
+    type V = u32;
+    #[inline(always)]
+    fn load(&self, o: Ordering) -> u32 {
+        AtomicU32::load(self, o)
+    }
+    #[inline(always)]
+    fn store(&self, v: u32, o: Ordering) {
+        AtomicU32::store(self, v, o)
+    }
+    #[inline(always)]
+    fn fence(o: Ordering) {
+        core::sync::atomic::fence(o)
+    }
+}
+
+/// W2 and W3: writes the sample (`start`, `packed`) into its two words and
+/// publishes index `idx`, which must be the ring's `write_idx` (W1).
+/// Returns the new `write_idx`.
+#[inline(always)]
+pub fn publish<W: Atomic<V = u64>>(write_idx: &W, start_word: &W, packed_word: &W, idx: u64, start: u64, packed: u64) -> u64 {
+    // W2: release, so that a reader whose R6 fence follows a load of either
+    // word also sees the W3 before it.
+    start_word.store(start, Ordering::Release);
+    packed_word.store(packed, Ordering::Release);
+    // W3.
+    write_idx.store(idx + 1, Ordering::Release);
+    idx + 1
+}
+
+/// A1 to A4: gives a slot a new owner. `metadata` stores the new owner's
+/// fields (A3: `write_idx = 0`, token, thread, state) with relaxed stores.
+#[inline]
+pub fn assign<G: Atomic<V = u32>>(generation: &G, new_generation: u32, metadata: impl FnOnce()) {
+    debug_assert_ne!(new_generation, 0);
+    generation.store(0, Ordering::Relaxed); // A1
+    G::fence(Ordering::Release); // A2
+    metadata(); // A3
+    generation.store(new_generation, Ordering::Release); // A4
+}
+
+/// R4: `write_idx` went below the cursor's `next`. True when the slot is
+/// being reassigned (read nothing now; the next read restarts the cursor),
+/// false when the index went back within one generation (corrupt: only a
+/// hostile writer does that). The acquire load, after R3's acquire load
+/// that saw the reset index, sees A1's 0 or A4's new generation.
+#[inline]
+pub fn reassigned<G: Atomic<V = u32>>(generation: &G, g1: u32) -> bool {
+    generation.load(Ordering::Acquire) != g1
+}
+
+/// The oldest index a ring can still hold unchanged once the writer's index
+/// is `w` (`margin` 1 while a write may be in progress, 0 when the ring is
+/// final).
+#[inline]
+pub fn oldest_safe(w: u64, margin: u64, cap: u64) -> u64 {
+    (w + margin).saturating_sub(cap)
+}
+
+/// R5 and R6 over indices `[lo, end)`: copies them chunk by chunk and
+/// returns the first index kept; the kept samples `[first, end)` are then
+/// at the destination's positions `0..end - first`.
+///
+/// - `copy(j, n, k)` copies ring indices `j..j + n` (never across the
+///   ring's end) to destination positions `k..k + n`, opaquely (R5);
+/// - `shift(from, n)` moves destination positions `from..from + n` to `0..n`;
+/// - `head()` loads `write_idx` with relaxed ordering (R6), or gives the
+///   index a flushed image recorded; an error ends the read.
+///
+/// `W` names the memory model whose acquire fence R6 issues.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub fn copy_checked<W: Atomic, E>(
+    lo: u64,
+    end: u64,
+    cap: u64,
+    margin: u64,
+    chunk: u64,
+    mut copy: impl FnMut(u64, u64, usize),
+    mut shift: impl FnMut(usize, usize),
+    mut head: impl FnMut() -> Result<u64, E>,
+) -> Result<u64, E> {
+    let mask = cap - 1;
+    let mut first_kept = lo;
+    let mut j = lo;
+    while j < end {
+        let (chunk_start, chunk_end) = (j, end.min(j + chunk));
+        // R5: the chunk as at most two contiguous runs of the ring. Index
+        // j goes to position j - first_kept.
+        while j < chunk_end {
+            let pos = j & mask;
+            let run = (cap - pos).min(chunk_end - j);
+            copy(j, run, (j - first_kept) as usize);
+            j += run;
+        }
+        // R6: the copies above happen before the load in `head`, and the
+        // fence pairs with the writer's release stores of the words (W2).
+        W::fence(Ordering::Acquire);
+        let front = oldest_safe(head()?, margin, cap);
+        if front > chunk_start {
+            // The chunk's indices below `front` may have been overwritten
+            // while it was copied. Those of earlier chunks were safe when
+            // copied, but the kept samples are one run: they go too. The
+            // chunk's survivors move to the front (only this chunk moves: a
+            // full live ring loses a prefix of its first chunk on nearly
+            // every read).
+            let keep_from = front.min(chunk_end);
+            shift((keep_from - first_kept) as usize, (chunk_end - keep_from) as usize);
+            first_kept = keep_from;
+        }
+    }
+    Ok(first_kept)
+}
