@@ -25,7 +25,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src cli/src -name '*.rs') Cargo.toml cli/Cargo.toml build.rs
 
-.PHONY: lint soak test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
+.PHONY: lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
 
 all: lib
 
@@ -82,7 +82,7 @@ test:
 	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
 	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
 
-test-suites: check-header lint rust-test c-test cpp-test cli-test speedtest-test install-test readme-test
+test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test speedtest-test install-test readme-test
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -94,6 +94,22 @@ $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A
 cli-test: lib $(B)/cli/service
 	@[ "$$(id -u)" = 0 ] || { echo "make: cli-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=512m tmpfs /dev/shm && exec $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service'
+
+# `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), then
+# a real Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
+# Debian package prometheus, installed when missing and make runs as root;
+# its service is never started). In a mount namespace with its own tmpfs on
+# /dev/shm, as cli-test.
+$(B)/serve/service: tests/serve/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+serve-test: lib $(B)/serve/service
+	@$(call need,prometheus,prometheus)
+	@[ "$$(id -u)" = 0 ] || { echo "make: serve-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
+	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm || exit 1; rc=0; \
+	  $(PYTHON) tests/serve/http_edges.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
+	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
 
 # Both builds: without and with the io_uring flush (the suites the feature
 # changes: the unit tests and the flush tests). Profile ci-test: release
@@ -258,7 +274,7 @@ need = command -v $(1) >/dev/null 2>&1 || { \
   if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
     echo "make: $(1) not found: installing the $(2) package"; \
     if [ ! -e $(B)/.apt-updated ]; then apt-get update -qq && mkdir -p $(B) && touch $(B)/.apt-updated; fi && \
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null && command -v $(1) >/dev/null; \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(2) >/dev/null && command -v $(1) >/dev/null; \
   else echo "make: $(1) not found: install the $(2) package (apt-get install $(2))"; exit 1; fi; }
 
 test-tools:

@@ -16,6 +16,9 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+mod export;
+mod serve;
+
 #[derive(Parser)]
 #[command(name = "latte", version, about = "Read latte regions of running services (read-only)")]
 struct Cli {
@@ -86,6 +89,29 @@ enum Cmd {
         #[arg(long)]
         clean: bool,
     },
+    /// Serve the regions' metrics to Prometheus: OpenMetrics text at
+    /// http://ADDR:PORT/metrics (docs/fleet.md).
+    Serve {
+        /// Region names (`/name` or `name`); none: every latte region in
+        /// /dev/shm, looked for again every second (every --interval when
+        /// longer) as services come and go.
+        regions: Vec<String>,
+        /// Address and port to listen on.
+        #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
+        listen: std::net::SocketAddr,
+        /// Series per (ID, thread) instead of per ID (label `thread`: the OS
+        /// thread id).
+        #[arg(long)]
+        per_thread: bool,
+        /// How often the regions are read (a ring of 65,536 samples read
+        /// every 100 ms keeps up with 655,360 samples a second).
+        #[arg(long, default_value = "100ms", value_parser = parse_interval)]
+        interval: Duration,
+        /// How long the series of a region that went away (and, with
+        /// --per-thread, of a thread that exited) stay exported.
+        #[arg(long, default_value = "5m", value_parser = parse_interval, value_name = "DURATION")]
+        keep_gone: Duration,
+    },
     /// Write a Chrome trace (Perfetto, chrome://tracing) of every sample.
     Trace {
         /// A region name (`/name` or `name`) or a file path.
@@ -101,6 +127,8 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
         (v, 1e-3)
     } else if let Some(v) = s.strip_suffix('s') {
         (v, 1.0)
+    } else if let Some(v) = s.strip_suffix('m') {
+        (v, 60.0)
     } else {
         (s, 1.0)
     };
@@ -116,6 +144,7 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
 /// file, 4 not a latte region (or a directory, truncated, corrupt, another
 /// layout version), 5 permission denied, 6 the output file cannot be written.
 const EXIT_OTHER: u8 = 1;
+const EXIT_USAGE: u8 = 2;
 const EXIT_MISSING: u8 = 3;
 const EXIT_NOT_REGION: u8 = 4;
 const EXIT_PERMISSION: u8 = 5;
@@ -295,7 +324,23 @@ fn main() -> ExitCode {
             done(watch(&target, &WatchOpts { every: interval, count, plain: plain || !style.tty, time, follow, clean }, style))
         }
         Cmd::Trace { target, output } => done(trace(&target, &output)),
+        Cmd::Serve { regions, listen, per_thread, interval, keep_gone } => done(serve_cmd(regions, listen, per_thread, interval, keep_gone)),
     }
+}
+
+/// `latte serve`: checks the names, then serves until killed.
+fn serve_cmd(regions: Vec<String>, listen: std::net::SocketAddr, per_thread: bool, interval: Duration, keep_gone: Duration) -> Result<(), ExitCode> {
+    let mut names = Vec::new();
+    for r in regions {
+        match classify(&r) {
+            Target::Region(n) if n.len() <= 255 => names.push(n),
+            Target::Region(_) => return Err(fail(&r, "not a valid region name (one leading '/', no other, at most 255 bytes)", EXIT_USAGE)),
+            Target::File(_) => return Err(fail(&r, "serve reads shared-memory regions (`/name`), not files", EXIT_USAGE)),
+        }
+    }
+    names.sort();
+    names.dedup();
+    serve::run(serve::ServeOpts { listen, interval, export: export::Options { regions: names, per_thread, keep_gone } })
 }
 
 /// `1.5 KiB`, `128.0 MiB`.

@@ -1,0 +1,669 @@
+//! What `latte serve` exports, and how it reads it: the regions it watches
+//! (those named, or every latte region in /dev/shm, re-scanned), a read pass
+//! over them every interval through the reader's cursors, and the metrics
+//! those passes add up, encoded in the OpenMetrics text format by
+//! prometheus-client on each scrape.
+//!
+//! # Counting: each sample once, no scrape at a producer
+//! 1. A watched object keeps one `latte_cursor` per slot, as `latte watch`
+//!    does; `View::read_slot` moves it past what it returns and counts what
+//!    was overwritten first as lost (returned + lost = written).
+//! 2. Only the read pass moves cursors: one thread, once per interval
+//!    (`serve`), under the state's lock. A scrape encodes what the passes
+//!    added up and never looks at a region, so any number of scrapers cost
+//!    the producers nothing, and a scrape and a pass never see half of each
+//!    other.
+//! 3. Objects present at the first scan start at their current end: the
+//!    exporter counts from when it started, and a restarted exporter does
+//!    not count a ring's contents twice. Objects found (or first readable)
+//!    later are read from their beginning: a service that starts after the
+//!    exporter loses nothing. A slot with a new owner restarts at 0 (the
+//!    reader protocol).
+//! 4. When a region's name goes away or comes to refer to another object
+//!    (its producer restarted), the old object gets a last pass (step 2)
+//!    before its mapping is dropped, and the new object starts at 0 (step
+//!    3). Series are keyed by region and ID names, not by object, so they
+//!    go on across restarts.
+//! 5. Series of a region whose name is gone (and, with `--per-thread`, of
+//!    a thread whose slot is closed and read to its end) stay exported for
+//!    `--keep-gone`, so that scrapers see their last counts, then go.
+
+use latte::layout::{LATTE_MAX_DURATION, LATTE_SLOT_CLOSED};
+use latte::reader::{latte_cursor, latte_raw_sample, ReadMode};
+use latte::{Error, Mapping, View};
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Unit;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+/// Finite buckets of the duration histogram (then +Inf).
+pub const FINITE_BUCKETS: usize = 63;
+
+/// Upper bound of finite bucket `k`, in nanoseconds: 4 ns * 2^(k/2), from
+/// 4 ns to 2^33 ns (8.6 s). Each bucket's upper bound is sqrt(2) times its
+/// lower one, so a quantile estimated inside a bucket is within a factor
+/// sqrt(2) (-29% .. +41%) of the true one. The bounds are fixed, the same on
+/// every host, so that Prometheus can add histograms across hosts.
+pub fn bound_ns(k: usize) -> f64 {
+    let octave = (4u64 << (k / 2)) as f64;
+    if k.is_multiple_of(2) {
+        octave
+    } else {
+        octave * std::f64::consts::SQRT_2
+    }
+}
+
+/// The region's drop counters that are exported, with their `reason`
+/// label and `latte_counters` field (C API names).
+const DROP_REASONS: [&str; 5] = ["overflow_start", "orphan_stop", "unfit_id", "no_slot", "late"];
+
+/// Region counters as last read: the five drops of `DROP_REASONS`, then
+/// slot reuses and the samples discarded by them.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+struct Counts([u64; 7]);
+
+impl Counts {
+    fn of(v: &View<'_>) -> Counts {
+        let k = v.counters();
+        Counts([k.overflow_starts, k.orphan_stops, k.unfit_id_drops, k.no_slot_drops, k.late_drops, k.slot_reuses, k.reuse_discarded])
+    }
+
+    /// Adds what grew from `old` to `new` (a region's counters only grow;
+    /// a smaller value, from a hostile writer, adds nothing).
+    fn add_growth(&mut self, old: &Counts, new: &Counts) {
+        for k in 0..self.0.len() {
+            self.0[k] += new.0[k].saturating_sub(old.0[k]);
+        }
+    }
+}
+
+/// One exported series set: the histogram and the sample counters of an ID
+/// (and thread, with `--per-thread`) of a region.
+#[derive(Clone, Debug)]
+struct Series {
+    /// Samples per bucket (not cumulative); the last is +Inf.
+    buckets: [u64; FINITE_BUCKETS + 1],
+    sum_seconds: f64,
+    lost: u64,
+    /// With `--per-thread`: when the thread's slot was found closed and read
+    /// to its end (step 5).
+    ended: Option<Instant>,
+}
+
+impl Default for Series {
+    fn default() -> Series {
+        Series { buckets: [0; FINITE_BUCKETS + 1], sum_seconds: 0.0, lost: 0, ended: None }
+    }
+}
+
+impl Series {
+    fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+}
+
+/// A mapped object under a region's name, with the exporter's cursors.
+struct Object {
+    map: Mapping,
+    /// (device, inode) of the object, to see a name come to refer to another.
+    ident: (u64, u64),
+    cursors: Vec<latte_cursor>,
+    /// Region counters at the previous pass.
+    last: Counts,
+    /// Cycles per ns the bucket bounds below were computed with.
+    cpn: f64,
+    /// `bound_ns(k)` in cycles.
+    bounds: [f64; FINITE_BUCKETS],
+}
+
+/// Everything known about one region name.
+#[derive(Default)]
+struct Region {
+    /// The object's current mapping, when the name refers to a readable one.
+    object: Option<Object>,
+    /// Why the object under the name cannot be opened (at the last scan).
+    unreadable: Option<String>,
+    series: BTreeMap<(String, Option<u32>), Series>,
+    /// Growth of the region counters since the exporter began watching.
+    counts: Counts,
+    pid: u32,
+    alive: bool,
+    /// The producer published its cycles per ns (else the exporter's own
+    /// measurement converts cycles to seconds).
+    calibrated: bool,
+    slots_used: u32,
+    slot_capacity: u32,
+    read_errors: u64,
+    /// Why the last pass could not read the object (None: it could).
+    last_error: Option<String>,
+    /// When the name was found gone (step 5).
+    gone: Option<Instant>,
+    /// Ever mapped: it has metrics to show.
+    seen: bool,
+}
+
+/// What `latte serve` was asked for.
+pub struct Options {
+    /// Region names (`/name`); empty: every latte region in /dev/shm.
+    pub regions: Vec<String>,
+    pub per_thread: bool,
+    pub keep_gone: Duration,
+}
+
+/// The state the read passes build and the scrapes encode.
+pub struct State {
+    opts: Options,
+    regions: BTreeMap<Vec<u8>, Region>,
+    /// Objects in /dev/shm found not to be latte regions, by name (skipped
+    /// while the name refers to the same object).
+    foreign: HashMap<Vec<u8>, (u64, u64)>,
+    /// Cycles per ns measured by the exporter, for regions whose producer
+    /// has published none.
+    own_cpn: f64,
+    scanned: bool,
+    last_scan: Option<Instant>,
+    buf: Vec<latte_raw_sample>,
+}
+
+/// The directory shared-memory names live in (glibc's `shm_open`).
+const SHM_DIR: &str = "/dev/shm";
+
+/// Names `latte_init_shared_region` builds an object under before
+/// publishing it (`liveness`, L1): never a region yet.
+const UNPUBLISHED_PREFIX: &[u8] = b".latte-new-";
+
+/// How often the names are looked at again, at most.
+const RESCAN: Duration = Duration::from_secs(1);
+
+/// A name or ID as a label value: UTF-8 as is, any other byte as `\xNN`.
+pub fn label_text(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        s.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            s.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    s
+}
+
+fn bounds_in_cycles(cpn: f64) -> [f64; FINITE_BUCKETS] {
+    std::array::from_fn(|k| bound_ns(k) * cpn)
+}
+
+impl State {
+    pub fn new(opts: Options, own_cpn: f64) -> State {
+        State { opts, regions: BTreeMap::new(), foreign: HashMap::new(), own_cpn, scanned: false, last_scan: None, buf: Vec::new() }
+    }
+
+    /// One read pass: looks at the names again when `RESCAN` has passed
+    /// (every pass before the first scan), then reads every mapped object.
+    pub fn pass(&mut self, now: Instant) {
+        if self.last_scan.is_none_or(|t| now.duration_since(t) >= RESCAN) {
+            self.last_scan = Some(now);
+            self.scan(now);
+        }
+        let (opts, own_cpn, buf) = (&self.opts, self.own_cpn, &mut self.buf);
+        for (name, r) in self.regions.iter_mut() {
+            if let Some(mut o) = r.object.take() {
+                let before = r.last_error.take();
+                read_object(r, &mut o, opts.per_thread, own_cpn, buf, now);
+                r.object = Some(o);
+                // Said when it starts or changes (counted on every pass).
+                if let Some(e) = r.last_error.as_ref().filter(|e| before.as_ref() != Some(*e)) {
+                    crate::serve::say(&format!("{}: {e}", label_text(name)));
+                }
+            }
+        }
+    }
+
+    /// The names to watch now, each with the object it refers to.
+    fn listing(&self) -> Vec<(Vec<u8>, (u64, u64))> {
+        let ident = |m: &std::fs::Metadata| (m.dev(), m.ino());
+        if !self.opts.regions.is_empty() {
+            return self
+                .opts
+                .regions
+                .iter()
+                .filter_map(|n| {
+                    let m = std::fs::symlink_metadata(format!("{SHM_DIR}{n}")).ok()?;
+                    Some((n.as_bytes().to_vec(), ident(&m)))
+                })
+                .collect();
+        }
+        let Ok(dir) = std::fs::read_dir(SHM_DIR) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let name = name.as_bytes();
+            // Regular files only (a latte region is one; shm_open does not
+            // follow links), read from the directory entry where it can.
+            if name.starts_with(UNPUBLISHED_PREFIX) || !e.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            if let Ok(m) = e.metadata() {
+                let mut full = b"/".to_vec();
+                full.extend_from_slice(name);
+                out.push((full, ident(&m)));
+            }
+        }
+        out
+    }
+
+    /// Steps 3 to 5 of the module doc: opens what is new, gives the old
+    /// object of a changed or vanished name its last pass, lets go of what
+    /// has been gone for `--keep-gone`.
+    fn scan(&mut self, now: Instant) {
+        let listing = self.listing();
+        let present: HashSet<&[u8]> = listing.iter().map(|(n, _)| n.as_slice()).collect();
+        let from_start = self.scanned;
+        let named = !self.opts.regions.is_empty();
+        let (per_thread, own_cpn) = (self.opts.per_thread, self.own_cpn);
+        for (name, r) in self.regions.iter_mut() {
+            if !present.contains(name.as_slice()) {
+                if let Some(mut o) = r.object.take() {
+                    read_object(r, &mut o, per_thread, own_cpn, &mut self.buf, now);
+                }
+                r.unreadable = None;
+                r.alive = false;
+                r.gone.get_or_insert(now);
+            }
+        }
+        self.foreign.retain(|n, _| present.contains(n.as_slice()));
+        for (name, ident) in &listing {
+            if self.foreign.get(name) == Some(ident) {
+                continue;
+            }
+            if let Some(r) = self.regions.get_mut(name) {
+                if r.object.as_ref().is_some_and(|o| o.ident == *ident) {
+                    continue;
+                }
+                if let Some(mut o) = r.object.take() {
+                    read_object(r, &mut o, per_thread, own_cpn, &mut self.buf, now);
+                }
+            }
+            match open(name, *ident) {
+                Opened::Region(map) => {
+                    let r = self.regions.entry(name.clone()).or_default();
+                    let mut o = Object { map, ident: *ident, cursors: Vec::new(), last: Counts::default(), cpn: 0.0, bounds: [0.0; FINITE_BUCKETS] };
+                    if !from_start {
+                        skip_to_end(&mut o, &mut self.buf);
+                    }
+                    r.object = Some(o);
+                    r.unreadable = None;
+                    r.gone = None;
+                    r.seen = true;
+                }
+                Opened::Foreign if !named => {
+                    self.foreign.insert(name.clone(), *ident);
+                    // Not a region (any more): a region's series stay until
+                    // --keep-gone, as for a name that went away.
+                    if let Some(r) = self.regions.get_mut(name) {
+                        r.gone.get_or_insert(now);
+                    }
+                }
+                Opened::Foreign => self.unreadable(name, "not a latte region".into()),
+                Opened::Unreadable(why) => self.unreadable(name, why),
+                Opened::Vanished => {}
+            }
+        }
+        let keep = self.opts.keep_gone;
+        self.regions.retain(|_, r| {
+            let expired = |t: &Option<Instant>| t.is_some_and(|t| now.duration_since(t) >= keep);
+            r.series.retain(|_, s| !expired(&s.ended));
+            !(expired(&r.gone) || (r.gone.is_some() && !r.seen))
+        });
+        self.scanned = true;
+    }
+
+    fn unreadable(&mut self, name: &[u8], why: String) {
+        let r = self.regions.entry(name.to_vec()).or_default();
+        r.unreadable = Some(why);
+        r.gone = None;
+    }
+
+    /// The metrics, in the order of the families below (every family's
+    /// samples together, as OpenMetrics requires).
+    pub fn encode(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        // Labels: a region's name without its leading '/'. Two names that
+        // show as the same text (bytes that are not UTF-8, shown as \xNN)
+        // would make duplicate series: the second is left out.
+        let mut shown = HashSet::new();
+        let regions: Vec<(String, &Region)> = self
+            .regions
+            .iter()
+            .filter_map(|(n, r)| {
+                let label = label_text(n.strip_prefix(b"/").unwrap_or(n));
+                shown.insert(label.clone()).then_some((label, r))
+            })
+            .collect();
+        let seen = || regions.iter().filter(|(_, r)| r.seen);
+        let thread_text = |t: Option<u32>| t.map(|t| t.to_string());
+        let series_labels = |region: &str, id: &str, t: &Option<String>| {
+            let mut l = vec![("region", region.to_string()), ("id", id.to_string())];
+            if let Some(t) = t {
+                l.push(("thread", t.clone()));
+            }
+            l
+        };
+
+        let mut m = enc.encode_descriptor(
+            "latte_span_duration",
+            "Span durations (raw, calibration overheads included) read since the exporter began watching the region; buckets 4 ns * 2^(k/2)",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        let mut buckets: Vec<(f64, u64)> = Vec::with_capacity(FINITE_BUCKETS + 1);
+        for (region, r) in seen() {
+            for ((id, t), s) in &r.series {
+                buckets.clear();
+                buckets.extend((0..FINITE_BUCKETS).map(|k| (bound_ns(k) / 1e9, s.buckets[k])));
+                buckets.push((f64::INFINITY, s.buckets[FINITE_BUCKETS]));
+                let labels = series_labels(region, id, &thread_text(*t));
+                m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(s.sum_seconds, s.count(), &buckets, None)?;
+            }
+        }
+
+        let mut m = enc.encode_descriptor(
+            "latte_samples_recorded",
+            "Samples the producer recorded since the exporter began watching (read, in the histogram's count, plus lost)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (region, r) in seen() {
+            for ((id, t), s) in &r.series {
+                let labels = series_labels(region, id, &thread_text(*t));
+                m.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&(s.count() + s.lost), None)?;
+            }
+        }
+
+        let mut m =
+            enc.encode_descriptor("latte_samples_lost", "Samples overwritten in their ring before the exporter read them", None, MetricType::Counter)?;
+        for (region, r) in seen() {
+            for ((id, t), s) in &r.series {
+                let labels = series_labels(region, id, &thread_text(*t));
+                m.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&s.lost, None)?;
+            }
+        }
+
+        // Samples switched off the CPU (OS interference) have no family:
+        // regions do not record them.
+
+        let mut m = enc.encode_descriptor(
+            "latte_spans_dropped",
+            "Spans the producer did not record, by reason (overflow_start: 64 spans open; orphan_stop: stop with none open; unfit_id: ID table full; no_slot: no ring free; late: after the thread's recorder was torn down), since the exporter began watching",
+            None,
+            MetricType::Counter,
+        )?;
+        for (region, r) in seen() {
+            for (k, reason) in DROP_REASONS.iter().enumerate() {
+                let labels = [("region", region.as_str()), ("reason", reason)];
+                m.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&r.counts.0[k], None)?;
+            }
+        }
+
+        let mut m = enc.encode_descriptor("latte_slot_reuses", "Rings of exited threads given to new (thread, ID) pairs", None, MetricType::Counter)?;
+        for (region, r) in seen() {
+            m.encode_family(&[("region", region.as_str())])?.encode_counter::<NoLabelSet, u64, u64>(&r.counts.0[5], None)?;
+        }
+        let mut m = enc.encode_descriptor(
+            "latte_slot_reuse_discarded_samples",
+            "Samples still in rings when they were reused (the exporter may have read them before)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (region, r) in seen() {
+            m.encode_family(&[("region", region.as_str())])?.encode_counter::<NoLabelSet, u64, u64>(&r.counts.0[6], None)?;
+        }
+
+        let mut m =
+            enc.encode_descriptor("latte_producer_up", "1 while the region's producer runs (holds its liveness lock), else 0", None, MetricType::Gauge)?;
+        for (region, r) in seen() {
+            m.encode_family(&[("region", region.as_str())])?.encode_gauge(&(r.alive as i64))?;
+        }
+        let mut m = enc.encode_descriptor("latte_producer", "The producer's process id", None, MetricType::Info)?;
+        for (region, r) in seen() {
+            let pid = r.pid.to_string();
+            m.encode_family(&[("region", region.as_str())])?.encode_info(&[("pid", pid.as_str())])?;
+        }
+        let mut m = enc.encode_descriptor(
+            "latte_calibrated",
+            "1 when durations are converted with the producer's cycles per ns, 0 with the exporter's own measurement",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (region, r) in seen() {
+            m.encode_family(&[("region", region.as_str())])?.encode_gauge(&(r.calibrated as i64))?;
+        }
+        let mut m = enc.encode_descriptor("latte_slots_used", "Rings handed out in the region", None, MetricType::Gauge)?;
+        for (region, r) in seen() {
+            m.encode_family(&[("region", region.as_str())])?.encode_gauge(&(r.slots_used as i64))?;
+        }
+        let mut m = enc.encode_descriptor("latte_slots_capacity", "Rings the region has", None, MetricType::Gauge)?;
+        for (region, r) in seen() {
+            m.encode_family(&[("region", region.as_str())])?.encode_gauge(&(r.slot_capacity as i64))?;
+        }
+
+        let mut m = enc.encode_descriptor(
+            "latte_serve_read_errors",
+            "Reads of a mapped region that failed (the object is corrupt or shrank)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (region, r) in seen() {
+            m.encode_family(&[("region", region.as_str())])?.encode_counter::<NoLabelSet, u64, u64>(&r.read_errors, None)?;
+        }
+        let mut m =
+            enc.encode_descriptor("latte_serve_region_unreadable", "1 for a region name whose object cannot be opened, with why", None, MetricType::Gauge)?;
+        for (region, r) in &regions {
+            if let Some(why) = &r.unreadable {
+                m.encode_family(&[("region", region.as_str()), ("reason", why.as_str())])?.encode_gauge(&1i64)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A name's state after a scan: None when not found, Some(None) when
+    /// mapped, Some(Some(why)) when it cannot be opened.
+    pub fn unreadable_reason(&self, name: &[u8]) -> Option<Option<&str>> {
+        let r = self.regions.get(name)?;
+        if r.object.is_some() {
+            Some(None)
+        } else {
+            r.unreadable.as_deref().map(Some)
+        }
+    }
+}
+
+/// What opening a name gave.
+enum Opened {
+    Region(Mapping),
+    /// An object that is not a latte region (or not a regular file).
+    Foreign,
+    /// A region that cannot be read now, with why.
+    Unreadable(String),
+    /// The name went away (or came to refer to another object) meanwhile.
+    Vanished,
+}
+
+fn open(name: &[u8], ident: (u64, u64)) -> Opened {
+    match Mapping::open_shm(name) {
+        Ok(map) => {
+            // The name still refers to the object listed (else the mapping
+            // may be of its successor, which the next scan finds).
+            let path = [SHM_DIR.as_bytes(), name].concat();
+            let now = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&path)).map(|m| (m.dev(), m.ino()));
+            if now.ok() == Some(ident) {
+                Opened::Region(map)
+            } else {
+                Opened::Vanished
+            }
+        }
+        Err(e) if e == Error::Os(libc::ENOENT) => Opened::Vanished,
+        Err(e) if e == Error::NotLatte || e == Error::INVAL || e == Error::Os(libc::EISDIR) || e == Error::Os(libc::ENODEV) => Opened::Foreign,
+        Err(e) if e == Error::Os(libc::EMFILE) => Opened::Unreadable("too many regions open (a process maps at most 64 at once)".into()),
+        Err(e) => Opened::Unreadable(crate::strerror(e)),
+    }
+}
+
+/// Step 3 for an object present at the first scan: every cursor to the end
+/// of what its slot holds now.
+fn skip_to_end(o: &mut Object, buf: &mut Vec<latte_raw_sample>) {
+    let v = o.map.view();
+    o.last = Counts::of(&v);
+    if let Ok(slots) = v.slots() {
+        for s in slots {
+            let i = s.index as usize;
+            if o.cursors.len() <= i {
+                o.cursors.resize(i + 1, latte_cursor::default());
+            }
+            buf.clear();
+            let _ = v.read_slot(s.index, &mut o.cursors[i], buf, ReadMode::Live);
+        }
+    }
+}
+
+/// Step 1 for one object: reads every slot past its cursor into the
+/// region's series, and the region counters' growth.
+fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, buf: &mut Vec<latte_raw_sample>, now: Instant) {
+    let v = o.map.view();
+    // Looked at before reading: when the producer was gone already, this
+    // pass takes the last samples there will ever be.
+    r.alive = o.map.producer_alive();
+    r.pid = v.producer_pid;
+    let cal = v.calibration();
+    r.calibrated = cal.cycles_per_ns > 0.0;
+    let cpn = if r.calibrated { cal.cycles_per_ns } else { own_cpn };
+    if cpn != o.cpn {
+        o.cpn = cpn;
+        o.bounds = bounds_in_cycles(cpn);
+    }
+    r.slot_capacity = v.geo.slot_capacity;
+    r.slots_used = v.slots_used();
+    let fail = |r: &mut Region, e: Error| {
+        r.read_errors += 1;
+        r.last_error = Some(crate::strerror(e));
+    };
+    let (ids, slots) = match v.ids().and_then(|i| Ok((i, v.slots()?))) {
+        Ok(x) => x,
+        Err(e) => return fail(r, e),
+    };
+    let names: Vec<Option<String>> = ids
+        .iter()
+        .map(|i| {
+            let n = latte::name::name_bytes(&i.name);
+            (!latte::name::is_reserved_name(n)).then(|| label_text(n))
+        })
+        .collect();
+    for s in &slots {
+        // The calibration's own spans are not exported (nor read).
+        let Some(Some(id)) = names.get(s.id_token as usize) else {
+            continue;
+        };
+        let i = s.index as usize;
+        if o.cursors.len() <= i {
+            o.cursors.resize(i + 1, latte_cursor::default());
+        }
+        buf.clear();
+        let got = match v.read_slot(s.index, &mut o.cursors[i], buf, ReadMode::Live) {
+            Ok(g) => g,
+            Err(e) => {
+                fail(r, e);
+                continue;
+            }
+        };
+        let key = (id.clone(), per_thread.then_some(s.os_tid));
+        let series = r.series.entry(key).or_default();
+        let mut cycles = 0u128;
+        for x in buf.iter() {
+            let d = x.packed & LATTE_MAX_DURATION;
+            cycles += d as u128;
+            series.buckets[o.bounds.partition_point(|&b| b < d as f64)] += 1;
+        }
+        series.sum_seconds += cycles as f64 / cpn / 1e9;
+        series.lost += got.lost;
+        // Step 5: a closed slot read now holds nothing more.
+        series.ended = if per_thread && s.state == LATTE_SLOT_CLOSED { series.ended.or(Some(now)) } else { None };
+    }
+    let c = Counts::of(&v);
+    r.counts.add_growth(&o.last, &c);
+    o.last = c;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_double_every_two_buckets_from_4ns_to_8_6s() {
+        assert_eq!(bound_ns(0), 4.0);
+        assert_eq!(bound_ns(2), 8.0);
+        assert!((bound_ns(1) / bound_ns(0) - std::f64::consts::SQRT_2).abs() < 1e-12);
+        for k in 1..FINITE_BUCKETS {
+            let r = bound_ns(k) / bound_ns(k - 1);
+            assert!((r - std::f64::consts::SQRT_2).abs() < 1e-9, "bucket {k}: ratio {r}");
+        }
+        assert_eq!(bound_ns(FINITE_BUCKETS - 1), (1u64 << 33) as f64);
+        // The printed bounds are the shortest decimal of the f64: 4e-9, not 4.000000000000001e-9.
+        assert_eq!(format!("{:e}", bound_ns(0) / 1e9), "4e-9");
+    }
+
+    #[test]
+    fn labels_show_bytes_that_are_not_utf8() {
+        assert_eq!(label_text(b"svc.a"), "svc.a");
+        assert_eq!(label_text("é \"q\"".as_bytes()), "é \"q\"");
+        assert_eq!(label_text(b"a\xffb\xc3"), "a\\xffb\\xc3");
+    }
+
+    #[test]
+    fn counters_add_growth_only() {
+        let mut total = Counts::default();
+        total.add_growth(&Counts([1, 0, 0, 0, 0, 0, 0]), &Counts([3, 1, 0, 0, 0, 0, 0]));
+        total.add_growth(&Counts([3, 1, 0, 0, 0, 0, 0]), &Counts([2, 1, 0, 0, 0, 0, 5]));
+        assert_eq!(total, Counts([2, 1, 0, 0, 0, 0, 5]));
+    }
+
+    /// The text of a state, through prometheus-client, as a scrape gets it.
+    fn text_of(st: State) -> String {
+        let mut reg = prometheus_client::registry::Registry::default();
+        reg.register_collector(Box::new(crate::serve::Metrics::new(std::sync::Arc::new(std::sync::Mutex::new(st)))));
+        let mut s = String::new();
+        prometheus_client::encoding::text::encode(&mut s, &reg).unwrap();
+        s
+    }
+
+    #[test]
+    fn histogram_is_cumulative_in_seconds_with_escaped_labels() {
+        let mut st = State::new(Options { regions: Vec::new(), per_thread: false, keep_gone: Duration::from_secs(1) }, 1.0);
+        let mut r = Region { seen: true, pid: 77, ..Default::default() };
+        let mut s = Series::default();
+        s.buckets[0] = 2;
+        s.buckets[3] = 1;
+        s.buckets[FINITE_BUCKETS] = 1;
+        s.sum_seconds = 0.5;
+        s.lost = 4;
+        r.series.insert(("a \"b\"\n".into(), None), s);
+        st.regions.insert(b"/svc".to_vec(), r);
+        let t = text_of(st);
+        assert!(t.contains("# TYPE latte_span_duration_seconds histogram\n"), "{t}");
+        let id = "region=\"svc\",id=\"a \\\"b\\\"\\n\"";
+        // Cumulative counts, bounds in seconds, the last +Inf.
+        assert!(t.contains(&format!("latte_span_duration_seconds_bucket{{le=\"4e-9\",{id}}} 2\n")), "{t}");
+        assert!(t.contains(&format!("latte_span_duration_seconds_bucket{{le=\"8e-9\",{id}}} 2\n")), "{t}");
+        assert!(t.contains(&format!("latte_span_duration_seconds_bucket{{le=\"1.6e-8\",{id}}} 3\n")), "{t}");
+        assert!(t.contains(&format!("latte_span_duration_seconds_bucket{{le=\"8.589934592\",{id}}} 3\n")), "{t}");
+        assert!(t.contains(&format!("latte_span_duration_seconds_bucket{{le=\"+Inf\",{id}}} 4\n")), "{t}");
+        assert!(t.contains("latte_span_duration_seconds_count{region=\"svc\",id=\"a \\\"b\\\"\\n\"} 4\n"), "{t}");
+        assert!(t.contains("latte_samples_recorded_total{region=\"svc\",id=\"a \\\"b\\\"\\n\"} 8\n"), "{t}");
+        assert!(t.contains("latte_samples_lost_total{region=\"svc\",id=\"a \\\"b\\\"\\n\"} 4\n"), "{t}");
+        assert!(t.contains("latte_producer_info{pid=\"77\",region=\"svc\"} 1\n"), "{t}");
+        assert!(t.contains("latte_spans_dropped_total{region=\"svc\",reason=\"no_slot\"} 0\n"), "{t}");
+        assert!(t.ends_with("# EOF\n"), "{t}");
+        assert_eq!(t.matches("_bucket{").count(), FINITE_BUCKETS + 1);
+    }
+}

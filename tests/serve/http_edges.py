@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""`latte serve` over HTTP at its edges, with real services recording:
+the answers to every kind of request (200, HEAD, 404, 405, 400, 431), slow
+clients that never finish a request while others scrape, many scrapes at
+once, regions that vanish mid-scrape (unlinked, the producer killed, the
+object shrunk under the mapping, a producer restarting under the same
+name), objects that are not regions, a region named before it exists,
+--per-thread, and more regions than a process may map. After each, the
+exporter must still answer; at the end it must still run.
+
+usage: http_edges.py LATTE SERVICE LIBLATTE_SO"""
+import os
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+
+LATTE, SERVICE, LIB = sys.argv[1:4]
+TAG = f"latte-serve-http-{os.getpid()}"
+OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+
+def name(x):
+    return f"{TAG}-{x}"
+
+
+def shm(x):
+    return "/dev/shm/" + name(x)
+
+
+def raw_exchange(port, data, whole=False, timeout=20):
+    """Sends bytes on a new connection; returns what comes back: the
+    answer's head, or (`whole`) everything until the server closes. A reset
+    ends it too (the server closing on unread bytes, after its answer)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    out = b""
+    try:
+        try:
+            s.sendall(data)
+        except ConnectionError:
+            pass  # answered and closed before it read everything
+        while whole or b"\r\n\r\n" not in out:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    except ConnectionError:
+        pass
+    finally:
+        s.close()
+    return out
+
+
+def wait_for(what, fn, limit_s):
+    end = time.monotonic() + limit_s
+    while True:
+        v = fn()
+        if v is not None or time.monotonic() > end:
+            h.check(v is not None, f"{what} within {limit_s} s")
+            return v
+        time.sleep(0.1)
+
+
+def samples(port):
+    return h.parse(h.scrape(port))
+
+
+class Scrapers:
+    """Threads scraping back to back until stopped; every answer recorded."""
+
+    def __init__(self, port, n):
+        self.port, self.stop_flag, self.results = port, threading.Event(), []
+        self.threads = [threading.Thread(target=self.run) for _ in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def run(self):
+        while not self.stop_flag.is_set():
+            try:
+                status, headers, body = h.request(self.port)
+                self.results.append((status, body.endswith("# EOF\n")))
+            except Exception as e:  # a connection error is a failure too
+                self.results.append((repr(e), False))
+
+    def stop(self):
+        self.stop_flag.set()
+        for t in self.threads:
+            t.join()
+        return self.results
+
+
+def all_ok(results):
+    return len(results) > 0 and all(s == 200 and eof for s, eof in results)
+
+
+def main():
+    t0 = time.monotonic()
+    with h.Processes(limit_s=100) as procs:
+        port, serve, _ = h.start_serve(procs, LATTE, "--interval", "50ms", "--keep-gone", "2s")
+        live = h.start_service(procs, SERVICE, "/" + name("live"), "live")
+        # A client that never finishes its request: disconnected after the
+        # header timeout (10 s), looked at at the end.
+        lingering = socket.create_connection(("127.0.0.1", port), timeout=30)
+        lingering.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        lingering_since = time.monotonic()
+        known = h.start_service(procs, SERVICE, "/" + name("known"), "known")
+
+        # --- every kind of request --------------------------------------
+        def both_present():
+            s = samples(port)
+            return s if h.value(s, "latte_span_duration_seconds_count", region=name("known"), id="svc.fast") == 40000 and \
+                h.value(s, "latte_producer_up", region=name("live")) == 1 else None
+
+        s = wait_for("both services' series", both_present, 10)
+        status, headers, body = h.request(port)
+        h.check(status == 200 and headers.get("content-type") == OPENMETRICS, f"GET /metrics: {status} {headers.get('content-type')}")
+        h.check(body.endswith("# EOF\n"), "the body ends with # EOF")
+        h.check(h.value(s, "latte_calibrated", region=name("live")) == 0.0, "a producer that never calibrated: latte_calibrated 0")
+        h.check(h.value(s, "latte_calibrated", region=name("known")) == 1.0, "a calibrated producer: latte_calibrated 1")
+        status, headers, body = h.request(port, "HEAD")
+        h.check(status == 200 and body == "" and headers.get("content-type") == OPENMETRICS, f"HEAD /metrics: {status}, {len(body)} bytes")
+        for path in ("/", "/metric", "/metrics/x", "/nothing?x=1"):
+            status, _, body = h.request(port, "GET", path)
+            h.check(status == 404, f"GET {path}: {status} (404)")
+        status, _, _ = h.request(port, "GET", "/metrics?name[]=x")
+        h.check(status == 200, f"GET /metrics with a query: {status}")
+        for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+            status, headers, _ = h.request(port, method)
+            h.check(status == 405 and headers.get("allow") == "GET, HEAD", f"{method} /metrics: {status}, Allow {headers.get('allow')}")
+        out = raw_exchange(port, b"THIS IS NOT HTTP\r\n\r\n")
+        h.check(out.startswith(b"HTTP/1.1 400"), f"garbage: {out[:40]!r} (400)")
+        out = raw_exchange(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n")
+        h.check(out.startswith(b"HTTP/1.1 431"), f"70 kB of header: {out[:40]!r} (431)")
+        out = raw_exchange(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", whole=True)
+        h.check(out.startswith(b"HTTP/1.1 200") and out.endswith(b"# EOF\n"), "a raw HTTP/1.1 request with Connection: close")
+        out = raw_exchange(port, b"GET /metrics HTTP/1.0\r\n\r\n", whole=True)
+        h.check(out.startswith(b"HTTP/1.0 200") and out.endswith(b"# EOF\n"), f"HTTP/1.0: {out[:20]!r}")
+
+        # --- slow clients that never finish their request ---------------
+        slow = []
+        for _ in range(50):
+            c = socket.create_connection(("127.0.0.1", port), timeout=20)
+            c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # no blank line: never done
+            slow.append(c)
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=20) for _ in range(20)]  # send nothing
+        ok = 0
+        for _ in range(10):
+            status, _, body = h.request(port)
+            ok += status == 200 and body.endswith("# EOF\n")
+        h.check(ok == 10, f"10 scrapes answered while 70 clients hold requests open ({ok})")
+        for c in slow + idle:
+            c.close()
+
+        # --- many scrapes at once -----------------------------------------
+        res = []
+        lock = threading.Lock()
+
+        def burst():
+            last = -1.0
+            for _ in range(6):
+                s = samples(port)
+                v = h.value(s, "latte_samples_recorded_total", region=name("live"), id="svc.tick")
+                with lock:
+                    res.append(v is not None and v >= last)
+                last = v if v is not None else last
+
+        threads = [threading.Thread(target=burst) for _ in range(32)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        h.check(len(res) == 32 * 6 and all(res), f"32 clients x 6 scrapes: {sum(res)} of {32 * 6} answered, counts never going back")
+
+        # --- counts: each sample once -------------------------------------
+        s = samples(port)
+        for id_, n in (("svc.spread", 4000), ("svc.bimodal", 3000), ("svc.fast", 40000)):
+            h.check(h.value(s, "latte_span_duration_seconds_count", region=name("known"), id=id_) == n, f"{id_}: count {n}")
+            h.check(h.value(s, "latte_samples_lost_total", region=name("known"), id=id_) == 0, f"{id_}: nothing lost")
+        tick = [h.value(s, n, region=name("live"), id="svc.tick") for n in ("latte_span_duration_seconds_count", "latte_samples_lost_total")]
+        h.check(tick[0] and tick[0] > 0 and tick[1] == 0, f"live region: samples read, none lost ({tick})")
+
+        # --- --per-thread: a second exporter, for one region named --------
+        # The region comes after the exporter: it is read from its start.
+        pport, pserve, _ = h.start_serve(procs, LATTE, "--per-thread", "/" + name("pt"))
+        pt = h.start_service(procs, SERVICE, "/" + name("pt"), "known")
+
+        def per_thread():
+            s = samples(pport)
+            fast = sorted((l.get("thread"), v) for n, l, v in s if n == "latte_span_duration_seconds_count" and l.get("id") == "svc.fast")
+            return (fast, s) if [v for _, v in fast] == [20000, 20000] else None
+
+        got = wait_for("--per-thread: svc.fast, 20,000 per thread", per_thread, 5)
+        if got:
+            fast, s = got
+            h.check(all(t and t.isdigit() for t, _ in fast) and fast[0][0] != fast[1][0], f"thread labels are OS thread ids: {fast}")
+            h.check(all(l.get("region") == name("pt") for n, l, v in s if "region" in l), "a named region only")
+            spread = [l.get("thread") for n, l, v in s if n == "latte_span_duration_seconds_count" and l.get("id") == "svc.spread"]
+            h.check(spread == [str(pt.pid)], f"the main thread's ID has the main thread's id: {spread}")
+        procs.stop(pserve)
+        procs.stop(pt)
+        os.unlink(shm("pt"))
+
+        # --- a region unlinked mid-scrape ---------------------------------
+        sc = Scrapers(port, 4)
+        time.sleep(0.3)
+        os.unlink(shm("live"))
+        gone = wait_for("the unlinked region's series gone after --keep-gone",
+                        lambda: True if h.value(samples(port), "latte_producer_up", region=name("live")) is None else None, 8)
+        r = sc.stop()
+        h.check(all_ok(r), f"{len(r)} scrapes while the region was unlinked: all 200 with # EOF")
+        procs.stop(live)
+
+        # --- the producer killed mid-scrape, then restarted -------------
+        k = h.start_service(procs, SERVICE, "/" + name("kill"), "live")
+        wait_for("the new region found", lambda: True if h.value(samples(port), "latte_producer_up", region=name("kill")) == 1 else None, 5)
+        sc = Scrapers(port, 4)
+        time.sleep(0.3)
+        k.send_signal(signal.SIGKILL)
+        k.wait()
+        down = wait_for("producer_up 0 after SIGKILL",
+                        lambda: True if h.value(samples(port), "latte_producer_up", region=name("kill")) == 0 else None, 5)
+        r = sc.stop()
+        h.check(all_ok(r), f"{len(r)} scrapes while the producer was killed: all 200")
+        # Each sample once: what the killed producer wrote, no more, no less.
+        old = h.written(LIB, "/" + name("kill")).get("svc.tick")
+        tick = lambda n: h.value(samples(port), n, region=name("kill"), id="svc.tick")  # noqa: E731
+        before = wait_for(f"recorded == written ({old}) for the killed producer", lambda: old if tick("latte_samples_recorded_total") == old else None, 5)
+        h.check(tick("latte_samples_lost_total") == 0, "nothing lost")
+        k2 = h.start_service(procs, SERVICE, "/" + name("kill"), "live")  # takes the stale name over
+
+        def restarted():
+            s = samples(port)
+            info = [l.get("pid") for n, l, v in s if n == "latte_producer_info" and l.get("region") == name("kill")]
+            v = h.value(s, "latte_samples_recorded_total", region=name("kill"), id="svc.tick")
+            return (info, v) if info == [str(k2.pid)] and v is not None and v > before else None
+
+        got = wait_for("the restarted producer's pid and counts", restarted, 5)
+        procs.stop(k2)
+        new = h.written(LIB, "/" + name("kill")).get("svc.tick")
+        total = wait_for(f"recorded == written before the restart ({before}) + after ({new})",
+                         lambda: True if before and new and tick("latte_samples_recorded_total") == before + new else None, 5)
+        h.check(got is not None and total, f"counts go on across the restart: {before} -> {got and got[1]} -> {tick('latte_samples_recorded_total')}")
+
+        # --- the object shrinks under the mapping mid-scrape ------------
+        t = h.start_service(procs, SERVICE, "/" + name("shrink"), "live")
+        wait_for("the region to shrink found", lambda: True if h.value(samples(port), "latte_producer_up", region=name("shrink")) == 1 else None, 5)
+        sc = Scrapers(port, 4)
+        time.sleep(0.2)
+        os.truncate(shm("shrink"), 4096)
+        errs = wait_for("read errors counted for the shrunk region",
+                        lambda: True if (h.value(samples(port), "latte_serve_read_errors_total", region=name("shrink")) or 0) > 0 else None, 5)
+        r = sc.stop()
+        h.check(all_ok(r), f"{len(r)} scrapes while the object shrank: all 200")
+        h.check(t.poll() is None, "the producer of the shrunk region still runs")
+        procs.stop(t)
+        os.unlink(shm("shrink"))
+
+        # --- objects that are not regions ---------------------------------
+        with open(shm("junk"), "wb") as f:
+            f.write(b"not a latte region at all" * 100)
+        open(shm("empty"), "wb").close()
+        os.mkdir(shm("dir"))
+        time.sleep(1.3)
+        s = samples(port)
+        h.check(not any(l.get("region", "").startswith(name("junk")) or l.get("region") in (name("empty"), name("dir")) for _, l, _ in s),
+                "objects that are not regions are not shown")
+        os.unlink(shm("junk"))
+        os.unlink(shm("empty"))
+        os.rmdir(shm("dir"))
+
+        # --- a region named before it exists ------------------------------
+        lport, lserve, lines = h.start_serve(procs, LATTE, "/" + name("later"))
+        h.check(any("no region /" + name("later") + " yet" in x for x in lines), f"says the named region is not there yet: {lines}")
+        h.check(h.value(samples(lport), "latte_producer_up", region=name("later")) is None, "nothing for it yet")
+        later = h.start_service(procs, SERVICE, "/" + name("later"), "live")
+        wait_for("the named region found once it exists",
+                 lambda: True if h.value(samples(lport), "latte_producer_up", region=name("later")) == 1 else None, 5)
+        procs.stop(later)
+        procs.stop(lserve)
+        os.unlink(shm("later"))
+
+        # --- more regions than a process maps -------------------------------
+        small = h.start_service(procs, SERVICE, "/" + name("small"), "small")
+        copies = [shm(f"copy-{i:02d}") for i in range(70)]
+        for c in copies:
+            shutil.copyfile(shm("small"), c)
+
+        def limited():
+            s = samples(port)
+            mapped = {l["region"] for n, l, v in s if n == "latte_producer_up" and l["region"].startswith(name("copy-"))}
+            refused = {l["region"] for n, l, v in s if n == "latte_serve_region_unreadable" and l["region"].startswith(name("copy-"))}
+            reasons = {l["reason"] for n, l, v in s if n == "latte_serve_region_unreadable"}
+            return (mapped, refused, reasons) if len(mapped | refused) == 70 and refused else None
+
+        got = wait_for("70 copies: some mapped, the rest refused with a reason", limited, 8)
+        if got:
+            mapped, refused, reasons = got
+            print(f"70 region copies: {len(mapped)} mapped, {len(refused)} refused: {sorted(reasons)}")
+            h.check(any("at most 64" in x for x in reasons), f"the reason names the limit: {reasons}")
+        for c in copies:
+            os.unlink(c)
+        wait_for("the copies' refusals gone with them", lambda: True if not any(
+            n == "latte_serve_region_unreadable" and l["region"].startswith(TAG) for n, l, _ in samples(port)) else None, 5)
+        procs.stop(small)
+        procs.stop(known)
+        try:
+            lingering.settimeout(max(1.0, 15 - (time.monotonic() - lingering_since)))
+            closed = lingering.recv(100) == b""
+        except ConnectionResetError:
+            closed = True
+        except socket.timeout:
+            closed = False
+        waited = time.monotonic() - lingering_since
+        h.check(closed and waited >= 9.5, f"a request never finished is disconnected after the header timeout (closed {closed} after {waited:.1f} s)")
+        lingering.close()
+        h.check(serve.poll() is None, "latte serve still runs after all of it")
+    for x in os.listdir("/dev/shm"):
+        if x.startswith(TAG):
+            os.unlink("/dev/shm/" + x)
+    print(f"serve http: {time.monotonic() - t0:.1f} s")
+    return h.finish("serve http")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

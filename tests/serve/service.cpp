@@ -1,0 +1,132 @@
+// The instrumented service of `latte serve`'s tests, recording into the
+// shared region argv[1]. Modes (argv[2]):
+//
+//   known  calibrates, then records known counts of known distributions,
+//          prints READY and records nothing more until stdin closes:
+//            svc.spread   4,000 spans spinning 60 ns .. 150 us, log-uniform
+//            svc.bimodal  3,000 spans: 2,880 spinning 400 ns, 120 spinning 40 us
+//            svc.fast     2 threads x 20,000 empty spans
+//            svc "odd" \ é  50 empty spans (a name to escape)
+//   live   never calibrates; records svc.tick (a 2 us spin) about every
+//          millisecond, prints READY after the first, until stdin closes;
+//          rings of 4,096 samples (8 MiB in all); takes the name over from a
+//          producer that is gone.
+//   small  a region of 4 slots of 64 samples: 10 svc.small spans, READY,
+//          then waits for stdin to close (its object is a small file to copy).
+#include "Latte.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+static void spin_ns(double ns) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::nanoseconds((long long)ns);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+static void wait_for_stdin_eof() {
+  char c;
+  while (read(0, &c, 1) > 0) {
+  }
+}
+
+static int known() {
+  LATTE_CALIBRATE();
+  const int spread_n = 4000;
+  for (int i = 0; i < spread_n; i++) {
+    // A permutation of 0 .. n-1 (7919 is prime to n): no trend in time.
+    double x = (double)((long long)i * 7919 % spread_n) / spread_n;
+    double ns = 60.0 * std::pow(150000.0 / 60.0, x);
+    Latte::Fast::Start("svc.spread");
+    spin_ns(ns);
+    Latte::Fast::Stop(nullptr);
+  }
+  for (int i = 0; i < 3000; i++) {
+    double ns = i % 25 == 7 ? 40000.0 : 400.0;  // 120 of 3,000 slow
+    Latte::Fast::Start("svc.bimodal");
+    spin_ns(ns);
+    Latte::Fast::Stop(nullptr);
+  }
+  auto fast = [] {
+    for (int i = 0; i < 20000; i++) {
+      Latte::Fast::Start("svc.fast");
+      Latte::Fast::Stop(nullptr);
+    }
+  };
+  std::thread t1(fast), t2(fast);
+  t1.join();
+  t2.join();
+  for (int i = 0; i < 50; i++) {
+    Latte::Fast::Start("svc \"odd\" \\ \xc3\xa9");
+    Latte::Fast::Stop(nullptr);
+  }
+  std::printf("READY\n");
+  std::fflush(stdout);
+  wait_for_stdin_eof();
+  return 0;
+}
+
+static int live() {
+  bool ready = false;
+  for (;;) {
+    Latte::Fast::Start("svc.tick");
+    spin_ns(2000);
+    Latte::Fast::Stop(nullptr);
+    if (!ready) {
+      std::printf("READY\n");
+      std::fflush(stdout);
+      ready = true;
+    }
+    pollfd p{0, POLLIN, 0};
+    if (poll(&p, 1, 1) > 0) {
+      char c;
+      if (read(0, &c, 1) <= 0) return 0;
+    }
+  }
+}
+
+static int init(const char *name, uint32_t slots, uint32_t samples, uint32_t ids) {
+  latte_region_config c{};
+  c.slot_capacity = slots;
+  c.samples_per_slot = samples;
+  c.id_capacity = ids;
+  c.replace_stale = 1;
+  return latte_init_shared_region_with(name, &c);
+}
+
+static int small() {
+  for (int i = 0; i < 10; i++) {
+    Latte::Fast::Start("svc.small");
+    Latte::Fast::Stop(nullptr);
+  }
+  std::printf("READY\n");
+  std::fflush(stdout);
+  wait_for_stdin_eof();
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: service REGION known|live|small\n");
+    return 2;
+  }
+  const char *mode = argv[2];
+  int rc = std::strcmp(mode, "known") == 0  ? Latte::InitSharedRegion(argv[1])
+           : std::strcmp(mode, "small") == 0 ? init(argv[1], 4, 64, 8)
+                                             : init(argv[1], 0, 4096, 0);
+  if (rc != 0) {
+    std::fprintf(stderr, "service: %s: %s\n", argv[1], latte_strerror(rc));
+    return 1;
+  }
+  if (std::strcmp(mode, "known") == 0) return known();
+  if (std::strcmp(mode, "live") == 0) return live();
+  if (std::strcmp(mode, "small") == 0) return small();
+  std::fprintf(stderr, "service: unknown mode %s\n", mode);
+  return 2;
+}
