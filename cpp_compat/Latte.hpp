@@ -421,6 +421,30 @@ inline int FlushAsync(int fd, Parameter::Unit unit = Parameter::Time) {
 }
 inline int PollFlush() { return latte_poll_flush(); }
 
+// Switch tracking (latte_sched_*): which samples the OS switched out, and
+// where a slow operation's time went. SchedEnable turns it on for the
+// process and opens the calling thread's perf event (0 or a negative errno:
+// recording goes on either way); SchedSnap takes a point of the calling
+// thread (no syscall once its event is open); SchedDiff splits the time
+// between two of its points (LATTE_ERR_SCHED_LOST when the thread's ring
+// overran: `out` then says only the wall time); SchedFormat prints a
+// delta on one line ("" on error).
+inline int SchedEnable() { return latte_sched_enable(); }
+inline int SchedRelease() { return latte_sched_release(); }
+inline int SchedStatus() { return latte_sched_status(); }
+inline int SchedSnap(latte_sched_point &out) { return latte_sched_snap(&out); }
+inline int SchedDiff(const latte_sched_point &before, const latte_sched_point &after, latte_sched_delta &out) {
+  return latte_sched_diff(&before, &after, &out);
+}
+inline std::string SchedFormat(const latte_sched_delta &d) {
+  size_t n = 0;
+  if (latte_sched_format(&d, nullptr, 0, &n) != -ERANGE) return std::string();
+  std::string s(n + 1, '\0');
+  if (latte_sched_format(&d, &s[0], s.size(), &n) != 0) return std::string();
+  s.resize(n);
+  return s;
+}
+
 // A sidecar's read-only view of a region (shm name or flushed file).
 class Reader {
  public:

@@ -34,8 +34,17 @@
 // never the caller's input. Nothing was changed by the call.
 #define LATTE_ERR_INTERNAL -4005
 
+// Switch tracking is not enabled in this process (`latte_sched_enable`, or
+// `LATTE_SCHED=1` in the environment), or the calling thread released its
+// event.
+#define LATTE_ERR_SCHED_OFF -4006
+
+// Switch records of the interval were overwritten in the thread's ring
+// before they were read: the split of the time is unknown.
+#define LATTE_ERR_SCHED_LOST -4007
+
 // Layout version; a reader refuses any other.
-#define LATTE_LAYOUT_VERSION 2
+#define LATTE_LAYOUT_VERSION 3
 
 // Size of the region header in bytes.
 #define LATTE_HEADER_SIZE 512
@@ -123,6 +132,16 @@
 // Bit position of the stop mode in `latte_sample.packed`.
 #define LATTE_STOP_MODE_SHIFT 56
 
+// Bit position of `LATTE_SAMPLE_SWITCHED` in `latte_sample.packed`.
+#define LATTE_SAMPLE_SWITCHED_SHIFT 58
+
+// Set in a sample's `packed` word when its thread was switched out at
+// least once between the Start and the Stop (a pulse: since the previous
+// pulse of its call site). Only tracked threads (`latte_sched_enable`) ever
+// set it; a sample without it was not switched out, exactly, when its
+// thread was tracked.
+#define LATTE_SAMPLE_SWITCHED (1ull << LATTE_SAMPLE_SWITCHED_SHIFT)
+
 // A `write_idx` at or above this is impossible (146 years at one sample
 // per ns) and marks the slot corrupt.
 #define LATTE_MAX_WRITE_IDX (1ull << 62)
@@ -140,6 +159,21 @@
 
 // Default slot capacity of a shared region (128 rings of 1 MiB).
 #define LATTE_DEFAULT_SHARED_SLOTS 128
+
+// `latte_sched_status`: tracking is not enabled in this process.
+#define LATTE_SCHED_OFF 0
+
+// `latte_sched_status`: the calling thread is tracked.
+#define LATTE_SCHED_ON 1
+
+// `latte_sched_status`: tracking is enabled; the calling thread opens its
+// event at its next slow path (a first Start of an ID, or `latte_sched_snap`).
+#define LATTE_SCHED_PENDING 2
+
+// `latte_sched_status`: tracking is enabled; the calling thread released
+// its event (`latte_sched_release`) and is not asked again until it calls
+// `latte_sched_enable`.
+#define LATTE_SCHED_RELEASED 3
 
 // A read-only view of a region opened by name or a flushed file.
 typedef struct latte_reader latte_reader;
@@ -256,6 +290,12 @@ typedef struct LATTE_ALIGNED(64) latte_thread {
   uint64_t sample_mask;
   // Ring of the innermost open span (stale when `depth` is 0).
   struct latte_slot_header *top_slot;
+  // Where this thread's switch count lives: the `data_head` of its perf
+  // switch ring (`sched`), or a word that never changes when the thread is
+  // not tracked. Start saves it in `frame_head`, Stop compares: with no
+  // branch on whether tracking is on. Set when the state is attached and
+  // when the thread's ring opens or closes; never NULL once attached.
+  const uint64_t *switch_head;
   // Rust-private: entries of `cache` in use.
   uint64_t cache_used;
   // Pointer-keyed cache, open addressing with linear probing: an ID is
@@ -270,6 +310,8 @@ typedef struct LATTE_ALIGNED(64) latte_thread {
   // opened (`LATTE_FRAME_RING_MASK`); bits 48..63, span `d`'s depth and
   // start mode, placed as in `latte_sample.packed` (see `frame_word`).
   uint64_t frame_word[LATTE_MAX_DEPTH];
+  // `frame_head[d]`: `*switch_head` when span `d` started.
+  uint64_t frame_head[LATTE_MAX_DEPTH];
 } latte_thread;
 
 // Timer mode of a Start or a Stop. Any value other than MID and HARD behaves,
@@ -280,8 +322,8 @@ typedef uint32_t latte_mode;
 // and thread (a thread-local static), zero-initialised. Never share one
 // between threads.
 //
-// 32-byte aligned, so that it never straddles two cache lines.
-typedef struct LATTE_ALIGNED(32) latte_pulse_site {
+// Cache-line aligned, so that it never straddles two cache lines.
+typedef struct LATTE_ALIGNED(64) latte_pulse_site {
   // TSC of the previous pulse from this site on this thread; 0 = not primed.
   uint64_t last_tsc;
   // The ID the ring below belongs to.
@@ -293,6 +335,9 @@ typedef struct LATTE_ALIGNED(32) latte_pulse_site {
   // the ring since), which the core can check in the shadow of the
   // writes instead of waiting for the load; otherwise at the ring's own.
   uint64_t next_idx;
+  // The thread's switch count (`latte_thread.switch_head`) at this site's
+  // previous pulse.
+  uint64_t last_head;
 } latte_pulse_site;
 
 // One sample of `latte_samples_extract`.
@@ -309,7 +354,9 @@ typedef struct latte_sample_record {
   // halves of a pulse).
   uint8_t start_mode;
   uint8_t stop_mode;
-  uint8_t _pad;
+  // 1 when the thread was switched out during the span
+  // (`LATTE_SAMPLE_SWITCHED`; only tracked threads set it).
+  uint8_t switched;
 } latte_sample_record;
 
 // Display unit of a report or a flush.
@@ -399,6 +446,75 @@ typedef struct latte_region_config {
   uint32_t replace_stale;
 } latte_region_config;
 
+// Process-wide switch tracking counters.
+typedef struct latte_sched_counters {
+  // 1 when tracking is enabled in this process.
+  uint32_t enabled;
+  // The errno of the last refusal (positive), 0 when none.
+  int32_t last_refusal;
+  // Threads tracked now (an open event).
+  uint64_t tracked;
+  // Events ever opened in this process.
+  uint64_t opened;
+  // Threads the kernel refused an event, in total and by errno.
+  uint64_t refused;
+  uint64_t refused_eacces;
+  uint64_t refused_eperm;
+  uint64_t refused_enosys;
+  uint64_t refused_emfile;
+  uint64_t refused_enomem;
+  uint64_t refused_other;
+} latte_sched_counters;
+
+// A point in a thread's run: where its switch ring stood, and when.
+typedef struct latte_sched_point {
+  // The thread's ring position (bytes of switch records ever written).
+  uint64_t head;
+  // TSC (`rdtscp`), read after the head.
+  uint64_t tsc;
+  // CLOCK_MONOTONIC in ns, read after the TSC: the clock of the records.
+  uint64_t mono_ns;
+  // The CPU the thread ran on (from `rdtscp`).
+  uint32_t cpu;
+  // Which ring `head` belongs to (unique in the process; never 0).
+  uint32_t ring;
+} latte_sched_point;
+
+// Where a thread's time went between two points.
+//
+// `on_cpu_ns + preempted_ns + blocked_ns == wall_ns` when `lost` is 0.
+typedef struct latte_sched_delta {
+  // CLOCK_MONOTONIC ns from the first point to the second.
+  uint64_t wall_ns;
+  // TSC cycles from the first point to the second.
+  uint64_t cycles;
+  // Time the thread was running.
+  uint64_t on_cpu_ns;
+  // Time it was switched out: `preempted_ns + blocked_ns`.
+  uint64_t off_cpu_ns;
+  // Off-CPU while runnable: preempted by another thread.
+  uint64_t preempted_ns;
+  // Off-CPU while not runnable: sleeping, waiting for I/O, a lock, a page.
+  uint64_t blocked_ns;
+  // Times the thread was switched out.
+  uint32_t switch_outs;
+  // Of those, preemptions.
+  uint32_t preemptions;
+  // Times it resumed on another CPU than it last ran on (the CPUs at both
+  // points included).
+  uint32_t migrations;
+  // Distinct CPUs it ran on.
+  uint32_t cpus;
+  // The CPU at the first point and at the second.
+  uint32_t first_cpu;
+  uint32_t last_cpu;
+  // 1 when switch records of the interval were overwritten in the ring
+  // before they were read (more switches than it holds, or read too long
+  // after): only `wall_ns`, `cycles` and the CPUs are known then.
+  uint32_t lost;
+  uint32_t _pad;
+} latte_sched_delta;
+
 // The directory header at offset 0 of a region.
 //
 // Geometry fields are written once before the region is published; the
@@ -479,7 +595,8 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
 //
 // `packed` holds, from bit 0: the duration in cycles (48 bits, saturating),
 // the depth (6 bits: spans still open around it, outermost 0), the start
-// mode (2 bits) and the stop mode (2 bits). Pulses store mode 3 in both.
+// mode (2 bits), the stop mode (2 bits) and `LATTE_SAMPLE_SWITCHED` (bit
+// 58). Pulses store mode 3 in both. Bits 59..63 are 0.
 typedef struct latte_sample {
   // TSC at the start of the span.
   uint64_t start_tsc;
@@ -821,6 +938,57 @@ int latte_init_shared_region_with(const char *shm_name, const struct latte_regio
 // Removes the shared-memory object `shm_name` (readers that have it open
 // keep their mapping).
 int latte_region_unlink(const char *shm_name);
+
+// Turns switch tracking on for this process and opens the calling thread's
+// perf switch event now (again, if it was refused before). Every other
+// thread opens its own in its next slow path (its first Start of an ID, or
+// `latte_sched_snap`): one `perf_event_open` and one `mmap` on that
+// thread. Returns 0, or the negative errno the kernel gave for the calling
+// thread (-EACCES: `perf_event_paranoid` too strict; -ENOSYS or -EPERM:
+// seccomp or the user's perf memory budget; -EMFILE): recording goes on
+// exactly as without tracking. `LATTE_SCHED=1` in the environment turns
+// tracking on without opening anything until a thread's slow path.
+int latte_sched_enable(void);
+
+// Stops tracking the calling thread: releases its perf event and mapping
+// (its samples are no longer flagged; a span open across the call may be
+// flagged) and leaves it alone until it calls `latte_sched_enable` again.
+// Other threads keep theirs. 0, or -EBUSY (called from a signal handler
+// that interrupted latte on this thread).
+int latte_sched_release(void);
+
+// The calling thread's tracking: LATTE_SCHED_ON (1), LATTE_SCHED_OFF (0:
+// not enabled in this process), LATTE_SCHED_PENDING (2: enabled, this
+// thread has not opened its event yet), LATTE_SCHED_RELEASED (3: it called
+// `latte_sched_release`), or the negative errno its event was refused with.
+int latte_sched_status(void);
+
+// The process's tracking counters: threads tracked now, events opened,
+// refusals by errno. -EINVAL on NULL.
+int latte_sched_get_counters(struct latte_sched_counters *out);
+
+// A point of the calling thread: its switch ring's head, the TSC,
+// CLOCK_MONOTONIC and the CPU. No syscall once the thread's event is open
+// (about as costly as two clock reads). Errors: LATTE_ERR_SCHED_OFF, the
+// thread's refusal (negative errno), -EINVAL on NULL.
+int latte_sched_snap(struct latte_sched_point *out);
+
+// Where the calling thread's time went between two of its points
+// (`before` first): wall, on-CPU and off-CPU time, the off-CPU time split
+// into preempted (runnable) and blocked (sleeping, waiting), switch-outs,
+// CPUs and migrations. Reads the thread's switch records, no syscall.
+// Returns 0; LATTE_ERR_SCHED_LOST when records of the interval were
+// overwritten in the ring (more switches than it holds): `*out` then has
+// `lost` = 1 and only the wall time, cycles and CPUs; -EINVAL for NULL,
+// points out of order, or points of another thread's ring.
+int latte_sched_diff(const struct latte_sched_point *before, const struct latte_sched_point *after, struct latte_sched_delta *out);
+
+// A delta on one line ("wall 1.20 ms = on-CPU 150.00 us + off-CPU 1.05 ms
+// (preempted 0.00 ns, blocked 1.05 ms); 1 switch-out (0 preempted); 1 CPU,
+// 0 migrations"), NUL-terminated in `buf`. `*out_n` gets its length
+// without the NUL; -ERANGE (nothing written) when `cap` is not more than
+// that; -EINVAL when `d` is NULL.
+int latte_sched_format(const struct latte_sched_delta *d, char *buf, size_t cap, size_t *out_n);
 
 #ifdef __cplusplus
 }  // extern "C"

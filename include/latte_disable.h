@@ -13,6 +13,7 @@
 #ifndef LATTE_DISABLE_H
 #define LATTE_DISABLE_H
 
+#include <errno.h>
 #include <string.h>
 
 /* Each helper takes the sizes of the ignored arguments, so that every
@@ -45,6 +46,18 @@ static inline int latte__off_clean(size_t ignored, size_t *kept, size_t *outlier
   if (outliers) *outliers = 0;
   if (cutoff) *cutoff = 0;
   if (has) *has = 0;
+  return 0;
+}
+static inline int latte__off_err_zero(size_t ignored, void *p, size_t n, int err) {
+  (void)ignored;
+  if (p) memset(p, 0, n);
+  return err;
+}
+static inline int latte__off_fmt(size_t ignored, char *buf, size_t cap, size_t *out_n) {
+  (void)ignored;
+  if (out_n) *out_n = 0;
+  if (!buf || !cap) return -ERANGE;
+  buf[0] = 0;
   return 0;
 }
 static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
@@ -104,6 +117,16 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_reader_get_counters(r, out) latte__off_zero(sizeof(r), (out), sizeof(struct latte_counters))
 #define latte_reader_get_info(r, out) latte__off_zero(sizeof(r), (out), sizeof(struct latte_region_info))
 #define latte_region_unlink(name) latte__off_int(sizeof(name))
+
+/* Switch tracking is not there: enabling it says so; points and deltas are
+ * refused as with tracking off. */
+#define latte_sched_enable() (latte__off_int(0) + LATTE_ERR_NOT_SUPPORTED)
+#define latte_sched_release() latte__off_int(0)
+#define latte_sched_status() latte__off_int(0)
+#define latte_sched_get_counters(out) latte__off_zero(0, (out), sizeof(struct latte_sched_counters))
+#define latte_sched_snap(out) latte__off_err_zero(0, (out), sizeof(struct latte_sched_point), LATTE_ERR_SCHED_OFF)
+#define latte_sched_diff(a, b, out) latte__off_err_zero(sizeof(a) + sizeof(b), (out), sizeof(struct latte_sched_delta), LATTE_ERR_SCHED_OFF)
+#define latte_sched_format(d, buf, cap, out_n) latte__off_fmt(sizeof(d), (buf), (cap), (out_n))
 
 /* Old names of renamed calls (src/ffi/aliases.rs). */
 #define latte_get_counters(...) latte_region_get_counters(__VA_ARGS__)

@@ -4,10 +4,12 @@
  *
  * It reads and writes the per-thread state that Rust owns and lays out
  * (latte_thread in latte.h) exactly as Rust's own path does (src/recorder/hot.rs:
- * start, stop_at, pulse, write_sample); every slow path (first use of a
+ * start, stop_at, pulse, write_sample), the LATTE_SAMPLE_SWITCHED bit
+ * included; every slow path (first use of a
  * thread or an ID, more than 64 open spans, a Stop with nothing open, a
  * span that cannot be recorded) is a call into the library.
- * tests/c/shared.c checks that both paths write identical samples.
+ * tests/c/shared.c checks that both paths write identical samples, and
+ * tests/c/sched.c that they flag the same ones.
  *
  * The state is a thread-local object of the caller's (latte__state below),
  * zero-initialised, so the fast path reaches it at a fixed offset from the
@@ -78,6 +80,13 @@ LATTE__FN uint64_t latte__tsc_stop(latte_mode m) {
     return t;
   }
   return __rdtsc();
+}
+
+/* The thread's switch count (src/recorder/hot.rs: switch_count): its perf
+ * switch ring's head, or a word that never moves when it is not tracked.
+ * Relaxed: only ever compared with an earlier load by the same thread. */
+LATTE__FN uint64_t latte__switch_count(const latte_thread *t) {
+  return __atomic_load_n(t->switch_head, __ATOMIC_RELAXED);
 }
 
 /* Home entry of an ID pointer in the per-thread cache: the constants come
@@ -163,6 +172,7 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
   /* S2: the outer ring and this span's packed bits in one word (src/layout.rs: frame_word). */
   t->frame_word[d] = (uint64_t)(uintptr_t)t->top_slot | ((uint64_t)d << LATTE_DEPTH_SHIFT) |
                      ((uint64_t)mode << LATTE_START_MODE_SHIFT);
+  t->frame_head[d] = latte__switch_count(t);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   t->top_slot = slot; /* S3 */
   t->frame_tsc[d] = latte__tsc_start(mode);
@@ -172,7 +182,7 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
  * on latte__state. */
 LATTE__FN uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now) {
   latte_slot_header *slot;
-  uint64_t st, dur, word;
+  uint64_t st, dur, word, head, switched;
   uint32_t d = t->depth;
   if (__builtin_expect(d == 0, 0)) return latte_internal_thread_stop_slow(t, latte__norm(mode), now);
   /* Steps P1-P3 of the span stack protocol (src/recorder/hot.rs). */
@@ -180,13 +190,15 @@ LATTE__FN uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now
   d -= 1;
   word = t->frame_word[d];
   st = t->frame_tsc[d];
+  head = t->frame_head[d];
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   t->top_slot = (latte_slot_header *)(uintptr_t)(word & LATTE_FRAME_RING_MASK); /* P2 */
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   t->depth = d; /* P3 */
   dur = latte__duration(st, now);
+  switched = (uint64_t)(latte__switch_count(t) != head) << LATTE_SAMPLE_SWITCHED_SHIFT;
   latte__write(slot, t->sample_mask, st,
-               dur | (word & ~LATTE_FRAME_RING_MASK) | ((uint64_t)latte__norm(mode) << LATTE_STOP_MODE_SHIFT));
+               dur | (word & ~LATTE_FRAME_RING_MASK) | ((uint64_t)latte__norm(mode) << LATTE_STOP_MODE_SHIFT) | switched);
   return dur;
 }
 
@@ -211,20 +223,24 @@ LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   uint64_t now = __rdtsc();
   latte_thread *t = &latte__state;
   latte_slot_header *s;
-  uint64_t last, packed, idx;
+  uint64_t last, packed, idx, head, switched;
   if (__builtin_expect(site->id != id || id == NULL, 0)) {
     latte_internal_thread_pulse_slow(t, site, id, now);
     return;
   }
+  head = latte__switch_count(t);
   last = site->last_tsc;
   site->last_tsc = now;
+  switched = (uint64_t)(head != site->last_head) << LATTE_SAMPLE_SWITCHED_SHIFT;
+  site->last_head = head;
   /* The depth and both modes in one shift. depth <= 64; at 64 its bit lands
    * on the start mode's low bit, which PULSE (3) sets anyway: the same word
    * as Rust's `depth & 63`, with no mask. */
   packed = latte__duration(last, now) |
            ((uint64_t)(t->depth | (LATTE_MODE_PULSE << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) |
                        (LATTE_MODE_PULSE << (LATTE_STOP_MODE_SHIFT - LATTE_DEPTH_SHIFT)))
-            << LATTE_DEPTH_SHIFT);
+            << LATTE_DEPTH_SHIFT) |
+           switched;
   s = site->slot;
   if (__builtin_expect(__atomic_load_n(&s->write_idx, __ATOMIC_RELAXED) != site->next_idx, 0)) {
     latte__write(s, t->sample_mask, last, packed);

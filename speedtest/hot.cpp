@@ -20,7 +20,8 @@
 // Modes (one per run; every result is a line starting with ROW or INFO):
 //   hot [ITER]  the timer rows, the reference engine, Fast/Mid/Hard/pulse,
 //               and the ID sweep (N = 1, 8, 32, 64, 128, 200 IDs on one
-//               thread, round-robin and random order)
+//               thread, round-robin and random order); with ours, Fast and
+//               pulse with the thread's switch tracking on and off
 //   snapshot    Snapshot of a full ring (65,536 samples), microseconds
 //   stall       a producer's Start+Stop latency p99.9 while nothing else
 //               runs vs while another thread loops Snapshot of its ID
@@ -309,6 +310,9 @@ void Measure(std::vector<Def> defs) {
 // then the ID sweep, after its 200 IDs were recorded once each. The timer
 // rows and the reference engine run in both (the second time under keys
 // ending in ".2", a second look at the machine's steadiness).
+#ifdef LATTE_HPP_COMPAT
+void SchedRows();
+#endif
 void Hot() {
   std::printf("INFO iterations %d rounds %d batch %d\n", ITER, ITER / ROUND, BATCH);
   Measure({
@@ -344,7 +348,38 @@ void Hot() {
       {SweepKey(9), Chunk<op_sweep<9>>, "sweep.1", 2, 0, 0},
       {SweepKey(10), Chunk<op_sweep<10>>, "sweep.1", 2, 0, 0},
   });
+#ifdef LATTE_HPP_COMPAT
+  SchedRows();
+#endif
 }
+
+#ifdef LATTE_HPP_COMPAT
+// A chunk of row F with this thread's switch tracking on: its perf event
+// opened before the timed batches and released after (two syscalls and a
+// mapping per chunk, outside every timed batch), so that the "on" and "off"
+// rows alternate in the same rounds on the same thread.
+template <void (*F)()>
+void ChunkTracked(std::vector<double> &out, int n) {
+  if (Latte::SchedEnable() != 0 || Latte::SchedStatus() != LATTE_SCHED_ON) std::printf("INFO sched refused %d\n", Latte::SchedStatus());
+  Chunk<F>(out, n);
+  (void)Latte::SchedRelease();
+}
+
+// Fast Start+Stop and the pulse with the thread tracked vs not, each "on"
+// row's ratio to its "off" row round by round (ours only).
+void SchedRows() {
+  Measure({
+      {"empty.3", Chunk<op_empty>, "", 0, 0, 0},
+      {"rdtsc", Chunk<op_rdtsc>, "", 0, 0, 0},
+      {"rdtscp", Chunk<op_rdtscp>, "", 0, 0, 0},
+      {"lfence", Chunk<op_lfence>, "", 0, 0, 0},
+      {"sched.fast.off", Chunk<op_fast>, "", 2, 0, 0},
+      {"sched.fast.on", ChunkTracked<op_fast>, "sched.fast.off", 2, 0, 0},
+      {"sched.pulse.off", Chunk<op_pulse>, "", 1, 0, 0},
+      {"sched.pulse.on", ChunkTracked<op_pulse>, "sched.pulse.off", 1, 0, 0},
+  });
+}
+#endif
 
 double NowSec() {
   timespec ts;

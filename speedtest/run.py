@@ -44,11 +44,13 @@ import sys
 HOT_GOAL = 1.10        # Fast/Mid/Hard/pulse vs the reference engine
 SWEEP_GOAL = 1.10      # N IDs vs one ID, same run
 PARITY_GOAL = 1.05     # ours / original, every row
+SCHED_GOAL = 1.05      # a row with the thread's switch tracking on vs off, same run
 BUSY_SPREAD = 0.05     # a goal figure's spread across runs, or its ratio's IQR within a run
 
 HOT_ROWS = [("fast", "Fast Start+Stop"), ("mid", "Mid Start+Stop"), ("hard", "Hard Start+Stop"), ("pulse", "LATTE_PULSE")]
 SWEEP_NS = [8, 32, 64, 128, 200]
 REF_ROWS = ["ref.fast", "ref.mid", "ref.hard", "ref.pulse", "ref.fast.2"]
+SCHED_ROWS = [("sched.fast", "Fast Start+Stop"), ("sched.pulse", "LATTE_PULSE")]
 
 
 def run(cmd):
@@ -108,10 +110,13 @@ def main():
 
     # --- hot rows and the ID sweep, alternating the binaries ---
     hot = {e: [] for e, _ in engines}
+    sched_refused = []
     for r in range(a.repeats):
         order = engines if r % 2 == 0 else engines[::-1]
         for e, b in order:
-            hot[e].append(run([b, "hot", str(a.iters)])[0])
+            rows, other = run([b, "hot", str(a.iters)])
+            hot[e].append(rows)
+            sched_refused += [l.split()[-1] for l in other if l.startswith("INFO sched refused")]
     snap = {e: [] for e, _ in engines}
     for r in range(a.repeats):
         for e, b in (engines if r % 2 == 0 else engines[::-1]):
@@ -132,6 +137,7 @@ def main():
     # Busy: a judged figure too noisy to judge (see the module doc).
     noisy = []
     judged = [(k, HOT_GOAL) for k, _ in HOT_ROWS] + [(f"sweep.{o}.{nn}", SWEEP_GOAL) for nn in SWEEP_NS for o in ("rr", "rand")]
+    judged += [(k + ".on", SCHED_GOAL) for k, _ in SCHED_ROWS if col("ours", k + ".on", 3)]
 
     def undecided(xs, goal, iqr=0.0):
         # Moves by more than BUSY_SPREAD, and its runs lie on both sides of the goal.
@@ -142,7 +148,7 @@ def main():
         iqr = med([q3 - q1 for q1, q3 in zip(col("ours", k, 4), col("ours", k, 5))])
         if undecided(per_run, goal, iqr):
             noisy.append(f"{k} (runs {min(per_run):.3f}..{max(per_run):.3f}, IQR {iqr:.3f}, goal {goal:.2f})")
-        if a.original:
+        if a.original and not k.startswith("sched."):
             oc = col("original", k, 0)
             pairs = [x / y for x, y in zip(col("ours", k, 0), oc) if y > 0]
             if undecided(pairs, PARITY_GOAL):
@@ -168,13 +174,13 @@ def main():
     for k in REF_ROWS[:4]:
         print(f"{'(reference) ' + k[4:]:<26} {med(col('ours', k, 0)):8.2f} {med(col('ours', k, 1)):8.2f}")
 
-    def row(key, label, goal, base_label):
+    def row(key, label, goal, base_label, vs_original=True):
         cost = med(col("ours", key, 0))
         timer = med(col("ours", key, 1))
         ratio = med(col("ours", key, 3))
         line = f"{label:<26} {cost:8.2f} {timer:8.2f} {ratio:8.3f}  {base_label:<10}"
         verdicts = [judge(label, key, ratio, goal, None)]
-        if a.original:
+        if a.original and vs_original:
             oc = col("original", key, 0)
             pairs = [x / y for x, y in zip(col("ours", key, 0), oc) if y > 0]
             p = med(pairs)
@@ -200,6 +206,16 @@ def main():
         for order in ("rr", "rand"):
             key = f"sweep.{order}.{nn}"
             row(key, f"{nn} IDs, {'round-robin' if order == 'rr' else 'random'}", SWEEP_GOAL, "1 ID")
+
+    if any(col("ours", k + ".on", 0) for k, _ in SCHED_ROWS):
+        print(f"\nSwitch tracking: the thread's perf switch ring open (on) vs not (off), rows interleaved in the same rounds "
+              f"(goal on <= {SCHED_GOAL:.2f} x off)")
+        for k, label in SCHED_ROWS:
+            print(f"{label + ', off':<26} {med(col('ours', k + '.off', 0)):8.2f} {med(col('ours', k + '.off', 1)):8.2f}")
+            row(k + ".on", label + ", on", SCHED_GOAL, "off", vs_original=False)
+        if sched_refused:
+            print("tracking was refused in some runs (" + ", ".join(sorted(set(sched_refused))) + "): the 'on' rows measured an untracked thread")
+            v.fails += 1
 
     print("\n== extraction through the Latte API (ours" + (" vs original" if a.original else "") + ") ==")
     s_ours = med(snap["ours"])

@@ -20,6 +20,13 @@ pub const LATTE_ERR_CORRUPT: i32 = -4004;
 /// latte failed inside (a panic, caught at the C boundary): a bug in latte,
 /// never the caller's input. Nothing was changed by the call.
 pub const LATTE_ERR_INTERNAL: i32 = -4005;
+/// Switch tracking is not enabled in this process (`latte_sched_enable`, or
+/// `LATTE_SCHED=1` in the environment), or the calling thread released its
+/// event.
+pub const LATTE_ERR_SCHED_OFF: i32 = -4006;
+/// Switch records of the interval were overwritten in the thread's ring
+/// before they were read: the split of the time is unknown.
+pub const LATTE_ERR_SCHED_LOST: i32 = -4007;
 
 /// What went wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,6 +47,10 @@ pub enum Error {
     NotSupported,
     /// A panic inside latte, caught at the C boundary.
     Internal,
+    /// Switch tracking is off for the calling thread.
+    SchedOff,
+    /// Switch records were overwritten before they were read.
+    SchedLost,
 }
 
 impl Error {
@@ -64,6 +75,8 @@ impl Error {
             Error::Corrupt => LATTE_ERR_CORRUPT,
             Error::NotSupported => LATTE_ERR_NOT_SUPPORTED,
             Error::Internal => LATTE_ERR_INTERNAL,
+            Error::SchedOff => LATTE_ERR_SCHED_OFF,
+            Error::SchedLost => LATTE_ERR_SCHED_LOST,
         }
     }
 
@@ -77,6 +90,8 @@ impl Error {
             LATTE_ERR_CORRUPT => Error::Corrupt,
             LATTE_ERR_NOT_SUPPORTED => Error::NotSupported,
             LATTE_ERR_INTERNAL => Error::Internal,
+            LATTE_ERR_SCHED_OFF => Error::SchedOff,
+            LATTE_ERR_SCHED_LOST => Error::SchedLost,
             c if c < 0 => Error::Os(c.wrapping_neg()),
             _ => Error::Os(libc::EIO),
         }
@@ -121,6 +136,8 @@ pub fn describe(code: i32) -> &'static CStr {
         LATTE_ERR_TRUNCATED => c"latte region is truncated (smaller than its header says)",
         LATTE_ERR_CORRUPT => c"latte region is corrupt (a field is out of range)",
         LATTE_ERR_INTERNAL => c"internal error in latte (a bug: please report it)",
+        LATTE_ERR_SCHED_OFF => c"switch tracking is off (latte_sched_enable or LATTE_SCHED=1 turns it on)",
+        LATTE_ERR_SCHED_LOST => c"switch records were lost (overwritten in the thread's ring before they were read)",
         c if c == LATTE_ERR_NOT_SUPPORTED => c"not supported by this build of latte",
         c if c == -libc::EINVAL => c"invalid argument",
         c if c == -libc::EBUSY => c"busy (recording already began, or an operation is pending)",
@@ -186,9 +203,18 @@ mod tests {
 
     #[test]
     fn codes_convert_both_ways() {
-        for e in
-            [Error::INVAL, Error::Os(libc::EMFILE), Error::NotLatte, Error::Version, Error::Truncated, Error::Corrupt, Error::NotSupported, Error::Internal]
-        {
+        for e in [
+            Error::INVAL,
+            Error::Os(libc::EMFILE),
+            Error::NotLatte,
+            Error::Version,
+            Error::Truncated,
+            Error::Corrupt,
+            Error::NotSupported,
+            Error::Internal,
+            Error::SchedOff,
+            Error::SchedLost,
+        ] {
             assert!(e.code() < 0);
             assert_eq!(Error::from_code(e.code()), e);
         }

@@ -23,7 +23,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64};
 /// Magic bytes at offset 0 of every region and flushed image.
 pub const LATTE_MAGIC: [u8; 8] = *b"LATTEREG";
 /// Layout version; a reader refuses any other.
-pub const LATTE_LAYOUT_VERSION: u32 = 2;
+pub const LATTE_LAYOUT_VERSION: u32 = 3;
 /// Size of the region header in bytes.
 pub const LATTE_HEADER_SIZE: u32 = 512;
 /// Size of a slot header in bytes (two cache lines).
@@ -109,7 +109,8 @@ pub const LATTE_FLUSH_PENDING: i32 = 1;
 ///
 /// `packed` holds, from bit 0: the duration in cycles (48 bits, saturating),
 /// the depth (6 bits: spans still open around it, outermost 0), the start
-/// mode (2 bits) and the stop mode (2 bits). Pulses store mode 3 in both.
+/// mode (2 bits), the stop mode (2 bits) and `LATTE_SAMPLE_SWITCHED` (bit
+/// 58). Pulses store mode 3 in both. Bits 59..63 are 0.
 #[repr(C)]
 #[allow(non_camel_case_types)]
 pub struct latte_sample {
@@ -284,6 +285,12 @@ pub struct latte_thread {
     pub sample_mask: u64,
     /// Ring of the innermost open span (stale when `depth` is 0).
     pub top_slot: *mut latte_slot_header,
+    /// Where this thread's switch count lives: the `data_head` of its perf
+    /// switch ring (`sched`), or a word that never changes when the thread is
+    /// not tracked. Start saves it in `frame_head`, Stop compares: with no
+    /// branch on whether tracking is on. Set when the state is attached and
+    /// when the thread's ring opens or closes; never NULL once attached.
+    pub switch_head: *const AtomicU64,
     /// Rust-private: entries of `cache` in use.
     pub cache_used: u64,
     /// Pointer-keyed cache, open addressing with linear probing: an ID is
@@ -298,6 +305,8 @@ pub struct latte_thread {
     /// opened (`LATTE_FRAME_RING_MASK`); bits 48..63, span `d`'s depth and
     /// start mode, placed as in `latte_sample.packed` (see `frame_word`).
     pub frame_word: [u64; LATTE_MAX_DEPTH as usize],
+    /// `frame_head[d]`: `*switch_head` when span `d` started.
+    pub frame_head: [u64; LATTE_MAX_DEPTH as usize],
 }
 
 /// The bits of a `frame_word` that hold the outer span's ring.
@@ -364,8 +373,8 @@ pub fn pulse_bits(depth: u32) -> u64 {
 /// and thread (a thread-local static), zero-initialised. Never share one
 /// between threads.
 ///
-/// 32-byte aligned, so that it never straddles two cache lines.
-#[repr(C, align(32))]
+/// Cache-line aligned, so that it never straddles two cache lines.
+#[repr(C, align(64))]
 #[allow(non_camel_case_types)]
 pub struct latte_pulse_site {
     /// TSC of the previous pulse from this site on this thread; 0 = not primed.
@@ -379,6 +388,9 @@ pub struct latte_pulse_site {
     /// the ring since), which the core can check in the shadow of the
     /// writes instead of waiting for the load; otherwise at the ring's own.
     pub next_idx: u64,
+    /// The thread's switch count (`latte_thread.switch_head`) at this site's
+    /// previous pulse.
+    pub last_head: u64,
 }
 
 impl Default for latte_pulse_site {
@@ -390,7 +402,7 @@ impl Default for latte_pulse_site {
 impl latte_pulse_site {
     /// An unprimed site.
     pub const fn new() -> Self {
-        latte_pulse_site { last_tsc: 0, id: core::ptr::null(), slot: core::ptr::null_mut(), next_idx: 0 }
+        latte_pulse_site { last_tsc: 0, id: core::ptr::null(), slot: core::ptr::null_mut(), next_idx: 0, last_head: 0 }
     }
 }
 
@@ -400,6 +412,14 @@ pub const LATTE_DEPTH_SHIFT: u32 = 48;
 pub const LATTE_START_MODE_SHIFT: u32 = 54;
 /// Bit position of the stop mode in `latte_sample.packed`.
 pub const LATTE_STOP_MODE_SHIFT: u32 = 56;
+/// Bit position of `LATTE_SAMPLE_SWITCHED` in `latte_sample.packed`.
+pub const LATTE_SAMPLE_SWITCHED_SHIFT: u32 = 58;
+/// Set in a sample's `packed` word when its thread was switched out at
+/// least once between the Start and the Stop (a pulse: since the previous
+/// pulse of its call site). Only tracked threads (`latte_sched_enable`) ever
+/// set it; a sample without it was not switched out, exactly, when its
+/// thread was tracked.
+pub const LATTE_SAMPLE_SWITCHED: u64 = 1u64 << LATTE_SAMPLE_SWITCHED_SHIFT;
 
 /// Packs a sample's second word. `duration` saturates at 48 bits.
 #[inline(always)]
@@ -416,6 +436,8 @@ pub struct Sample {
     pub depth: u32,
     pub start_mode: u32,
     pub stop_mode: u32,
+    /// `LATTE_SAMPLE_SWITCHED` was set.
+    pub switched: bool,
 }
 
 impl Sample {
@@ -428,6 +450,7 @@ impl Sample {
             depth: ((packed >> LATTE_DEPTH_SHIFT) & 63) as u32,
             start_mode: ((packed >> LATTE_START_MODE_SHIFT) & 3) as u32,
             stop_mode: ((packed >> LATTE_STOP_MODE_SHIFT) & 3) as u32,
+            switched: packed & LATTE_SAMPLE_SWITCHED != 0,
         }
     }
 

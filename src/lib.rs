@@ -81,6 +81,7 @@ mod mmap;
 mod recorder;
 mod region;
 mod ring;
+mod sched;
 mod tsc;
 
 /// The engine's insides, for the integration tests only: re-exported with
@@ -124,6 +125,9 @@ pub mod internals {
     }
     pub mod ring {
         pub use crate::ring::*;
+    }
+    pub mod sched {
+        pub use crate::sched::*;
     }
     pub mod tsc {
         pub use crate::tsc::*;

@@ -72,6 +72,29 @@ pub struct Row {
     pub lost: u64,
     /// Threads that recorded it.
     pub threads: usize,
+    /// Samples read that carry `LATTE_SAMPLE_SWITCHED` (their thread was
+    /// switched out during them; only tracked threads flag any).
+    pub switched: u64,
+    /// The figures leave the switched samples out instead of applying the
+    /// outlier rule (`outliers` is then 0).
+    pub clean: bool,
+}
+
+impl Row {
+    /// Samples read for this row: the summarised ones and those left out.
+    pub fn read(&self) -> u64 {
+        (self.summary.count + self.outliers) as u64 + if self.clean { self.switched } else { 0 }
+    }
+
+    /// The share of the samples read that were switched out (0 when none read).
+    pub fn switched_share(&self) -> f64 {
+        let n = self.read();
+        if n == 0 {
+            0.0
+        } else {
+            self.switched as f64 / n as f64
+        }
+    }
 }
 
 /// A sample with the thread that recorded it (for the trace).
@@ -140,6 +163,13 @@ pub static FAIL_REPORT_ALLOC: core::sync::atomic::AtomicBool = core::sync::atomi
 /// samples go through the outlier rule in the order `collect` keeps them
 /// (slot by slot, each ring oldest first).
 pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<Vec<Row>, Error> {
+    rows_of_view_with(view, data, cal, false)
+}
+
+/// `rows_of_view`, or with `clean` the figures of the samples that were not
+/// switched out (`LATTE_SAMPLE_SWITCHED`), with no outlier rule: the
+/// samples the OS interrupted are known, not guessed.
+pub fn rows_of_view_with(view: &View, data: latte_data, cal: &Calibration, clean: bool) -> Result<Vec<Row>, Error> {
     let ids = view.ids()?;
     let slots = view.slots()?;
     let fin = crate::extract::final_slots(view);
@@ -163,7 +193,7 @@ pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<
         }
         durations.try_reserve_exact(holds as usize).map_err(|_| Error::Os(libc::ENOMEM))?;
         let mut pair: Option<Option<usize>> = None; // Some(None): mixed pairs
-        let (mut lost, mut threads) = (0u64, std::collections::BTreeSet::new());
+        let (mut lost, mut switched, mut threads) = (0u64, 0u64, std::collections::BTreeSet::new());
         for s in &mine {
             let mut cur = crate::reader::latte_cursor::default();
             raw.clear();
@@ -179,7 +209,10 @@ pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<
                     Some(Some(q)) if q == p => Some(p),
                     _ => None,
                 });
-                durations.push(smp.duration as f64);
+                switched += smp.switched as u64;
+                if !(clean && smp.switched) {
+                    durations.push(smp.duration as f64);
+                }
             }
         }
         let sub = match pair {
@@ -191,7 +224,12 @@ pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<
                 *d = (*d - sub).max(0.0);
             }
         }
-        let (outliers, _) = crate::stats::data_clean_in_place(&mut durations)?;
+        let outliers = if clean {
+            durations.sort_unstable_by(|a, b| a.total_cmp(b));
+            0
+        } else {
+            crate::stats::data_clean_in_place(&mut durations)?.0
+        };
         if let Some(summary) = summarize(&durations) {
             out.push(Row {
                 name: String::from_utf8_lossy(name_bytes(&id.name)).into_owned(),
@@ -200,6 +238,8 @@ pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<
                 outliers,
                 lost,
                 threads: threads.len(),
+                switched,
+                clean,
             });
         }
     }
@@ -215,7 +255,7 @@ const COLS: [(&str, usize); 10] =
     [("COMPONENT", 20), ("SAMPLES", 9), ("AVG", 10), ("MEDIAN", 10), ("STD DEV", 10), ("SKEW", 8), ("MIN", 10), ("MAX", 10), ("RANGE", 10), ("OUTLIER", 10)];
 
 /// Extra columns of the extended table (`latte stats`).
-const EXTRA_COLS: [(&str, usize); 4] = [("P90", 10), ("P99", 10), ("P99.9", 10), ("LOST", 9)];
+const EXTRA_COLS: [(&str, usize); 5] = [("P90", 10), ("P99", 10), ("P99.9", 10), ("LOST", 9), ("SWITCHED", 14)];
 
 /// Title of the self-offset matrix: rows are the start mode, columns the stop mode.
 const SELF_OFFSET_TITLE: &str = "SELF-OFFSET H[Start] x W[Stop]";
@@ -274,7 +314,13 @@ fn row_cells(r: &Row, units: &Units, extended: bool) -> Vec<String> {
         r.outliers.to_string(),
     ];
     if extended {
-        v.extend([units.show(s.p90), units.show(s.p99), units.show(s.p999), r.lost.to_string()]);
+        v.extend([
+            units.show(s.p90),
+            units.show(s.p99),
+            units.show(s.p999),
+            r.lost.to_string(),
+            format!("{} ({:.1}%)", r.switched, 100.0 * r.switched_share()),
+        ]);
     }
     v
 }
@@ -399,7 +445,7 @@ fn cells(out: &mut String, color: bool, cells: &[String], widths: &[usize]) {
 
 /// The order in which columns are dropped to fit a width (first dropped
 /// first); COMPONENT is always kept.
-const DROP_ORDER: [&str; 13] = ["SKEW", "RANGE", "OUTLIER", "STD DEV", "P90", "MIN", "AVG", "LOST", "P99.9", "MAX", "P99", "MEDIAN", "SAMPLES"];
+const DROP_ORDER: [&str; 14] = ["SKEW", "RANGE", "OUTLIER", "STD DEV", "P90", "MIN", "AVG", "LOST", "SWITCHED", "P99.9", "MAX", "P99", "MEDIAN", "SAMPLES"];
 
 /// Width of a box-drawn table's lines with these column widths.
 fn table_width(widths: &[usize]) -> usize {
@@ -475,6 +521,9 @@ pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<
         cells(&mut out, c, &pick(v), &widths);
     }
     border(&mut out, c, '└', '┴', '┘', &widths);
+    if opts.extended && rows.iter().any(|r| r.clean) {
+        out.push_str(&wrap(&["clean: samples switched out (SWITCHED) are left out of the figures; no outlier rule".to_string()], opts.max_width));
+    }
     if !dropped.is_empty() {
         dropped.reverse();
         let mut items = vec!["columns left out to fit the terminal:".to_string()];
@@ -524,7 +573,8 @@ mod tests {
     #[test]
     fn tables_are_136_wide() {
         let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
-        let rows = vec![Row { name: "a_very_long_component_name_indeed".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1 }];
+        let rows =
+            vec![Row { name: "a_very_long_component_name_indeed".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1, switched: 0, clean: false }];
         for data in [LATTE_DATA_RAW, LATTE_DATA_CALIBRATED] {
             let boxed = render(&rows, &Options { unit: LATTE_UNIT_CYCLE, data, extended: false, color: true, max_width: None }, &Calibration::default(), None);
             let classic = render_classic(&rows, LATTE_UNIT_CYCLE, data, &Calibration::default());
@@ -545,7 +595,7 @@ mod tests {
     #[test]
     fn command_table_fits_a_width_and_can_go_without_color() {
         let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
-        let rows = vec![Row { name: "svc.a".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1 }];
+        let rows = vec![Row { name: "svc.a".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1, switched: 0, clean: false }];
         let counters = crate::counters::latte_counters::default();
         let opts = |max_width| Options { unit: LATTE_UNIT_CYCLE, data: LATTE_DATA_RAW, extended: true, color: false, max_width };
         let wide = render(&rows, &opts(None), &Calibration::default(), Some(&counters));

@@ -137,7 +137,7 @@ mod tests {
 
     fn one_event() -> Collected {
         let mut c = Collected { names: vec!["a \"quoted\" name".into()], hidden: vec![false], ..Default::default() };
-        let sample = crate::layout::Sample { start_tsc: 3000, duration: 2000, depth: 1, start_mode: 0, stop_mode: 0 };
+        let sample = crate::layout::Sample { start_tsc: 3000, duration: 2000, depth: 1, start_mode: 0, stop_mode: 0, switched: false };
         c.events = vec![Event { token: 0, os_tid: 77, sample }];
         c
     }

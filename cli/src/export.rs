@@ -88,6 +88,9 @@ struct Series {
     buckets: [u64; FINITE_BUCKETS + 1],
     sum_seconds: f64,
     lost: u64,
+    /// Samples read that carry `LATTE_SAMPLE_SWITCHED` (their thread was
+    /// switched out during them).
+    switched: u64,
     /// With `--per-thread`: when the thread's slot was found closed and read
     /// to its end (step 5).
     ended: Option<Instant>,
@@ -95,7 +98,7 @@ struct Series {
 
 impl Default for Series {
     fn default() -> Series {
-        Series { buckets: [0; FINITE_BUCKETS + 1], sum_seconds: 0.0, lost: 0, ended: None }
+        Series { buckets: [0; FINITE_BUCKETS + 1], sum_seconds: 0.0, lost: 0, switched: 0, ended: None }
     }
 }
 
@@ -391,8 +394,18 @@ impl State {
             }
         }
 
-        // Samples switched off the CPU (OS interference) have no family:
-        // regions do not record them.
+        let mut m = enc.encode_descriptor(
+            "latte_samples_switched",
+            "Samples read whose thread was switched out during them (producers with switch tracking on flag them; 0 otherwise)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (region, r) in seen() {
+            for ((id, t), s) in &r.series {
+                let labels = series_labels(region, id, &thread_text(*t));
+                m.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&s.switched, None)?;
+            }
+        }
 
         let mut m = enc.encode_descriptor(
             "latte_spans_dropped",
@@ -583,6 +596,7 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
         for x in buf.iter() {
             let d = x.packed & LATTE_MAX_DURATION;
             cycles += d as u128;
+            series.switched += (x.packed & latte::layout::LATTE_SAMPLE_SWITCHED != 0) as u64;
             series.buckets[o.bounds.partition_point(|&b| b < d as f64)] += 1;
         }
         series.sum_seconds += cycles as f64 / cpn / 1e9;

@@ -61,6 +61,10 @@ enum Cmd {
         /// Keep every column even when the terminal is narrower.
         #[arg(long)]
         wide: bool,
+        /// Leave out the samples whose thread was switched out (flagged by a
+        /// producer with switch tracking on) instead of applying the outlier rule.
+        #[arg(long)]
+        clean: bool,
     },
     /// A live view: per ID, rate and percentiles over each interval.
     Watch {
@@ -81,6 +85,9 @@ enum Cmd {
         /// Keep watching after the producer has exited.
         #[arg(long)]
         follow: bool,
+        /// Percentiles of the samples whose thread was not switched out.
+        #[arg(long)]
+        clean: bool,
     },
     /// Serve the regions' metrics to Prometheus: OpenMetrics text at
     /// http://ADDR:PORT/metrics (docs/fleet.md).
@@ -311,11 +318,11 @@ fn main() -> ExitCode {
     let style = Style::detect(cli.color);
     match cli.cmd {
         Cmd::Ls { json } => done(ls(json, style)),
-        Cmd::Stats { target, time, calibrated, json, wide } => {
-            done(stats_cmd(&target, time, calibrated, json, if wide { Style { width: None, ..style } } else { style }))
+        Cmd::Stats { target, time, calibrated, json, wide, clean } => {
+            done(stats_cmd(&target, time, calibrated, json, clean, if wide { Style { width: None, ..style } } else { style }))
         }
-        Cmd::Watch { target, interval, count, plain, time, follow } => {
-            done(watch(&target, &WatchOpts { every: interval, count, plain: plain || !style.tty, time, follow }, style))
+        Cmd::Watch { target, interval, count, plain, time, follow, clean } => {
+            done(watch(&target, &WatchOpts { every: interval, count, plain: plain || !style.tty, time, follow, clean }, style))
         }
         Cmd::Trace { target, output } => done(trace(&target, &output)),
         Cmd::Serve { regions, listen, per_thread, interval, keep_gone } => done(serve_cmd(regions, listen, per_thread, interval, keep_gone)),
@@ -481,7 +488,7 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
     emit(&text)
 }
 
-fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, style: Style) -> Result<(), ExitCode> {
+fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, clean: bool, style: Style) -> Result<(), ExitCode> {
     let m = open(target)?;
     let v = m.view();
     let mut cal = v.calibration();
@@ -490,7 +497,7 @@ fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, style: Styl
     }
     let data = if calibrated { LATTE_DATA_CALIBRATED } else { LATTE_DATA_RAW };
     let unit = if time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE };
-    let rows = report::rows_of_view(&v, data, &cal).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
+    let rows = report::rows_of_view_with(&v, data, &cal, clean).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
     let counters = v.counters();
     if calibrated && !cal.calibrated {
         eprintln!("latte: {target}: the producer never calibrated; showing raw figures");
@@ -506,7 +513,8 @@ fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, style: Styl
         .map(|r| {
             let s = &r.summary;
             serde_json::json!({
-                "component": r.name, "read": s.count + r.outliers, "samples": s.count, "threads": r.threads, "lost": r.lost,
+                "component": r.name, "read": r.read(), "samples": s.count, "threads": r.threads, "lost": r.lost,
+                "switched": r.switched, "switched_share": r.switched_share(),
                 "avg": s.mean * scale, "median": s.median * scale, "std_dev": s.std_dev * scale, "skew": s.skew,
                 "min": s.min * scale, "max": s.max * scale, "p50": s.p50 * scale, "p90": s.p90 * scale,
                 "p99": s.p99 * scale, "p999": s.p999 * scale,
@@ -520,6 +528,7 @@ fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, style: Styl
         "producer_alive": m.producer_alive(),
         "unit": if time { "ns" } else { "cycles" },
         "calibrated": calibrated && cal.calibrated,
+        "clean": clean,
         "cycles_per_ns": cal.cycles_per_ns,
         "components": comps,
         "counters": {
@@ -592,6 +601,8 @@ struct WatchOpts {
     plain: bool,
     time: bool,
     follow: bool,
+    /// Percentiles without the switched samples.
+    clean: bool,
 }
 
 /// Per-ID figures of one interval.
@@ -599,6 +610,8 @@ struct Interval {
     name: String,
     count: usize,
     lost: u64,
+    /// Samples flagged `LATTE_SAMPLE_SWITCHED`.
+    switched: usize,
     durations: Vec<f64>,
 }
 
@@ -669,7 +682,13 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
         let slots = v.slots().map_err(fail_read)?;
         let mut per: Vec<Interval> = ids
             .iter()
-            .map(|i| Interval { name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(), count: 0, lost: 0, durations: Vec::new() })
+            .map(|i| Interval {
+                name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(),
+                count: 0,
+                lost: 0,
+                switched: 0,
+                durations: Vec::new(),
+            })
             .collect();
         for s in &slots {
             buf.clear();
@@ -682,7 +701,9 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
             if let Some(p) = per.get_mut(s.id_token as usize) {
                 p.count += buf.len();
                 p.lost += c.lost - lost_before;
-                p.durations.extend(buf.iter().map(|r| (r.packed & LATTE_MAX_DURATION) as f64));
+                p.switched += buf.iter().filter(|r| r.packed & LATTE_SAMPLE_SWITCHED != 0).count();
+                let keep = |r: &&latte_raw_sample| !o.clean || r.packed & LATTE_SAMPLE_SWITCHED == 0;
+                p.durations.extend(buf.iter().filter(keep).map(|r| (r.packed & LATTE_MAX_DURATION) as f64));
             }
         }
         let secs = o.every.as_secs_f64();
@@ -696,9 +717,10 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
             p.durations.sort_by(|a, b| a.total_cmp(b));
             let s = stats::summarize(&p.durations).unwrap_or_default();
             let rate = p.count as f64 / secs;
+            let share = if p.count == 0 { 0.0 } else { 100.0 * p.switched as f64 / p.count as f64 };
             if o.plain {
                 text.push_str(&format!(
-                    "time={stamp} interval={n} id={} rate={rate:.1}/s count={} p50={} p90={} p99={} p999={} max={} lost={}\n",
+                    "time={stamp} interval={n} id={} rate={rate:.1}/s count={} p50={} p90={} p99={} p999={} max={} lost={} switched={} switched_share={share:.1}%\n",
                     field(&p.name),
                     p.count,
                     plain_value(s.p50),
@@ -706,7 +728,8 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
                     plain_value(s.p99),
                     plain_value(s.p999),
                     plain_value(s.max),
-                    p.lost
+                    p.lost,
+                    p.switched
                 ));
             } else {
                 table_rows.push(vec![
@@ -718,6 +741,7 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
                     cell(s.p999),
                     cell(s.p90),
                     p.lost.to_string(),
+                    format!("{} ({share:.1}%)", p.switched),
                 ]);
             }
         }
@@ -728,12 +752,13 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
         } else {
             text.push_str("\x1b[H\x1b[2J");
             text.push_str(&format!(
-                "latte watch {target}  pid {pid} ({})  every {:.3} s  #{n}  {}\n",
+                "latte watch {target}  pid {pid} ({})  every {:.3} s  #{n}  {}{}\n",
                 if alive { "alive" } else { "exited" },
                 secs,
-                if o.time { "times" } else { "cycles" }
+                if o.time { "times" } else { "cycles" },
+                if o.clean { "  clean: percentiles without switched samples" } else { "" }
             ));
-            text.push_str(&table(&["ID", "RATE", "P50", "P99", "MAX", "P99.9", "P90", "LOST"], "lrrrrrrr", &table_rows, style.width));
+            text.push_str(&table(&["ID", "RATE", "P50", "P99", "MAX", "P99.9", "P90", "LOST", "SWITCHED"], "lrrrrrrrr", &table_rows, style.width));
         }
         emit(&text)?;
         if !alive && !o.follow {

@@ -62,7 +62,9 @@ pub struct latte_sample_record {
     /// halves of a pulse).
     pub start_mode: u8,
     pub stop_mode: u8,
-    pub _pad: u8,
+    /// 1 when the thread was switched out during the span
+    /// (`LATTE_SAMPLE_SWITCHED`; only tracked threads set it).
+    pub switched: u8,
 }
 
 /// Every kept sample of every thread of this process, calibration excluded:
@@ -88,7 +90,7 @@ pub extern "C" fn latte_samples_extract(out: *mut latte_sample_record, cap: usiz
                     depth: s.depth as u8,
                     start_mode: s.start_mode as u8,
                     stop_mode: s.stop_mode as u8,
-                    _pad: 0,
+                    switched: s.switched as u8,
                 }
             })
             .collect();

@@ -12,7 +12,7 @@
 //! # Names
 //! `latte_<object>_<verb>`: the object the call acts on (`thread`, `region`,
 //! `reader`, `flush`, `calibration`, `samples`, `id`, `report`, `trace`,
-//! `tsc`, `error`, `string`), then what it does; a call that fills an
+//! `tsc`, `error`, `string`, `sched`), then what it does; a call that fills an
 //! out-parameter says `get`, one that returns a value may name the value
 //! (`latte_reader_id_count`). The design's entry points keep their names:
 //! `latte_start`, `latte_stop`, `latte_pulse`, `latte_init_shared_region`
@@ -34,6 +34,7 @@
 //! | `flush.rs` | writing the region to a file |
 //! | `reader.rs` | reading a region from another process, and its types |
 //! | `misc.rs` | version and error strings |
+//! | `sched.rs` | switch tracking: enable, status, counters, points and their diff |
 //! | `aliases.rs` | old names of renamed calls |
 
 // The exports take raw pointers from C and are safe `extern "C"` functions,
@@ -51,11 +52,12 @@ mod misc;
 mod reader;
 mod record;
 mod region;
+mod sched;
 
 // The exports by their C names, for the integration tests (C callers link
 // them by symbol).
 #[cfg(feature = "internals")]
-pub use {calibrate::*, extract::*, flush::*, inline::*, misc::*, reader::*, record::*, region::*};
+pub use {calibrate::*, extract::*, flush::*, inline::*, misc::*, reader::*, record::*, region::*, sched::*};
 
 use crate::error::{Error, LATTE_ERR_INTERNAL};
 use core::ffi::{c_char, c_int};

@@ -11,6 +11,11 @@ use core::ffi::c_char;
 pub(super) fn detach(t: &mut latte_thread) {
     t.depth = 0;
     t.attached = 0;
+    // Only the active state points at the thread's switch ring, which is
+    // unmapped when the thread exits: a late pulse through this state reads
+    // a word that never moves.
+    // SAFETY: `t`'s own field; unbinding only forgets it.
+    unsafe { crate::sched::unbind(&mut t.switch_head) };
     clear_cache(t);
 }
 

@@ -12,6 +12,23 @@
 //!
 //! A sample is written by the ring protocol's writer steps W1-W3 (`ring`).
 //!
+//! Switched samples. `t.switch_head` points at the thread's switch count:
+//! the `data_head` of its perf switch ring, which the kernel advances at
+//! every switch of the thread (`sched`), or a static word that never moves
+//! when the thread is not tracked, so the path is the same either way, with
+//! no branch. Start saves the count (before its TSC read), Stop loads it
+//! again (after its TSC read) and sets `LATTE_SAMPLE_SWITCHED` when it
+//! moved; a pulse compares with the count its site saw at its previous
+//! pulse. The loads are relaxed: nothing is read on the strength of the
+//! value, it is only compared with an earlier load of the same word by the
+//! same thread, and the kernel stores it only while this thread is switched
+//! out (the switch itself orders those stores before the thread runs
+//! again), so every switch between the two loads shows as a different
+//! value. The count covers a little more than the timed interval (the
+//! loads sit outside the TSC reads): a flagged sample was switched out
+//! around its span at least once; an unflagged one of a tracked thread was
+//! not, exactly.
+//!
 //! Span stack protocol (signal handlers). A signal handler that records on
 //! the thread it interrupted runs a whole Start and Stop between two steps
 //! of the interrupted one, and leaves `depth`, `top_slot` and every frame
@@ -21,13 +38,15 @@
 //! accesses in program order; no CPU fence is needed).
 //! - Start at depth `d`: S1 `depth = d + 1` (frame `d` is now taken: a
 //!   handler's Start uses `d + 1`); S2 save the outer ring (`top_slot`) and
-//!   this span's depth and mode in `frame_word[d]`; S3 `top_slot` = this
+//!   this span's depth and mode in `frame_word[d]`, the switch count in
+//!   `frame_head[d]`; S3 `top_slot` = this
 //!   span's ring; then the TSC into `frame_tsc[d]`. A handler before S1
 //!   uses frame `d` and is done with it before S2 writes it; between S1
 //!   and S3 it saves and restores the outer ring in frame `d + 1`.
-//! - Stop at depth `d`: P1 read `top_slot`, `frame_word[d - 1]` and
-//!   `frame_tsc[d - 1]`; P2 `top_slot` = the outer ring; P3 `depth = d - 1`
-//!   (frame `d - 1` is free again); then write the sample. A handler before
+//! - Stop at depth `d`: P1 read `top_slot`, `frame_word[d - 1]`,
+//!   `frame_tsc[d - 1]` and `frame_head[d - 1]`; P2 `top_slot` = the outer
+//!   ring; P3 `depth = d - 1` (frame `d - 1` is free again); then write the
+//!   sample. A handler before
 //!   P3 sees the span still open and uses frame `d`.
 //!
 //! A handler's span shares a ring with the interrupted code only when both
@@ -43,6 +62,16 @@ use crate::layout::*;
 use crate::tsc;
 use core::ffi::c_char;
 use core::sync::atomic::{compiler_fence, Ordering};
+
+/// The thread's switch count now (see "Switched samples" in the module doc).
+#[inline(always)]
+pub fn switch_count(t: &latte_thread) -> u64 {
+    // SAFETY: an attached state's `switch_head` points at its thread's
+    // mapped ring head or at the static word that never moves (`sched`).
+    // Relaxed: the value is only compared with another load of the same
+    // word by the same thread, never used to read data; see the module doc.
+    unsafe { &*t.switch_head }.load(Ordering::Relaxed)
+}
 
 /// Appends one sample to a ring (the ring protocol's writer, W1-W3).
 ///
@@ -102,6 +131,7 @@ pub unsafe fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     t.depth = d as u32 + 1; // S1
     compiler_fence(Ordering::SeqCst);
     t.frame_word[d] = frame_word(t.top_slot, d as u32, mode); // S2
+    t.frame_head[d] = switch_count(t);
     compiler_fence(Ordering::SeqCst);
     t.top_slot = slot; // S3
     t.frame_tsc[d] = tsc::read_start(mode);
@@ -128,12 +158,14 @@ pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
     let d = d as usize - 1;
     let word = t.frame_word[d];
     let start_tsc = t.frame_tsc[d];
+    let start_head = t.frame_head[d];
     compiler_fence(Ordering::SeqCst);
     t.top_slot = frame_ring(word); // P2
     compiler_fence(Ordering::SeqCst);
     t.depth = d as u32; // P3
     let dur = duration(start_tsc, now);
-    let packed = dur | frame_bits(word) | ((tsc::normalize_mode(mode) as u64) << LATTE_STOP_MODE_SHIFT);
+    let switched = ((switch_count(t) != start_head) as u64) << LATTE_SAMPLE_SWITCHED_SHIFT;
+    let packed = dur | frame_bits(word) | ((tsc::normalize_mode(mode) as u64) << LATTE_STOP_MODE_SHIFT) | switched;
     // SAFETY: top_slot is a ring this thread owns or a sink (both fit its mask).
     unsafe { write_sample(slot, t.sample_mask, start_tsc, packed) };
     dur
@@ -151,9 +183,12 @@ pub unsafe fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *cons
         // SAFETY: forwarded (this function's contract on `id`).
         return unsafe { pulse_slow(t, site, id, now) };
     }
+    let head = switch_count(t);
     let last = site.last_tsc;
     site.last_tsc = now;
-    let packed = duration(last, now) | pulse_bits(t.depth);
+    let switched = ((head != site.last_head) as u64) << LATTE_SAMPLE_SWITCHED_SHIFT;
+    site.last_head = head;
+    let packed = duration(last, now) | pulse_bits(t.depth) | switched;
     // SAFETY: the site's slot was resolved by this thread for `id`.
     let h = unsafe { &*site.slot };
     // Relaxed: this thread is the only writer of write_idx.
@@ -189,10 +224,14 @@ pub unsafe fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: 
     site.slot = slot;
     // SAFETY: a slot (or sink) of this thread; relaxed: its only writer.
     site.next_idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
+    // After resolve_slot, which may have opened the thread's switch ring.
+    let head = switch_count(t);
+    let switched = ((head != site.last_head) as u64) << LATTE_SAMPLE_SWITCHED_SHIFT;
+    site.last_head = head;
     if last == 0 {
         return;
     }
-    let packed = duration(last, now) | pulse_bits(t.depth);
+    let packed = duration(last, now) | pulse_bits(t.depth) | switched;
     // SAFETY: just resolved for this thread; next_idx was read just now.
     site.next_idx = unsafe { write_sample_at(slot, t.sample_mask, site.next_idx, last, packed) };
 }

@@ -66,6 +66,9 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*
         note_late_drop();
         return None;
     };
+    // A slow path: where a thread opens its switch event once tracking is
+    // on (a syscall, once per thread; see `sched`).
+    crate::sched::attach_thread();
     // SAFETY: this thread's own cold state.
     let c = unsafe { &mut *c };
     if let Some(slot) = c.by_ptr.get(id as usize) {

@@ -103,6 +103,7 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
         nt.top_slot = old.top_slot;
         nt.frame_tsc[..d].copy_from_slice(&old.frame_tsc[..d]);
         nt.frame_word[..d].copy_from_slice(&old.frame_word[..d]);
+        nt.frame_head[..d].copy_from_slice(&old.frame_head[..d]);
         nt.depth = old.depth;
         detach(old);
         if OWN_HOT.with(|c| c.get()) == cur {
@@ -116,6 +117,13 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
     }
     nt.attached = 1;
     STATE.with(|c| c.set(t));
+    // The thread's slow path: it opens its switch event here when tracking
+    // is on and it never asked; then `t` points at its ring (or at the
+    // word that never moves).
+    crate::sched::attach_thread();
+    // SAFETY: `t` is this thread's active state now; detach unbinds it
+    // before it could be handed to anyone else.
+    unsafe { crate::sched::bind(&mut nt.switch_head) };
     Some(nt)
 }
 

@@ -95,7 +95,9 @@ def check_counts(doc, when):
 
 svc = subprocess.Popen([SERVICE, NAME], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 try:
-    check(svc.stdout.readline().strip() == "READY", "service ready")
+    ready = svc.stdout.readline().split()
+    check(ready[:1] == ["READY"], "service ready")
+    sched = int(ready[1]) if len(ready) > 1 else -1
 
     # ls: ours, alive.
     r = latte("ls", "--json")
@@ -108,6 +110,21 @@ try:
     check_counts(doc, "while running")
     r = latte("stats", NAME)
     check(r.returncode == 0 and "LATTE TELEMETRY [CYCLES][RAW]" in r.stdout and "svc.a" in r.stdout and "P99.9" in r.stdout, "stats table")
+    # Switched samples: the service's 20 sleeping spans of 40 are flagged
+    # (when its switch tracking was granted: it says so on its READY line).
+    check(sched == 0, f"the service's switch tracking was refused ({sched}): the switched figures cannot be checked")
+    sl = {c["component"]: c for c in doc["components"]}.get("svc.sleep", {})
+    check(sl.get("read") == 40 and 20 <= sl.get("switched", -1) <= 40 and abs(sl.get("switched_share", 0) - sl.get("switched", 0) / 40) < 1e-9,
+          f"stats --json counts switched samples: {sl}")
+    r = latte("stats", NAME, "--json", "--clean")
+    check(r.returncode == 0, f"stats --json --clean exit {r.returncode}: {r.stderr}")
+    cl = json.loads(r.stdout)
+    slc = {c["component"]: c for c in cl["components"]}.get("svc.sleep", {})
+    check(cl["clean"] and slc.get("read") == 40 and slc.get("outliers") == 0 and slc.get("samples") == 40 - slc.get("switched", -1),
+          f"stats --clean leaves the switched samples out: {slc}")
+    check(slc.get("max", 1e18) < sl.get("max", 0), f"the sleeping spans are not in the clean figures: {slc.get('max')} vs {sl.get('max')}")
+    r = latte("stats", NAME, "--clean", "--wide")
+    check(r.returncode == 0 and "SWITCHED" in r.stdout and "clean: samples switched out" in r.stdout, "stats --clean table")
     r = latte("stats", NAME, "--time", "--calibrated")
     check(r.returncode == 0 and "LATTE TELEMETRY [TIME][CAL]" in r.stdout and "SELF-OFFSET" in r.stdout, "stats --time --calibrated")
     check(" ns " in r.stdout or " us " in r.stdout, "times shown")
@@ -133,6 +150,8 @@ try:
     check(all(l["rate"].endswith("/s") and float(l["rate"][:-2]) > 50 for l in live), "watch rates per second")
     check(all(l[k].endswith("cycles") for l in live for k in ("p50", "p90", "p99", "p999", "max")), "cycle mode says cycles")
     check(all(l.get("id") not in ("svc.a", "latte.calibrate") for l in lines), "watch shows only what is new, never the reserved ID")
+    # The live pulses come from the tracked thread, each after a 1 ms poll: switched.
+    check(all(int(l.get("switched", -1)) >= 1 and l.get("switched_share", "").endswith("%") for l in live), f"watch counts switched samples: {live}")
     r = latte("watch", NAME, "--interval", "200ms", "--count", "1", "--time")
     live = [fields(l) for l in r.stdout.splitlines() if "id=svc.live" in l]
     check(r.returncode == 0 and len(live) == 1 and all(live[0][k].endswith("ns") for k in ("p50", "max")), f"watch --time in ns: {r.stdout!r}")
@@ -202,7 +221,7 @@ try:
     # ls counts the program's IDs only (the reserved latte.calibrate is left out).
     r = latte("ls", "--json")
     regions = {x["name"]: x for x in json.loads(r.stdout)}
-    check(regions[NAME]["ids"] == 5, f"ls ids without the reserved one: {regions[NAME]}")
+    check(regions[NAME]["ids"] == 6, f"ls ids without the reserved one: {regions[NAME]}")
 
     # Output path errors name the output path.
     r = latte("trace", NAME, "-o", "/missing/dir/t.json")

@@ -1,6 +1,6 @@
 // A small instrumented service for the `latte` command's end-to-end test:
-// records known counts into the shared region argv[1], calibrates, prints
-// READY, then pulses "svc.live" about every millisecond until stdin closes,
+// records known counts into the shared region argv[1] (some with switch
+// tracking on), calibrates, prints READY and the result of SchedEnable, then pulses "svc.live" about every millisecond until stdin closes,
 // from its main thread, named "svc-main".
 #include "Latte.hpp"
 
@@ -37,9 +37,17 @@ int main(int argc, char **argv) {
     Latte::Fast::Stop(nullptr);
     Latte::Hard::Stop(nullptr);
   }
+  // Switch tracking on this thread: 20 spans around a sleep (each flagged),
+  // 20 without one.
+  int sched = Latte::SchedEnable();
+  for (int i = 0; i < 40; i++) {
+    Latte::Fast::Start("svc.sleep");
+    if (i % 2 == 0) usleep(200);
+    Latte::Fast::Stop(nullptr);
+  }
   LATTE_CALIBRATE();
   pthread_setname_np(pthread_self(), "svc-main");
-  std::printf("READY\n");
+  std::printf("READY %d\n", sched);
   std::fflush(stdout);
   for (;;) {
     pollfd p{0, POLLIN, 0};

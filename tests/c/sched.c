@@ -1,0 +1,182 @@
+/* Switch tracking through the C ABI: enable, status, counters, a point
+ * before and after a sleep, the diff and its one-line form (the buffer
+ * rule), a ring overrun, points of another thread, and a thread's event
+ * released at its exit.
+ * Built with and without LATTE_DISABLE (then enabling says "not supported"
+ * and points are refused as with tracking off). */
+#define _GNU_SOURCE
+#include "check.h"
+#include "latte_inline.h"
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef LATTE_DISABLE
+
+static latte_sched_point other_point;
+static int other_rc;
+
+static void *other_thread(void *arg) {
+  (void)arg;
+  other_rc = latte_sched_snap(&other_point);
+  return NULL;
+}
+
+/* The samples under `id` in ring order (this thread's only ring for it). */
+static size_t records_of(const char *id, latte_sample_record *out, size_t cap) {
+  static latte_sample_record all[1 << 16];
+  size_t n = 0, i, k = 0;
+  uint32_t tok = latte_intern_id(id);
+  CHECK(latte_samples_extract(all, sizeof all / sizeof all[0], &n) == 0);
+  for (i = 0; i < n && k < cap; i++)
+    if (all[i].token == tok) out[k++] = all[i];
+  return k;
+}
+
+/* The inline path and the ABI path set LATTE_SAMPLE_SWITCHED alike: a span
+ * around a sleep is flagged by both; a span whose bracketing diff saw no
+ * switch-out is flagged by neither; the rest of the sample agrees. The
+ * same for pulses with a sleep between them. */
+static void inline_and_abi_flag_alike(void) {
+  enum { N = 100 };
+  static int expect[2][N];
+  static latte_sample_record rec[2][N + 1];
+  const char *ids[2] = {"c.sched.abi", "c.sched.inline"};
+  latte_sched_point a, b;
+  latte_sched_delta d;
+  latte_pulse_site site = {0};
+  int k, p, sleeps, determinate = 0;
+  size_t n0, n1;
+  for (k = 0; k < N; k++)
+    for (p = 0; p < 2; p++) {
+      sleeps = k % 2;
+      CHECK(latte_sched_snap(&a) == 0);
+      if (p)
+        latte_start_inline(ids[p], LATTE_MODE_MID);
+      else
+        latte_start(ids[p], LATTE_MODE_MID);
+      if (sleeps) usleep(50);
+      if (p)
+        latte_stop_inline(ids[p], LATTE_MODE_HARD);
+      else
+        latte_stop(ids[p], LATTE_MODE_HARD);
+      CHECK(latte_sched_snap(&b) == 0);
+      CHECK(latte_sched_diff(&a, &b, &d) == 0);
+      expect[p][k] = sleeps ? 1 : d.switch_outs == 0 ? 0 : -1;
+    }
+  n0 = records_of(ids[0], rec[0], N);
+  n1 = records_of(ids[1], rec[1], N);
+  CHECK(n0 == N && n1 == N);
+  for (k = 0; k < N && k < (int)n0 && k < (int)n1; k++) {
+    CHECK(rec[0][k].depth == rec[1][k].depth && rec[0][k].start_mode == rec[1][k].start_mode &&
+          rec[0][k].stop_mode == rec[1][k].stop_mode);
+    for (p = 0; p < 2; p++)
+      if (expect[p][k] >= 0) {
+        CHECK_EQ_U(rec[p][k].switched, expect[p][k]);
+        determinate++;
+      }
+  }
+  /* Nearly every no-sleep span of an idle thread sees no switch at all. */
+  CHECK(determinate >= N);
+  printf("sched: %d of %d spans with a known answer, both paths agree\n", determinate, 2 * N);
+
+  /* Pulses: a sleep between two pulses flags the second. */
+  for (k = 0; k < 11; k++) {
+    usleep(50);
+    latte_pulse(&site, "c.sched.pulse.abi");
+    LATTE_PULSE_AT("c.sched.pulse.inline");
+  }
+  n0 = records_of("c.sched.pulse.abi", rec[0], N);
+  n1 = records_of("c.sched.pulse.inline", rec[1], N);
+  CHECK(n0 == 10 && n1 == 10);
+  for (k = 0; k < 10 && k < (int)n0 && k < (int)n1; k++) {
+    CHECK(rec[0][k].switched == 1 && rec[1][k].switched == 1);
+    CHECK(rec[0][k].start_mode == LATTE_MODE_PULSE && rec[1][k].start_mode == LATTE_MODE_PULSE);
+  }
+}
+
+int main(void) {
+  latte_sched_point a, b;
+  latte_sched_delta d;
+  latte_sched_counters c;
+  char line[512];
+  size_t n = 0;
+  pthread_t th;
+  int i, rc;
+
+  CHECK(latte_sched_enable() == 0);
+  CHECK(latte_sched_status() == LATTE_SCHED_ON);
+  CHECK(latte_sched_get_counters(&c) == 0);
+  CHECK(c.enabled == 1 && c.tracked == 1 && c.refused == 0);
+  CHECK(latte_sched_get_counters(NULL) == -EINVAL);
+
+  /* A sleep: blocked, the parts sum to the wall time. */
+  CHECK(latte_sched_snap(&a) == 0);
+  usleep(2000);
+  CHECK(latte_sched_snap(&b) == 0);
+  CHECK(a.ring == b.ring && a.ring != 0 && b.head > a.head);
+  CHECK(latte_sched_diff(&a, &b, &d) == 0);
+  CHECK(d.switch_outs >= 1 && d.blocked_ns >= 1000000 && d.lost == 0);
+  CHECK_EQ_U(d.on_cpu_ns + d.preempted_ns + d.blocked_ns, d.wall_ns);
+  CHECK_EQ_U(d.off_cpu_ns, d.preempted_ns + d.blocked_ns);
+
+  /* The one-line form: *out_n and -ERANGE, then the text. */
+  CHECK(latte_sched_format(&d, NULL, 0, &n) == -ERANGE);
+  CHECK(n > 20 && n < sizeof line);
+  memset(line, 'x', sizeof line);
+  CHECK(latte_sched_format(&d, line, n, &n) == -ERANGE);
+  CHECK(line[0] == 'x');
+  CHECK(latte_sched_format(&d, line, sizeof line, &n) == 0);
+  CHECK(strlen(line) == n && strncmp(line, "wall ", 5) == 0 && strstr(line, "blocked") != NULL);
+  printf("sched: %s\n", line);
+
+  /* More switches than the ring holds: reported, nothing guessed. */
+  CHECK(latte_sched_snap(&a) == 0);
+  for (i = 0; i < 400; i++) usleep(1);
+  CHECK(latte_sched_snap(&b) == 0);
+  memset(&d, 0xff, sizeof d);
+  rc = latte_sched_diff(&a, &b, &d);
+  CHECK(rc == LATTE_ERR_SCHED_LOST);
+  CHECK(d.lost == 1 && d.switch_outs == 0 && d.on_cpu_ns == 0 && d.wall_ns > 0);
+  CHECK(latte_sched_format(&d, line, sizeof line, &n) == 0 && strstr(line, "lost") != NULL);
+  CHECK(strcmp(latte_error_string(LATTE_ERR_SCHED_LOST), "switch records were lost (overwritten in the thread's ring before they were read)") == 0);
+
+  /* Another thread's point: its ring is not ours (and is gone with it). */
+  CHECK(pthread_create(&th, NULL, other_thread, NULL) == 0);
+  CHECK(pthread_join(th, NULL) == 0);
+  CHECK(other_rc == 0 && other_point.ring != a.ring);
+  CHECK(latte_sched_diff(&a, &other_point, &d) == -EINVAL);
+  CHECK(latte_sched_diff(&b, &a, &d) == -EINVAL);
+  CHECK(latte_sched_get_counters(&c) == 0);
+  CHECK(c.tracked == 1 && c.opened == 2);
+
+  inline_and_abi_flag_alike();
+
+  /* Recording goes on beside it. */
+  for (i = 0; i < 5; i++) {
+    latte_start("c.sched", LATTE_MODE_FAST);
+    latte_stop("c.sched", LATTE_MODE_FAST);
+  }
+  CHECK(latte_samples_snapshot("c.sched", NULL, 0, &n) == -ERANGE && n == 5);
+  return check_summary("c sched");
+}
+
+#else /* LATTE_DISABLE */
+
+int main(void) {
+  latte_sched_point p;
+  latte_sched_delta d;
+  latte_sched_counters c;
+  char line[8] = "x";
+  size_t n = 9;
+  CHECK(latte_sched_enable() == LATTE_ERR_NOT_SUPPORTED);
+  CHECK(latte_sched_status() == LATTE_SCHED_OFF);
+  CHECK(latte_sched_get_counters(&c) == 0 && c.tracked == 0);
+  CHECK(latte_sched_snap(&p) == LATTE_ERR_SCHED_OFF && p.ring == 0);
+  CHECK(latte_sched_diff(&p, &p, &d) == LATTE_ERR_SCHED_OFF && d.wall_ns == 0);
+  CHECK(latte_sched_format(&d, line, sizeof line, &n) == 0 && line[0] == 0 && n == 0);
+  return check_summary("c sched (disabled)");
+}
+
+#endif
