@@ -120,8 +120,16 @@
 // cache; NULL IDs are never cached).
 #define LATTE_CACHE_EMPTY 0
 
-// The bits of a `frame_word` that hold the outer span's ring.
+// The bits of a tagged ring (and of a `frame_word`) that hold the ring's
+// address.
 #define LATTE_FRAME_RING_MASK ((1ull << 48) - 1)
+
+// Bit position of the ring's ID token in a tagged ring.
+#define LATTE_RING_TOKEN_SHIFT 56
+
+// The bits of a `frame_word` that hold the span's depth and start mode
+// (the rest is the outer span's tagged ring).
+#define LATTE_FRAME_SPAN_MASK (((1ull << LATTE_RING_TOKEN_SHIFT) - 1) & ~LATTE_FRAME_RING_MASK)
 
 // Bit position of the depth in `latte_sample.packed`.
 #define LATTE_DEPTH_SHIFT 48
@@ -220,126 +228,6 @@ typedef struct latte_region_info {
   double overhead[10];
 } latte_region_info;
 
-// Header of one (thread, ID) ring. Line 0 holds only `write_idx`, written
-// by the owning thread after every sample; line 1 holds metadata written
-// when the slot is assigned. The samples follow at offset 128.
-typedef struct LATTE_ALIGNED(64) latte_slot_header {
-  // Number of samples ever written to this ring (the next index). Stored
-  // with release ordering after the sample it publishes.
-  uint64_t write_idx;
-  // Only in a flushed image: `write_idx` read again after the samples
-  // were written out (the live reader's second load). Never written in a
-  // live region, so `write_idx` has its line to itself there.
-  uint64_t flushed_end_idx;
-  uint64_t _pad0[6];
-  // 0 while unassigned or being reassigned; otherwise changes every time
-  // the slot is given to a new (thread, ID) pair. Stored with release.
-  uint32_t generation;
-  // Interned token of the ID recorded here.
-  uint32_t id_token;
-  // Process-wide index of the recording thread (0, 1, ... in order of
-  // first recording).
-  uint32_t thread_idx;
-  // OS thread id (gettid) of the recording thread.
-  uint32_t os_tid;
-  // LATTE_SLOT_LIVE or LATTE_SLOT_CLOSED (release on close).
-  uint32_t state;
-  uint32_t _pad1[11];
-} latte_slot_header;
-
-// One entry of a thread's pointer-keyed cache: ID pointer -> its ring.
-typedef struct latte_cache_entry {
-  // The ID pointer; `LATTE_CACHE_EMPTY` when unused.
-  const char *key;
-  // The slot this thread records that ID into.
-  struct latte_slot_header *slot;
-} latte_cache_entry;
-
-// The hot per-thread recorder state: the span stack and the ID cache,
-// laid out by Rust and read and written only by its own thread.
-//
-// C and C++ callers of `latte_inline.h` keep one in their own thread-local
-// storage (zero-initialised; reached at a fixed offset from the thread
-// pointer, with no indirection) and pass its address to the slow paths,
-// which attach it to the thread on first use. Threads that only call the
-// library get one from Rust. A thread has one *active* state; a Start
-// through another (a second copy of the header's thread-local, say in a
-// library built with hidden visibility) moves the open spans over to it,
-// and leaves the old one with an empty cache and depth 0 so that its next
-// use goes through a slow path again.
-//
-// The stack keeps the ring of the innermost open span in `top_slot`, at a
-// fixed place, so that Stop finds where to write without first loading the
-// depth (a dependent load the out-of-order core could not hide: measured,
-// it cost Start+Stop about 7 cycles). Each frame keeps one word
-// (`frame_word`): the `top_slot` of the span around it in the low 48 bits
-// (a user-space address fits them: `region` refuses a mapping that does
-// not) and the span's depth and start mode in the high 16, where the
-// sample's `packed` word has them. One word rather than two saved a store
-// in Start and a load in Stop: about 2.5 cycles a Start+Stop, measured.
-//
-// Cache-line aligned, so that the fields every call touches (depth, mask,
-// `top_slot`) share one line wherever the linker puts the thread-local.
-typedef struct LATTE_ALIGNED(64) latte_thread {
-  // Number of open spans.
-  uint32_t depth;
-  // Rust-private: 1 while this is the active state of its thread.
-  uint32_t attached;
-  // `samples_per_slot - 1` of the region this thread records into
-  // (0 until attached).
-  uint64_t sample_mask;
-  // Ring of the innermost open span (stale when `depth` is 0).
-  struct latte_slot_header *top_slot;
-  // Where this thread's switch count lives: the `data_head` of its perf
-  // switch ring (`sched`), or a word that never changes when the thread is
-  // not tracked. Start saves it in `frame_head`, Stop compares: with no
-  // branch on whether tracking is on. Set when the state is attached and
-  // when the thread's ring opens or closes; never NULL once attached.
-  const uint64_t *switch_head;
-  // Rust-private: entries of `cache` in use.
-  uint64_t cache_used;
-  // Pointer-keyed cache, open addressing with linear probing: an ID is
-  // looked up at `cache_index(id)`, then at each next entry (wrapping)
-  // until its key or an empty entry. At most half full
-  // (`LATTE_CACHE_MAX_USED`), so nearly every hit is at the first or
-  // second entry and every miss ends.
-  struct latte_cache_entry cache[LATTE_CACHE_SIZE];
-  // `frame_tsc[d]`: the TSC span `d` started at.
-  uint64_t frame_tsc[LATTE_MAX_DEPTH];
-  // `frame_word[d]`: bits 0..47, `top_slot` as it was when span `d`
-  // opened (`LATTE_FRAME_RING_MASK`); bits 48..63, span `d`'s depth and
-  // start mode, placed as in `latte_sample.packed` (see `frame_word`).
-  uint64_t frame_word[LATTE_MAX_DEPTH];
-  // `frame_head[d]`: `*switch_head` when span `d` started.
-  uint64_t frame_head[LATTE_MAX_DEPTH];
-} latte_thread;
-
-// Timer mode of a Start or a Stop. Any value other than MID and HARD behaves,
-// and is recorded, as FAST.
-typedef uint32_t latte_mode;
-
-// Per-call-site state of a pulse, kept by the caller: one per call site
-// and thread (a thread-local static), zero-initialised. Never share one
-// between threads.
-//
-// Cache-line aligned, so that it never straddles two cache lines.
-typedef struct LATTE_ALIGNED(64) latte_pulse_site {
-  // TSC of the previous pulse from this site on this thread; 0 = not primed.
-  uint64_t last_tsc;
-  // The ID the ring below belongs to.
-  const char *id;
-  // This thread's ring for that ID (NULL until resolved).
-  struct latte_slot_header *slot;
-  // The ring's `write_idx` as this site left it. A pulse writes at this
-  // index when the ring's own index still equals it (nothing else wrote
-  // the ring since), which the core can check in the shadow of the
-  // writes instead of waiting for the load; otherwise at the ring's own.
-  uint64_t next_idx;
-  // The thread's switch count (`latte_thread.switch_head`) at this site's
-  // previous pulse.
-  uint64_t last_head;
-} latte_pulse_site;
-
 // One sample of `latte_samples_extract`.
 typedef struct latte_sample_record {
   // Duration in cycles (stop TSC - start TSC).
@@ -375,6 +263,143 @@ typedef struct latte_flush_status {
   // Bytes the image has.
   uint64_t bytes_total;
 } latte_flush_status;
+
+// One entry of a thread's pointer-keyed cache: ID pointer -> its ring.
+typedef struct latte_cache_entry {
+  // The ID pointer; `LATTE_CACHE_EMPTY` when unused.
+  const char *key;
+  // The ring this thread records that ID into, tagged with its token
+  // (`tag_ring`).
+  uint64_t ring;
+} latte_cache_entry;
+
+// The hot per-thread recorder state: the span stack and the ID cache,
+// laid out by Rust and read and written only by its own thread.
+//
+// C and C++ callers of `latte_inline.h` keep one in their own thread-local
+// storage (zero-initialised; reached at a fixed offset from the thread
+// pointer, with no indirection) and pass its address to the slow paths,
+// which attach it to the thread on first use. Threads that only call the
+// library get one from Rust. A thread has one *active* state; a Start
+// through another (a second copy of the header's thread-local, say in a
+// library built with hidden visibility) moves the open spans over to it,
+// and leaves the old one with an empty cache and depth 0 so that its next
+// use goes through a slow path again.
+//
+// The stack keeps the ring of the innermost open span in `top_ring`, at a
+// fixed place, so that Stop finds where to write without first loading the
+// depth (a dependent load the out-of-order core could not hide: measured,
+// it cost Start+Stop about 7 cycles). Each frame keeps one word
+// (`frame_word`): the `top_ring` of the span around it (a tagged ring: the
+// address in the low 48 bits, which a user-space address fits, `mmap`
+// refusing a mapping that does not; the ring's ID token in the top 8) and
+// the span's depth and start mode in bits 48..55, where the sample's
+// `packed` word has them. One word rather than two saved a store in Start
+// and a load in Stop: about 2.5 cycles a Start+Stop, measured.
+//
+// Stop writes at the thread's own copy of the ring's `write_idx`
+// (`next_idx`, by token), compared with the ring's in the shadow of the
+// writes (ring protocol, W1): the sample's address then does not wait for
+// a load from the ring's header, which sits on a page of its own for each
+// ID. With many IDs per thread those pages outnumber the TLB, and the
+// load was the cost that grew with the number of IDs.
+//
+// Cache-line aligned, so that the fields every call touches (depth, mask,
+// `top_ring`) share one line wherever the linker puts the thread-local.
+typedef struct LATTE_ALIGNED(64) latte_thread {
+  // Number of open spans.
+  uint32_t depth;
+  // Rust-private: 1 while this is the active state of its thread.
+  uint32_t attached;
+  // `samples_per_slot - 1` of the region this thread records into
+  // (0 until attached).
+  uint64_t sample_mask;
+  // Ring of the innermost open span, tagged with its token (`tag_ring`;
+  // stale when `depth` is 0).
+  uint64_t top_ring;
+  // Where this thread's switch count lives: the `data_head` of its perf
+  // switch ring (`sched`), or a word that never changes when the thread is
+  // not tracked. Start saves it in `frame_head`, Stop compares: with no
+  // branch on whether tracking is on. Set when the state is attached and
+  // when the thread's ring opens or closes; never NULL once attached.
+  const uint64_t *switch_head;
+  // Rust-private: entries of `cache` in use.
+  uint64_t cache_used;
+  // Pointer-keyed cache, open addressing with linear probing: an ID is
+  // looked up at `cache_index(id)`, then at each next entry (wrapping)
+  // until its key or an empty entry. At most half full
+  // (`LATTE_CACHE_MAX_USED`), so nearly every hit is at the first or
+  // second entry and every miss ends.
+  struct latte_cache_entry cache[LATTE_CACHE_SIZE];
+  // `frame_tsc[d]`: the TSC span `d` started at.
+  uint64_t frame_tsc[LATTE_MAX_DEPTH];
+  // `frame_word[d]`: `top_ring` as it was when span `d` opened (its
+  // address in bits 0..47, its token in 56..63), and span `d`'s depth and
+  // start mode in bits 48..55 (`LATTE_FRAME_SPAN_MASK`), placed as in
+  // `latte_sample.packed` (see `frame_word`).
+  uint64_t frame_word[LATTE_MAX_DEPTH];
+  // `frame_head[d]`: `*switch_head` when span `d` started.
+  uint64_t frame_head[LATTE_MAX_DEPTH];
+  // `next_idx[token]`: the `write_idx` this thread expects its ring for
+  // that token to have (after its own last write there). Stop writes at
+  // it when the ring's own index agrees, and at the ring's otherwise
+  // (another state of this thread, a pulse or a signal handler wrote the
+  // ring meanwhile). Zero-initialised: a first write finds out.
+  uint64_t next_idx[LATTE_MAX_IDS];
+} latte_thread;
+
+// Timer mode of a Start or a Stop. Any value other than MID and HARD behaves,
+// and is recorded, as FAST.
+typedef uint32_t latte_mode;
+
+// Header of one (thread, ID) ring. Line 0 holds only `write_idx`, written
+// by the owning thread after every sample; line 1 holds metadata written
+// when the slot is assigned. The samples follow at offset 128.
+typedef struct LATTE_ALIGNED(64) latte_slot_header {
+  // Number of samples ever written to this ring (the next index). Stored
+  // with release ordering after the sample it publishes.
+  uint64_t write_idx;
+  // Only in a flushed image: `write_idx` read again after the samples
+  // were written out (the live reader's second load). Never written in a
+  // live region, so `write_idx` has its line to itself there.
+  uint64_t flushed_end_idx;
+  uint64_t _pad0[6];
+  // 0 while unassigned or being reassigned; otherwise changes every time
+  // the slot is given to a new (thread, ID) pair. Stored with release.
+  uint32_t generation;
+  // Interned token of the ID recorded here.
+  uint32_t id_token;
+  // Process-wide index of the recording thread (0, 1, ... in order of
+  // first recording).
+  uint32_t thread_idx;
+  // OS thread id (gettid) of the recording thread.
+  uint32_t os_tid;
+  // LATTE_SLOT_LIVE or LATTE_SLOT_CLOSED (release on close).
+  uint32_t state;
+  uint32_t _pad1[11];
+} latte_slot_header;
+
+// Per-call-site state of a pulse, kept by the caller: one per call site
+// and thread (a thread-local static), zero-initialised. Never share one
+// between threads.
+//
+// Cache-line aligned, so that it never straddles two cache lines.
+typedef struct LATTE_ALIGNED(64) latte_pulse_site {
+  // TSC of the previous pulse from this site on this thread; 0 = not primed.
+  uint64_t last_tsc;
+  // The ID the ring below belongs to.
+  const char *id;
+  // This thread's ring for that ID (NULL until resolved).
+  struct latte_slot_header *slot;
+  // The ring's `write_idx` as this site left it. A pulse writes at this
+  // index when the ring's own index still equals it (nothing else wrote
+  // the ring since), which the core can check in the shadow of the
+  // writes instead of waiting for the load; otherwise at the ring's own.
+  uint64_t next_idx;
+  // The thread's switch count (`latte_thread.switch_head`) at this site's
+  // previous pulse.
+  uint64_t last_head;
+} latte_pulse_site;
 
 // What a slot's header says now.
 typedef struct latte_slot_info {
@@ -684,18 +709,6 @@ int latte_snapshot(const char *id, uint64_t *out, size_t cap, size_t *out_n);
 // Old name of `latte_error_string`.
 const char *latte_strerror(int code);
 
-// Old name of `latte_internal_thread_resolve`.
-struct latte_slot_header *latte_thread_resolve(struct latte_thread *t, const char *id);
-
-// Old name of `latte_internal_thread_note_overflow`.
-void latte_thread_note_overflow(struct latte_thread *t);
-
-// Old name of `latte_internal_thread_stop_slow`.
-uint64_t latte_thread_stop_slow(struct latte_thread *t, latte_mode mode, uint64_t now);
-
-// Old name of `latte_internal_thread_pulse_slow`.
-void latte_thread_pulse_slow(struct latte_thread *t, struct latte_pulse_site *site, const char *id, uint64_t now);
-
 // Runs calibration once through the C ABI's own path (later calls return
 // at once). Returns 0 or a negative code.
 int latte_calibration_run(void);
@@ -808,10 +821,11 @@ int latte_flush_supported(void);
 
 // Slow path of the inline Start: a cache miss. Attaches `t` to the calling
 // thread if needed, interns the ID, finds or allocates this thread's ring
-// for it, fills `t`'s cache and returns the ring. When the span cannot be
-// recorded (ID table or slots full, thread being torn down; counted) it
-// returns a sink ring, never NULL for a non-NULL `t`.
-struct latte_slot_header *latte_internal_thread_resolve(struct latte_thread *t, const char *id);
+// for it, fills `t`'s cache and returns the ring, tagged with its token
+// (`latte_cache_entry.ring`). When the span cannot be recorded (ID table
+// or slots full, thread being torn down; counted) it returns a sink ring,
+// never 0 for a non-NULL `t`.
+uint64_t latte_internal_thread_resolve(struct latte_thread *t, const char *id);
 
 // Slow path of the inline Start: 64 spans are open; counts the ignored Start.
 void latte_internal_thread_note_overflow(struct latte_thread *t);

@@ -70,7 +70,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_stop(id, mode) latte__off_u64(sizeof(id) + sizeof(mode))
 #define latte_pulse(site, id) latte__off_void(sizeof(site) + sizeof(id))
 #define latte_thread_prefault(id) ((int64_t)latte__off_int(sizeof(id)))
-#define latte_internal_thread_resolve(t, id) ((struct latte_slot_header *)latte__off_string(sizeof(t) + sizeof(id)))
+#define latte_internal_thread_resolve(t, id) ((uint64_t)latte__off_u64(sizeof(t) + sizeof(id)))
 #define latte_internal_thread_note_overflow(t) latte__off_void(sizeof(t))
 #define latte_internal_thread_stop_slow(t, mode, now) latte__off_u64(sizeof(t) + sizeof(mode) + sizeof(now))
 #define latte_internal_thread_pulse_slow(t, site, id, now) latte__off_void(sizeof(t) + sizeof(site) + sizeof(id) + sizeof(now))
@@ -143,9 +143,5 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_data_clean(...) latte_samples_clean(__VA_ARGS__)
 #define latte_snapshot(...) latte_samples_snapshot(__VA_ARGS__)
 #define latte_strerror(...) latte_error_string(__VA_ARGS__)
-#define latte_thread_resolve(...) latte_internal_thread_resolve(__VA_ARGS__)
-#define latte_thread_note_overflow(...) latte_internal_thread_note_overflow(__VA_ARGS__)
-#define latte_thread_stop_slow(...) latte_internal_thread_stop_slow(__VA_ARGS__)
-#define latte_thread_pulse_slow(...) latte_internal_thread_pulse_slow(__VA_ARGS__)
 
 #endif /* LATTE_DISABLE_H */

@@ -98,12 +98,12 @@ LATTE__FN size_t latte__cache_index(const char *id) {
 /* Not at its home entry: probe on, as Rust's cache_probe does (the cache is
  * at most half full, so an empty entry ends the probe); the slow path when
  * it is not cached. Kept out of the hot path's layout. */
-LATTE__FN latte_slot_header *latte__probe(latte_thread *t, const char *id, size_t i) {
+LATTE__FN uint64_t latte__probe(latte_thread *t, const char *id, size_t i) {
   const char *k;
   if (id != NULL)
     for (;; i = (i + 1) & (LATTE_CACHE_SIZE - 1)) {
       k = t->cache[i].key;
-      if (k == id) return t->cache[i].slot;
+      if (k == id) return t->cache[i].ring;
       if (k == NULL) break;
     }
   return latte_internal_thread_resolve(t, id);
@@ -136,6 +136,24 @@ LATTE__FN uint64_t latte__write_at(latte_slot_header *s, uint64_t mask, uint64_t
   return idx + 1;
 }
 
+/* Writes a sample into a tagged ring (address | token << LATTE_RING_TOKEN_SHIFT)
+ * at the thread's own copy of its index when the ring's agrees (ring
+ * protocol W1, src/ring.rs: writer_index_own): the sample's address does not
+ * wait for the load of the ring's index. The copy is taken through an asm:
+ * a plain read would let the compiler write at the loaded index instead
+ * (it knows they are equal), which arrives later. */
+LATTE__FN void latte__write_own(latte_thread *t, uint64_t ring, uint64_t tsc, uint64_t packed) {
+  latte_slot_header *s = (latte_slot_header *)(uintptr_t)(ring & LATTE_FRAME_RING_MASK);
+  uint64_t *own = &t->next_idx[ring >> LATTE_RING_TOKEN_SHIFT];
+  uint64_t idx = *own, w = __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED);
+  /* Compared in an asm, so that the compiler cannot know idx == w after it. */
+  __asm__ goto("cmpq %0, %1\n\tjne %l2" : : "r"(w), "r"(idx) : "cc" : latte__other_writer);
+  *own = latte__write_at(s, t->sample_mask, idx, tsc, packed);
+  return;
+latte__other_writer:
+  *own = latte__write_at(s, t->sample_mask, w, tsc, packed);
+}
+
 LATTE__FN void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, uint64_t packed) {
   (void)latte__write_at(s, mask, __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED), tsc, packed);
 }
@@ -144,7 +162,7 @@ LATTE__FN void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, u
  * latte_start_inline does on latte__state. */
 LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode) {
   latte_cache_entry *e;
-  latte_slot_header *slot;
+  uint64_t ring;
   size_t i;
   uint32_t d = t->depth;
   if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
@@ -155,10 +173,10 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
   i = latte__cache_index(id);
   e = &t->cache[i];
   if (__builtin_expect(e->key == id && id != NULL, 1)) {
-    slot = e->slot;
+    ring = e->ring;
   } else {
     /* The slow path may have moved open spans onto t: read the depth again. */
-    slot = latte__probe(t, id, i);
+    ring = latte__probe(t, id, i);
     d = t->depth;
     if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
       latte_internal_thread_note_overflow(t);
@@ -169,36 +187,33 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
    * order for signal handlers that record on this thread. */
   t->depth = d + 1; /* S1 */
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  /* S2: the outer ring and this span's packed bits in one word (src/layout.rs: frame_word). */
-  t->frame_word[d] = (uint64_t)(uintptr_t)t->top_slot | ((uint64_t)d << LATTE_DEPTH_SHIFT) |
-                     ((uint64_t)mode << LATTE_START_MODE_SHIFT);
+  /* S2: the outer tagged ring and this span's packed bits in one word (src/layout.rs: frame_word). */
+  t->frame_word[d] = t->top_ring | ((uint64_t)d << LATTE_DEPTH_SHIFT) | ((uint64_t)mode << LATTE_START_MODE_SHIFT);
   t->frame_head[d] = latte__switch_count(t);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  t->top_slot = slot; /* S3 */
+  t->top_ring = ring; /* S3 */
   t->frame_tsc[d] = latte__tsc_start(mode);
 }
 
 /* Stop on a given state with the TSC read: what latte_stop_inline does
  * on latte__state. */
 LATTE__FN uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now) {
-  latte_slot_header *slot;
-  uint64_t st, dur, word, head, switched;
+  uint64_t ring, st, dur, word, head, switched;
   uint32_t d = t->depth;
   if (__builtin_expect(d == 0, 0)) return latte_internal_thread_stop_slow(t, latte__norm(mode), now);
   /* Steps P1-P3 of the span stack protocol (src/recorder/hot.rs). */
-  slot = t->top_slot; /* P1 */
+  ring = t->top_ring; /* P1 */
   d -= 1;
   word = t->frame_word[d];
   st = t->frame_tsc[d];
   head = t->frame_head[d];
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  t->top_slot = (latte_slot_header *)(uintptr_t)(word & LATTE_FRAME_RING_MASK); /* P2 */
+  t->top_ring = word & ~LATTE_FRAME_SPAN_MASK; /* P2 */
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   t->depth = d; /* P3 */
   dur = latte__duration(st, now);
   switched = (uint64_t)(latte__switch_count(t) != head) << LATTE_SAMPLE_SWITCHED_SHIFT;
-  latte__write(slot, t->sample_mask, st,
-               dur | (word & ~LATTE_FRAME_RING_MASK) | ((uint64_t)latte__norm(mode) << LATTE_STOP_MODE_SHIFT) | switched);
+  latte__write_own(t, ring, st, dur | (word & LATTE_FRAME_SPAN_MASK) | ((uint64_t)latte__norm(mode) << LATTE_STOP_MODE_SHIFT) | switched);
   return dur;
 }
 

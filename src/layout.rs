@@ -240,8 +240,9 @@ pub struct latte_region_header {
 pub struct latte_cache_entry {
     /// The ID pointer; `LATTE_CACHE_EMPTY` when unused.
     pub key: *const c_char,
-    /// The slot this thread records that ID into.
-    pub slot: *mut latte_slot_header,
+    /// The ring this thread records that ID into, tagged with its token
+    /// (`tag_ring`).
+    pub ring: u64,
 }
 
 /// Key of an unused cache entry: NULL (a zero-initialised state is an empty
@@ -261,18 +262,26 @@ pub const LATTE_CACHE_EMPTY: usize = 0;
 /// and leaves the old one with an empty cache and depth 0 so that its next
 /// use goes through a slow path again.
 ///
-/// The stack keeps the ring of the innermost open span in `top_slot`, at a
+/// The stack keeps the ring of the innermost open span in `top_ring`, at a
 /// fixed place, so that Stop finds where to write without first loading the
 /// depth (a dependent load the out-of-order core could not hide: measured,
 /// it cost Start+Stop about 7 cycles). Each frame keeps one word
-/// (`frame_word`): the `top_slot` of the span around it in the low 48 bits
-/// (a user-space address fits them: `region` refuses a mapping that does
-/// not) and the span's depth and start mode in the high 16, where the
-/// sample's `packed` word has them. One word rather than two saved a store
-/// in Start and a load in Stop: about 2.5 cycles a Start+Stop, measured.
+/// (`frame_word`): the `top_ring` of the span around it (a tagged ring: the
+/// address in the low 48 bits, which a user-space address fits, `mmap`
+/// refusing a mapping that does not; the ring's ID token in the top 8) and
+/// the span's depth and start mode in bits 48..55, where the sample's
+/// `packed` word has them. One word rather than two saved a store in Start
+/// and a load in Stop: about 2.5 cycles a Start+Stop, measured.
+///
+/// Stop writes at the thread's own copy of the ring's `write_idx`
+/// (`next_idx`, by token), compared with the ring's in the shadow of the
+/// writes (ring protocol, W1): the sample's address then does not wait for
+/// a load from the ring's header, which sits on a page of its own for each
+/// ID. With many IDs per thread those pages outnumber the TLB, and the
+/// load was the cost that grew with the number of IDs.
 ///
 /// Cache-line aligned, so that the fields every call touches (depth, mask,
-/// `top_slot`) share one line wherever the linker puts the thread-local.
+/// `top_ring`) share one line wherever the linker puts the thread-local.
 #[repr(C, align(64))]
 #[allow(non_camel_case_types)]
 pub struct latte_thread {
@@ -283,8 +292,9 @@ pub struct latte_thread {
     /// `samples_per_slot - 1` of the region this thread records into
     /// (0 until attached).
     pub sample_mask: u64,
-    /// Ring of the innermost open span (stale when `depth` is 0).
-    pub top_slot: *mut latte_slot_header,
+    /// Ring of the innermost open span, tagged with its token (`tag_ring`;
+    /// stale when `depth` is 0).
+    pub top_ring: u64,
     /// Where this thread's switch count lives: the `data_head` of its perf
     /// switch ring (`sched`), or a word that never changes when the thread is
     /// not tracked. Start saves it in `frame_head`, Stop compares: with no
@@ -301,16 +311,51 @@ pub struct latte_thread {
     pub cache: [latte_cache_entry; LATTE_CACHE_SIZE as usize],
     /// `frame_tsc[d]`: the TSC span `d` started at.
     pub frame_tsc: [u64; LATTE_MAX_DEPTH as usize],
-    /// `frame_word[d]`: bits 0..47, `top_slot` as it was when span `d`
-    /// opened (`LATTE_FRAME_RING_MASK`); bits 48..63, span `d`'s depth and
-    /// start mode, placed as in `latte_sample.packed` (see `frame_word`).
+    /// `frame_word[d]`: `top_ring` as it was when span `d` opened (its
+    /// address in bits 0..47, its token in 56..63), and span `d`'s depth and
+    /// start mode in bits 48..55 (`LATTE_FRAME_SPAN_MASK`), placed as in
+    /// `latte_sample.packed` (see `frame_word`).
     pub frame_word: [u64; LATTE_MAX_DEPTH as usize],
     /// `frame_head[d]`: `*switch_head` when span `d` started.
     pub frame_head: [u64; LATTE_MAX_DEPTH as usize],
+    /// `next_idx[token]`: the `write_idx` this thread expects its ring for
+    /// that token to have (after its own last write there). Stop writes at
+    /// it when the ring's own index agrees, and at the ring's otherwise
+    /// (another state of this thread, a pulse or a signal handler wrote the
+    /// ring meanwhile). Zero-initialised: a first write finds out.
+    pub next_idx: [u64; LATTE_MAX_IDS as usize],
 }
 
-/// The bits of a `frame_word` that hold the outer span's ring.
+/// The bits of a tagged ring (and of a `frame_word`) that hold the ring's
+/// address.
 pub const LATTE_FRAME_RING_MASK: u64 = (1u64 << 48) - 1;
+/// Bit position of the ring's ID token in a tagged ring.
+pub const LATTE_RING_TOKEN_SHIFT: u32 = 56;
+/// The bits of a `frame_word` that hold the span's depth and start mode
+/// (the rest is the outer span's tagged ring).
+pub const LATTE_FRAME_SPAN_MASK: u64 = ((1u64 << LATTE_RING_TOKEN_SHIFT) - 1) & !LATTE_FRAME_RING_MASK;
+const _: () = assert!(LATTE_MAX_IDS <= 1 << (64 - LATTE_RING_TOKEN_SHIFT), "a token fits the tag");
+const _: () = assert!(LATTE_START_MODE_SHIFT + 2 == LATTE_RING_TOKEN_SHIFT, "depth and start mode end where the tag begins");
+
+/// A ring's address tagged with its ID token (the token indexes
+/// `latte_thread.next_idx`; a sink, which has none, carries 0).
+#[inline(always)]
+pub fn tag_ring(ring: *mut latte_slot_header, token: u32) -> u64 {
+    debug_assert!(ring as u64 <= LATTE_FRAME_RING_MASK && token < LATTE_MAX_IDS);
+    ring as u64 | ((token as u64) << LATTE_RING_TOKEN_SHIFT)
+}
+
+/// The address of a tagged ring.
+#[inline(always)]
+pub fn ring_ptr(tagged: u64) -> *mut latte_slot_header {
+    (tagged & LATTE_FRAME_RING_MASK) as *mut latte_slot_header
+}
+
+/// The token of a tagged ring.
+#[inline(always)]
+pub fn ring_token(tagged: u64) -> usize {
+    (tagged >> LATTE_RING_TOKEN_SHIFT) as usize
+}
 
 /// The `packed` bits a span contributes at Start: its depth and start mode.
 #[inline(always)]
@@ -319,23 +364,23 @@ pub fn span_bits(depth: u32, start_mode: u32) -> u64 {
 }
 
 /// The frame word of a span opened at `depth` in `start_mode` inside the
-/// span whose ring is `outer` (an address below 2^48).
+/// span whose tagged ring is `outer`.
 #[inline(always)]
-pub fn frame_word(outer: *mut latte_slot_header, depth: u32, start_mode: u32) -> u64 {
-    debug_assert!(outer as u64 <= LATTE_FRAME_RING_MASK);
-    outer as u64 | span_bits(depth, start_mode)
+pub fn frame_word(outer: u64, depth: u32, start_mode: u32) -> u64 {
+    debug_assert!(outer & LATTE_FRAME_SPAN_MASK == 0);
+    outer | span_bits(depth, start_mode)
 }
 
-/// The outer span's ring kept in a frame word.
+/// The outer span's tagged ring kept in a frame word.
 #[inline(always)]
-pub fn frame_ring(word: u64) -> *mut latte_slot_header {
-    (word & LATTE_FRAME_RING_MASK) as *mut latte_slot_header
+pub fn frame_ring(word: u64) -> u64 {
+    word & !LATTE_FRAME_SPAN_MASK
 }
 
 /// The `packed` bits (depth, start mode) kept in a frame word.
 #[inline(always)]
 pub fn frame_bits(word: u64) -> u64 {
-    word & !LATTE_FRAME_RING_MASK
+    word & LATTE_FRAME_SPAN_MASK
 }
 
 /// The duration `stop - start` as a sample holds it: one that does not fit

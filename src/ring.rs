@@ -8,7 +8,7 @@
 //!
 //! | step | writer: the slot's owner thread | pairs with |
 //! |---|---|---|
-//! | W1 | `idx = write_idx` (relaxed: this thread is its only writer) | |
+//! | W1 | `idx = write_idx` (relaxed: this thread is its only writer), or the writer's own copy of it once compared equal to `write_idx` (`writer_index_own`) | |
 //! | W2 | store both words of `samples[idx & mask]`, each with release | R6 |
 //! | W3 | `write_idx = idx + 1` with release: publishes the sample | R3 |
 //! | W4 | at thread exit, `state = CLOSED` with release: the ring is final | R2 |
@@ -96,6 +96,34 @@ impl Atomic for AtomicU32 {
 #[inline(always)]
 pub fn writer_index<W: Atomic<V = u64>>(write_idx: &W) -> u64 {
     write_idx.load(Ordering::Relaxed)
+}
+
+/// W1 for a writer that keeps its own copy of the index (`own`, the index
+/// after its own last write): `own` when the ring's index agrees, the
+/// ring's otherwise (something else wrote the ring: another copy's owner on
+/// the same thread, a signal handler). Taken from the copy, the sample's
+/// address need not wait for the load of `write_idx`, which is compared in
+/// the shadow of the writes. On x86-64 the copy is read through an asm:
+/// read plainly, the compiler may write at the loaded value instead (it
+/// knows the two are equal), which arrives later.
+#[inline(always)]
+pub fn writer_index_own<W: Atomic<V = u64>>(write_idx: &W, own: &u64) -> u64 {
+    let w = write_idx.load(Ordering::Relaxed);
+    if w != *own {
+        return w;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let idx: u64;
+        // SAFETY: reads the 8 bytes of `own`, a valid reference; no stack,
+        // no flags, no writes.
+        unsafe { core::arch::asm!("mov {0}, qword ptr [{1}]", out(reg) idx, in(reg) own as *const u64, options(nostack, preserves_flags, readonly)) };
+        idx
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        *own
+    }
 }
 
 /// W2 and W3: writes the sample (`start`, `packed`) into its two words and

@@ -285,7 +285,7 @@ fn a_callers_state_takes_over_open_spans() {
         latte_start(c"take.a".as_ptr(), LATTE_MODE_HARD); // Rust's own state
         let a = caller_state();
         // The inline Start's cache miss: attaches `a`, moves take.a over.
-        assert!(!latte_internal_thread_resolve(a, c"take.b".as_ptr()).is_null());
+        assert_ne!(latte_internal_thread_resolve(a, c"take.b".as_ptr()), 0);
         // SAFETY: `a` is this thread's active state now.
         let sa = unsafe { &mut *a };
         assert_eq!((sa.depth, sa.attached), (1, 1));
@@ -296,7 +296,7 @@ fn a_callers_state_takes_over_open_spans() {
                                                                     // A second caller state takes over take.a; a Stop through `a` (now
                                                                     // empty) closes it there.
         let b = caller_state();
-        assert!(!latte_internal_thread_resolve(b, c"take.c".as_ptr()).is_null());
+        assert_ne!(latte_internal_thread_resolve(b, c"take.c".as_ptr()), 0);
         // SAFETY: `a` is this thread's (inactive) state.
         assert_eq!(unsafe { ((*a).depth, (*a).attached) }, (0, 0));
         // SAFETY: `b` is this thread's active state.
@@ -339,11 +339,11 @@ fn inline_slow_path_after_teardown_is_counted() {
         fn drop(&mut self) {
             let a = caller_state();
             let sink = latte_internal_thread_resolve(a, c"late.inline".as_ptr());
-            assert!(!sink.is_null());
+            assert_ne!(sink, 0);
             // A never-attached state (mask 0) gets a one-sample sink; the
             // Stop that follows writes into it.
             // SAFETY: the sink returned for `a`, whose mask is 0.
-            unsafe { latte::internals::recorder::write_sample(sink, 0, 1, 2) };
+            unsafe { latte::internals::recorder::write_sample(ring_ptr(sink), 0, 1, 2) };
             let mut site = latte_pulse_site::new();
             latte_internal_thread_pulse_slow(a, &mut site, c"late.inline".as_ptr(), 1);
         }
@@ -361,4 +361,33 @@ fn inline_slow_path_after_teardown_is_counted() {
     .unwrap();
     assert_eq!(counters().late_drops, before + 2, "the resolve and the pulse are counted");
     assert!(snapshot(c"late.inline").is_empty());
+}
+
+/// Spans and pulses under one ID on one thread write one ring: a Stop's
+/// own copy of the ring's index (`next_idx`) is stale after every pulse,
+/// and the Stop then writes at the ring's index. Nothing is overwritten:
+/// every span and every pulse interval is there, in order.
+#[test]
+fn spans_and_pulses_share_a_ring_without_overwriting() {
+    std::thread::spawn(|| {
+        let mut site = latte_pulse_site::new();
+        let id = c"mixed.ring";
+        latte_pulse(&mut site, id.as_ptr()); // primes the site
+        for _ in 0..3000 {
+            span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);
+            latte_pulse(&mut site, id.as_ptr());
+            span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        let mut raw = Vec::new();
+        // SAFETY: a valid C string.
+        unsafe { latte::internals::extract::snapshot_into(id.as_ptr(), &mut raw) }.unwrap();
+        assert_eq!(raw.len(), 9000);
+        let modes: Vec<u32> = raw.iter().map(|r| r.decode().stop_mode).collect();
+        for (k, m) in modes.iter().enumerate() {
+            let want = if k % 3 == 1 { LATTE_MODE_PULSE } else { LATTE_MODE_FAST };
+            assert_eq!(*m, want, "sample {k}");
+        }
+    })
+    .join()
+    .unwrap();
 }

@@ -225,7 +225,7 @@ fn async_flush_while_producers_record() {
             // SAFETY: this thread's own state.
             let t = unsafe { &mut *t };
             // SAFETY: a static NUL-terminated ID.
-            let slot = unsafe { latte::internals::recorder::resolve(t, c"flush.live".as_ptr()) };
+            let slot = latte::layout::ring_ptr(unsafe { latte::internals::recorder::resolve(t, c"flush.live".as_ptr()) });
             let mut i = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 for _ in 0..100 {

@@ -1,5 +1,5 @@
 //! The ring protocol (`src/ring.rs`) model checked with loom: the library's
-//! own step functions (`writer_index`, `publish`, `assign`, `generation`,
+//! own step functions (`writer_index`, `writer_index_own`, `publish`, `assign`, `generation`,
 //! `published`, `reassigned`, `copy_checked`, `unchanged`: W1-W3, A1-A4,
 //! R1, R3-R7) run here on loom's atomics, on an in-memory ring of capacity 2. Under
 //! every interleaving and every value the memory model allows a load to
@@ -53,11 +53,19 @@ fn encode(i: u64) -> u64 {
     i * 1000 + 7
 }
 
-/// The writer: W1, then `ring::publish` (W2-W3).
-fn write(r: &Ring, value: u64) {
-    let idx = ring::writer_index(&r.write_idx); // W1
+/// The writer: W1 (`writer_index`, or `writer_index_own` with the
+/// writer's own copy of the index, as the recorder's Stop does), then
+/// `ring::publish` (W2-W3).
+fn write(r: &Ring, own: Option<&mut u64>, value: u64) {
+    let idx = match &own {
+        Some(o) => ring::writer_index_own(&r.write_idx, o),
+        None => ring::writer_index(&r.write_idx),
+    }; // W1
     let w = &r.words[(idx % CAP) as usize];
-    ring::publish(&r.write_idx, &w[0], &w[1], idx, value, encode(value));
+    let next = ring::publish(&r.write_idx, &w[0], &w[1], idx, value, encode(value));
+    if let Some(o) = own {
+        *o = next;
+    }
 }
 
 /// One read of a live slot (margin 1) from index `next`, chunks of one
@@ -104,9 +112,11 @@ fn reader_never_accepts_torn_or_stale_samples() {
         let ring = Arc::new(Ring { write_idx: W64(AtomicU64::new(0)), words: [[w(), w()], [w(), w()]] });
         let r2 = ring.clone();
         let writer = thread::spawn(move || {
-            for v in 0..3 {
-                write(&r2, v);
-            }
+            // Two writes as a pulse makes them, then one as a Stop does
+            // (its own copy of the index, 2, agrees with the ring's).
+            write(&r2, None, 0);
+            write(&r2, None, 1);
+            write(&r2, Some(&mut 2), 2);
         });
         // Without a yield here loom runs the reader to completion first and
         // explores a single execution; with it, every interleaving.
@@ -170,8 +180,9 @@ fn a_copy_of_a_reassigned_slot_is_discarded() {
         let (r2, g2) = (ring.clone(), generation.clone());
         let new_owner = thread::spawn(move || {
             ring::assign(&*g2, 2, || r2.write_idx.store(0, Ordering::Relaxed));
+            let mut own = 0; // a new owner's copy starts where the reset left the index
             for v in [NEW, NEW + 1] {
-                write(&r2, v);
+                write(&r2, Some(&mut own), v);
             }
         });
         thread::yield_now();

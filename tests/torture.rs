@@ -100,7 +100,7 @@ fn torture_reader_process() {
                     // SAFETY: the calling thread's own state.
                     let t = unsafe { &mut *t };
                     // SAFETY: a static NUL-terminated ID.
-                    let slot = unsafe { recorder::resolve(t, c"torture".as_ptr()) };
+                    let slot = latte::layout::ring_ptr(unsafe { recorder::resolve(t, c"torture".as_ptr()) });
                     assert!(!slot.is_null());
                     let mut i = 0u64;
                     let deadline = Instant::now() + Duration::from_secs_f64(secs);

@@ -1,16 +1,16 @@
 //! Old names of renamed calls, kept so that programs built against an
 //! earlier header still link and run. Each forwards to the new name; new
-//! code uses the new one.
+//! code uses the new one. The inline path's internal entry points have no
+//! old names on purpose: a program inlined against an earlier header lays
+//! out its thread state differently, so it must fail to link, not run.
 
 use super::calibrate::*;
 use super::extract::*;
-use super::inline::*;
 use super::misc::*;
 use super::reader::*;
 use super::record::*;
 use super::region::*;
 use crate::counters::latte_counters;
-use crate::layout::*;
 use core::ffi::{c_char, c_int};
 
 /// Old name of `latte_region_get_counters`.
@@ -103,28 +103,4 @@ pub extern "C" fn latte_snapshot(id: *const c_char, out: *mut u64, cap: usize, o
 #[no_mangle]
 pub extern "C" fn latte_strerror(code: c_int) -> *const c_char {
     latte_error_string(code)
-}
-
-/// Old name of `latte_internal_thread_resolve`.
-#[no_mangle]
-pub extern "C" fn latte_thread_resolve(t: *mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
-    latte_internal_thread_resolve(t, id)
-}
-
-/// Old name of `latte_internal_thread_note_overflow`.
-#[no_mangle]
-pub extern "C" fn latte_thread_note_overflow(t: *mut latte_thread) {
-    latte_internal_thread_note_overflow(t)
-}
-
-/// Old name of `latte_internal_thread_stop_slow`.
-#[no_mangle]
-pub extern "C" fn latte_thread_stop_slow(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
-    latte_internal_thread_stop_slow(t, mode, now)
-}
-
-/// Old name of `latte_internal_thread_pulse_slow`.
-#[no_mangle]
-pub extern "C" fn latte_thread_pulse_slow(t: *mut latte_thread, site: *mut latte_pulse_site, id: *const c_char, now: u64) {
-    latte_internal_thread_pulse_slow(t, site, id, now)
 }

@@ -10,30 +10,31 @@ use core::ffi::c_char;
 
 /// Slow path of the inline Start: a cache miss. Attaches `t` to the calling
 /// thread if needed, interns the ID, finds or allocates this thread's ring
-/// for it, fills `t`'s cache and returns the ring. When the span cannot be
-/// recorded (ID table or slots full, thread being torn down; counted) it
-/// returns a sink ring, never NULL for a non-NULL `t`.
+/// for it, fills `t`'s cache and returns the ring, tagged with its token
+/// (`latte_cache_entry.ring`). When the span cannot be recorded (ID table
+/// or slots full, thread being torn down; counted) it returns a sink ring,
+/// never 0 for a non-NULL `t`.
 #[no_mangle]
-pub extern "C" fn latte_internal_thread_resolve(t: *mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
+pub extern "C" fn latte_internal_thread_resolve(t: *mut latte_thread, id: *const c_char) -> u64 {
     if t.is_null() {
-        return core::ptr::null_mut();
+        return 0;
     }
-    let slot = guard(core::ptr::null_mut(), || {
+    let ring = guard(0, || {
         // SAFETY: `t` is the calling thread's own state (the contract above).
         match unsafe { recorder::activate(t) } {
             // SAFETY: the C API takes NULL or a NUL-terminated string as an ID.
             Some(t) => unsafe { recorder::resolve(t, id) },
             None => {
                 recorder::note_unavailable();
-                core::ptr::null_mut()
+                0
             }
         }
     });
-    if slot.is_null() {
+    if ring == 0 {
         // SAFETY: as above; only its mask is read.
-        recorder::unrecordable(unsafe { &*t })
+        tag_ring(recorder::unrecordable(unsafe { &*t }), 0)
     } else {
-        slot
+        ring
     }
 }
 

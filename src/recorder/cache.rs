@@ -23,23 +23,23 @@ pub(super) fn detach(t: &mut latte_thread) {
 pub(super) fn clear_cache(t: &mut latte_thread) {
     for e in t.cache.iter_mut() {
         e.key = LATTE_CACHE_EMPTY as *const c_char;
-        e.slot = core::ptr::null_mut();
+        e.ring = 0;
     }
     t.cache_used = 0;
 }
 
-/// The cached ring of `id`, probing from `i` (its home entry); None at the
+/// The cached tagged ring of `id`, probing from `i` (its home entry); None at the
 /// first empty entry. The
 /// cache is never full, so the probe ends. NULL is never cached.
 #[inline(always)]
-pub fn cache_probe(t: &latte_thread, id: *const c_char, mut i: usize) -> Option<*mut latte_slot_header> {
+pub fn cache_probe(t: &latte_thread, id: *const c_char, mut i: usize) -> Option<u64> {
     if id.is_null() {
         return None;
     }
     loop {
         let e = &t.cache[i];
         if e.key == id {
-            return Some(e.slot);
+            return Some(e.ring);
         }
         if e.key as usize == LATTE_CACHE_EMPTY {
             return None;
@@ -48,9 +48,9 @@ pub fn cache_probe(t: &latte_thread, id: *const c_char, mut i: usize) -> Option<
     }
 }
 
-/// Adds `id` -> `slot` to the cache at the first empty entry of its probe
-/// order, emptying the cache first when it is half full.
-pub(super) fn cache_insert(t: &mut latte_thread, id: *const c_char, slot: *mut latte_slot_header) {
+/// Adds `id` -> `ring` (tagged) to the cache at the first empty entry of
+/// its probe order, emptying the cache first when it is half full.
+pub(super) fn cache_insert(t: &mut latte_thread, id: *const c_char, ring: u64) {
     if id.is_null() {
         return;
     }
@@ -61,12 +61,12 @@ pub(super) fn cache_insert(t: &mut latte_thread, id: *const c_char, slot: *mut l
     loop {
         let e = &mut t.cache[i];
         if e.key == id {
-            e.slot = slot;
+            e.ring = ring;
             return;
         }
         if e.key as usize == LATTE_CACHE_EMPTY {
             e.key = id;
-            e.slot = slot;
+            e.ring = ring;
             t.cache_used += 1;
             return;
         }
@@ -78,8 +78,8 @@ pub(super) fn cache_insert(t: &mut latte_thread, id: *const c_char, slot: *mut l
 mod tests {
     use super::*;
 
-    fn slot(n: usize) -> *mut latte_slot_header {
-        (n * 128) as *mut latte_slot_header
+    fn slot(n: usize) -> u64 {
+        tag_ring((n * 128) as *mut latte_slot_header, (n % 256) as u32)
     }
 
     #[test]

@@ -31,20 +31,20 @@
 //!
 //! Span stack protocol (signal handlers). A signal handler that records on
 //! the thread it interrupted runs a whole Start and Stop between two steps
-//! of the interrupted one, and leaves `depth`, `top_slot` and every frame
+//! of the interrupted one, and leaves `depth`, `top_ring` and every frame
 //! at or above `depth` as it found them; so the interrupted call is correct
 //! when each step below holds whatever the handler does before it. The
 //! steps are kept in order by compiler fences (a thread sees its own
 //! accesses in program order; no CPU fence is needed).
 //! - Start at depth `d`: S1 `depth = d + 1` (frame `d` is now taken: a
-//!   handler's Start uses `d + 1`); S2 save the outer ring (`top_slot`) and
+//!   handler's Start uses `d + 1`); S2 save the outer ring (`top_ring`) and
 //!   this span's depth and mode in `frame_word[d]`, the switch count in
-//!   `frame_head[d]`; S3 `top_slot` = this
+//!   `frame_head[d]`; S3 `top_ring` = this
 //!   span's ring; then the TSC into `frame_tsc[d]`. A handler before S1
 //!   uses frame `d` and is done with it before S2 writes it; between S1
 //!   and S3 it saves and restores the outer ring in frame `d + 1`.
-//! - Stop at depth `d`: P1 read `top_slot`, `frame_word[d - 1]`,
-//!   `frame_tsc[d - 1]` and `frame_head[d - 1]`; P2 `top_slot` = the outer
+//! - Stop at depth `d`: P1 read `top_ring`, `frame_word[d - 1]`,
+//!   `frame_tsc[d - 1]` and `frame_head[d - 1]`; P2 `top_ring` = the outer
 //!   ring; P3 `depth = d - 1` (frame `d - 1` is free again); then write the
 //!   sample. A handler before
 //!   P3 sees the span still open and uses frame `d`.
@@ -115,8 +115,8 @@ pub unsafe fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     }
     let mode = tsc::normalize_mode(mode);
     let h = cache_index(id);
-    let slot = if t.cache[h].key == id && !id.is_null() {
-        t.cache[h].slot
+    let ring = if t.cache[h].key == id && !id.is_null() {
+        t.cache[h].ring
     } else {
         match cache_probe(t, id, h) {
             Some(s) => s, // further along the probe order
@@ -130,10 +130,10 @@ pub unsafe fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     // Steps S1-S3 of the span stack protocol (module doc).
     t.depth = d as u32 + 1; // S1
     compiler_fence(Ordering::SeqCst);
-    t.frame_word[d] = frame_word(t.top_slot, d as u32, mode); // S2
+    t.frame_word[d] = frame_word(t.top_ring, d as u32, mode); // S2
     t.frame_head[d] = switch_count(t);
     compiler_fence(Ordering::SeqCst);
-    t.top_slot = slot; // S3
+    t.top_ring = ring; // S3
     t.frame_tsc[d] = tsc::read_start(mode);
 }
 
@@ -154,21 +154,38 @@ pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
         return 0;
     }
     // Steps P1-P3 of the span stack protocol (module doc).
-    let slot = t.top_slot; // P1
+    let ring = t.top_ring; // P1
     let d = d as usize - 1;
     let word = t.frame_word[d];
     let start_tsc = t.frame_tsc[d];
     let start_head = t.frame_head[d];
     compiler_fence(Ordering::SeqCst);
-    t.top_slot = frame_ring(word); // P2
+    t.top_ring = frame_ring(word); // P2
     compiler_fence(Ordering::SeqCst);
     t.depth = d as u32; // P3
     let dur = duration(start_tsc, now);
     let switched = ((switch_count(t) != start_head) as u64) << LATTE_SAMPLE_SWITCHED_SHIFT;
     let packed = dur | frame_bits(word) | ((tsc::normalize_mode(mode) as u64) << LATTE_STOP_MODE_SHIFT) | switched;
-    // SAFETY: top_slot is a ring this thread owns or a sink (both fit its mask).
-    unsafe { write_sample(slot, t.sample_mask, start_tsc, packed) };
+    // SAFETY: top_ring is a ring this thread owns or a sink (both fit its mask).
+    unsafe { write_own(t, ring, start_tsc, packed) };
     dur
+}
+
+/// Appends a sample to the tagged ring `ring` at the thread's own copy of
+/// its index when the ring's index agrees (W1 with `next_idx`, the ring
+/// protocol's `writer_index_own`), then keeps the new index.
+///
+/// # Safety
+/// `ring` is a ring this thread owns, or a sink, tagged (`tag_ring`), and
+/// fits `t.sample_mask`.
+#[inline(always)]
+pub unsafe fn write_own(t: &mut latte_thread, ring: u64, start_tsc: u64, packed: u64) {
+    let slot = ring_ptr(ring);
+    let own = &mut t.next_idx[ring_token(ring)];
+    // SAFETY: the caller guarantees a live slot header of this thread's (or a sink).
+    let idx = crate::ring::writer_index_own(unsafe { &(*slot).write_idx }, own); // W1
+                                                                                 // SAFETY: as above; idx is the ring's own index (W1).
+    *own = unsafe { write_sample_at(slot, t.sample_mask, idx, start_tsc, packed) };
 }
 
 /// A pulse from one call site: records the cycles since that site's
@@ -215,7 +232,7 @@ pub unsafe fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: 
     let last = site.last_tsc;
     site.last_tsc = now;
     // SAFETY: forwarded (this function's contract on `id`).
-    let Some(slot) = (unsafe { resolve_slot(t, id) }) else {
+    let Some(slot) = (unsafe { resolve_slot(t, id) }).map(ring_ptr) else {
         // Not cached: every pulse that cannot be recorded is counted.
         site.id = core::ptr::null();
         return;

@@ -1,12 +1,10 @@
 //! A thread-private open-addressing map from ID pointers to rings: the
 //! second level behind the hot cache.
 
-use crate::layout::latte_slot_header;
-
 /// An open-addressing map from ID pointers to rings, thread-private.
 pub(super) struct PtrMap {
     keys: Box<[usize; PTR_MAP_SIZE]>,
-    slots: Box<[*mut latte_slot_header; PTR_MAP_SIZE]>,
+    slots: Box<[u64; PTR_MAP_SIZE]>,
     len: usize,
 }
 
@@ -16,7 +14,7 @@ const PTR_MAP_EMPTY: usize = 0;
 
 impl PtrMap {
     pub(super) fn new() -> PtrMap {
-        PtrMap { keys: Box::new([PTR_MAP_EMPTY; PTR_MAP_SIZE]), slots: Box::new([core::ptr::null_mut(); PTR_MAP_SIZE]), len: 0 }
+        PtrMap { keys: Box::new([PTR_MAP_EMPTY; PTR_MAP_SIZE]), slots: Box::new([0; PTR_MAP_SIZE]), len: 0 }
     }
 
     pub(super) fn clear(&mut self) {
@@ -28,7 +26,7 @@ impl PtrMap {
         ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize & (PTR_MAP_SIZE - 1)
     }
 
-    pub(super) fn get(&self, key: usize) -> Option<*mut latte_slot_header> {
+    pub(super) fn get(&self, key: usize) -> Option<u64> {
         let mut i = Self::home(key);
         loop {
             match self.keys[i] {
@@ -39,7 +37,7 @@ impl PtrMap {
         }
     }
 
-    pub(super) fn insert(&mut self, key: usize, slot: *mut latte_slot_header) {
+    pub(super) fn insert(&mut self, key: usize, slot: u64) {
         if key == PTR_MAP_EMPTY {
             return;
         }
@@ -63,8 +61,8 @@ impl PtrMap {
 mod tests {
     use super::*;
 
-    fn slot(n: usize) -> *mut latte_slot_header {
-        (n * 128) as *mut latte_slot_header
+    fn slot(n: usize) -> u64 {
+        (n * 128) as u64
     }
 
     #[test]

@@ -44,24 +44,27 @@ fn count_orphan() {
 /// `id` is NULL or a NUL-terminated string that stays valid while the process records under it.
 #[cold]
 #[inline(never)]
-pub unsafe fn resolve(t: &mut latte_thread, id: *const c_char) -> *mut latte_slot_header {
+pub unsafe fn resolve(t: &mut latte_thread, id: *const c_char) -> u64 {
     // SAFETY: forwarded (this function's contract on `id`).
     match unsafe { resolve_slot(t, id) } {
-        Some(slot) => {
-            cache_insert(t, id, slot);
-            slot
+        Some(ring) => {
+            cache_insert(t, id, ring);
+            ring
         }
-        None => unrecordable(t),
+        // A sink has no token: tagged 0, whose `next_idx` then mostly
+        // disagrees with the sink's index (W1 takes the ring's).
+        None => tag_ring(unrecordable(t), 0),
     }
 }
 
-/// Interns the ID and finds or allocates this thread's slot for it. None
+/// Interns the ID and finds or allocates this thread's slot for it, tagged
+/// with the ID's token (`tag_ring`). None
 /// (counted as a dropped span) when the ID or the slot does not fit, or
 /// the thread is being torn down.
 ///
 /// # Safety
 /// `id` is NULL or a NUL-terminated string that stays valid while the process records under it.
-pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*mut latte_slot_header> {
+pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u64> {
     let Some(c) = COLD.try_with(|c| c.get()).ok().filter(|c| !c.is_null()) else {
         note_late_drop();
         return None;
@@ -71,8 +74,8 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*
     crate::sched::attach_thread();
     // SAFETY: this thread's own cold state.
     let c = unsafe { &mut *c };
-    if let Some(slot) = c.by_ptr.get(id as usize) {
-        return Some(slot);
+    if let Some(ring) = c.by_ptr.get(id as usize) {
+        return Some(ring);
     }
     let Some(mut reg) = REGISTRY.lock_unless_held() else {
         note_unavailable();
@@ -102,8 +105,9 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<*
             }
         }
     }
-    c.by_ptr.insert(id as usize, slot);
-    Some(slot)
+    let ring = tag_ring(slot, token);
+    c.by_ptr.insert(id as usize, ring);
+    Some(ring)
 }
 
 /// Resolves the calling thread's ring for `id` as a first Start would (and
@@ -128,15 +132,15 @@ pub unsafe fn prefault(id: *const c_char) -> Result<u64, Error> {
     }
     // SAFETY: the calling thread's active state.
     let t = unsafe { &mut *t };
-    let slot = match cache_probe(t, id, cache_index(id)) {
-        Some(s) => s,
+    let slot = ring_ptr(match cache_probe(t, id, cache_index(id)) {
+        Some(r) => r,
         None => {
             // SAFETY: forwarded (this function's contract on `id`).
-            let s = unsafe { resolve_slot(t, id) }.ok_or(Error::NOSPC)?;
-            cache_insert(t, id, s);
-            s
+            let r = unsafe { resolve_slot(t, id) }.ok_or(Error::NOSPC)?;
+            cache_insert(t, id, r);
+            r
         }
-    };
+    });
     let cap = t.sample_mask + 1;
     // SAFETY: a slot of this thread inside the region.
     let sh = unsafe { &*slot };

@@ -94,13 +94,13 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
     detach(nt);
     if cur.is_null() {
         nt.sample_mask = mask;
-        nt.top_slot = core::ptr::null_mut();
+        nt.top_ring = 0;
     } else {
         // SAFETY: the previous active state of this thread, distinct from `t`.
         let old = unsafe { &mut *cur };
         let d = old.depth as usize;
         nt.sample_mask = old.sample_mask;
-        nt.top_slot = old.top_slot;
+        nt.top_ring = old.top_ring;
         nt.frame_tsc[..d].copy_from_slice(&old.frame_tsc[..d]);
         nt.frame_word[..d].copy_from_slice(&old.frame_word[..d]);
         nt.frame_head[..d].copy_from_slice(&old.frame_head[..d]);

@@ -247,7 +247,7 @@ static void cache_home_collisions(void) {
 static char sweep_pool[200 * 16];
 static void second_start_is_a_hit(void) {
   const char *ids[200];
-  latte_slot_header *ring;
+  uint64_t ring;
   size_t at;
   int k, far = 0;
   for (k = 0, at = 0; k < 200; k++) {
@@ -256,12 +256,12 @@ static void second_start_is_a_hit(void) {
   }
   for (k = 0; k < 200; k++) {
     latte_start_inline(ids[k], LATTE_MODE_FAST);
-    ring = latte__state.top_slot;
+    ring = latte__state.top_ring;
     latte_stop_inline(NULL, LATTE_MODE_FAST);
     CHECK(probe_distance(ids[k]) >= 0);
     /* The second Start finds that entry and pushes the same ring. */
     latte_start_inline(ids[k], LATTE_MODE_FAST);
-    CHECK(latte__state.top_slot == ring);
+    CHECK(latte__state.top_ring == ring);
     latte_stop_inline(NULL, LATTE_MODE_FAST);
   }
   for (k = 0; k < 200; k++) {
