@@ -41,7 +41,14 @@ import subprocess
 import sys
 
 # Goals (ratio at most).
-HOT_GOAL = 1.10        # Fast/Mid/Hard/pulse vs the reference engine
+# Fast/Mid/Hard/pulse vs the reference engine: parity with the original
+# (PARITY_GOAL) carried over through the reference. The original Latte
+# (March 2026 header) measured against the same reference in the same runs
+# on this machine kind (Intel Xeon VM; speedtest/hot.cpp, 3 runs, the
+# ratios to 0.001 run to run): Fast 1.076, Mid 1.094, Hard 1.047, pulse
+# 1.003 x the reference; each goal is that x 1.05, to two decimals. With
+# ORIGINAL= the rows are judged against the original itself as well.
+HOT_GOALS = {"fast": 1.13, "mid": 1.15, "hard": 1.10, "pulse": 1.05}
 SWEEP_GOAL = 1.10      # N IDs vs one ID, same run
 PARITY_GOAL = 1.05     # ours / original, every row
 SCHED_GOAL = 1.05      # a row with the thread's switch tracking on vs off, same run
@@ -136,7 +143,7 @@ def main():
         ref_spreads[k] = spread(xs)
     # Busy: a judged figure too noisy to judge (see the module doc).
     noisy = []
-    judged = [(k, HOT_GOAL) for k, _ in HOT_ROWS] + [(f"sweep.{o}.{nn}", SWEEP_GOAL) for nn in SWEEP_NS for o in ("rr", "rand")]
+    judged = [(k, HOT_GOALS[k]) for k, _ in HOT_ROWS] + [(f"sweep.{o}.{nn}", SWEEP_GOAL) for nn in SWEEP_NS for o in ("rr", "rand")]
     judged += [(k + ".on", SCHED_GOAL) for k, _ in SCHED_ROWS if col("ours", k + ".on", 3)]
 
     def undecided(xs, goal, iqr=0.0):
@@ -189,7 +196,7 @@ def main():
         print(line + "  " + "; ".join(verdicts))
 
     for key, label in HOT_ROWS:
-        row(key, label, HOT_GOAL, "reference")
+        row(key, label, HOT_GOALS[key], "reference")
     print(f"\nID sweep: N distinct IDs on one thread, Fast Start+Stop, vs one ID in the same run (goal <= {SWEEP_GOAL:.2f})")
     one = med(col("ours", "sweep.1", 0))
     line = f"{'1 ID (base)':<26} {one:8.2f} {med(col('ours', 'sweep.1', 1)):8.2f}"
