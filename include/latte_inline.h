@@ -238,7 +238,7 @@ LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   uint64_t now = __rdtsc();
   latte_thread *t = &latte__state;
   latte_slot_header *s;
-  uint64_t last, packed, idx, head, switched;
+  uint64_t last, packed, idx, head;
   if (__builtin_expect(site->id != id || id == NULL, 0)) {
     latte_internal_thread_pulse_slow(t, site, id, now);
     return;
@@ -246,18 +246,20 @@ LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   head = latte__switch_count(t);
   last = site->last_tsc;
   site->last_tsc = now;
-  switched = (uint64_t)(head != site->last_head) << LATTE_SAMPLE_SWITCHED_SHIFT;
-  site->last_head = head;
   /* The depth and both modes in one shift. depth <= 64; at 64 its bit lands
    * on the start mode's low bit, which PULSE (3) sets anyway: the same word
    * as Rust's `depth & 63`, with no mask. */
   packed = latte__duration(last, now) |
            ((uint64_t)(t->depth | (LATTE_MODE_PULSE << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) |
                        (LATTE_MODE_PULSE << (LATTE_STOP_MODE_SHIFT - LATTE_DEPTH_SHIFT)))
-            << LATTE_DEPTH_SHIFT) |
-           switched;
+            << LATTE_DEPTH_SHIFT);
   s = site->slot;
-  if (__builtin_expect(__atomic_load_n(&s->write_idx, __ATOMIC_RELAXED) != site->next_idx, 0)) {
+  /* One unlikely branch for both rare cases: something else wrote the ring
+   * (a span, another site of the ID), or the thread was switched out since
+   * this site's previous pulse (the sample gets LATTE_SAMPLE_SWITCHED). */
+  if (__builtin_expect((__atomic_load_n(&s->write_idx, __ATOMIC_RELAXED) != site->next_idx) | (head != site->last_head), 0)) {
+    packed |= (uint64_t)(head != site->last_head) << LATTE_SAMPLE_SWITCHED_SHIFT;
+    site->last_head = head;
     latte__write(s, t->sample_mask, last, packed);
     site->next_idx = __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED);
     return;

@@ -203,17 +203,19 @@ pub unsafe fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *cons
     let head = switch_count(t);
     let last = site.last_tsc;
     site.last_tsc = now;
-    let switched = ((head != site.last_head) as u64) << LATTE_SAMPLE_SWITCHED_SHIFT;
-    site.last_head = head;
-    let packed = duration(last, now) | pulse_bits(t.depth) | switched;
+    let packed = duration(last, now) | pulse_bits(t.depth);
     // SAFETY: the site's slot was resolved by this thread for `id`.
     let h = unsafe { &*site.slot };
-    // Relaxed: this thread is the only writer of write_idx.
-    site.next_idx = if h.write_idx.load(Ordering::Relaxed) == site.next_idx {
+    // One unlikely branch for both rare cases: something else wrote the
+    // ring (a span, another site of this ID), or the thread was switched
+    // out since this site's previous pulse. Relaxed: this thread is the
+    // only writer of write_idx.
+    site.next_idx = if h.write_idx.load(Ordering::Relaxed) == site.next_idx && head == site.last_head {
         // SAFETY: as above; next_idx is the ring's index (just compared).
         unsafe { write_sample_at(site.slot, t.sample_mask, site.next_idx, last, packed) }
     } else {
-        // Something else wrote the ring (a span, or another site of this ID).
+        let packed = packed | (((head != site.last_head) as u64) << LATTE_SAMPLE_SWITCHED_SHIFT);
+        site.last_head = head;
         // SAFETY: as above.
         unsafe { write_sample(site.slot, t.sample_mask, last, packed) };
         h.write_idx.load(Ordering::Relaxed)
