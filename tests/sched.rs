@@ -2,6 +2,8 @@
 //! sleeps, ring overruns, refusals (seccomp, an unprivileged user's perf
 //! memory budget), thread exit and fork.
 
+mod common;
+use common::in_child;
 use latte::error::LATTE_ERR_SCHED_LOST;
 use latte::internals::ffi::*;
 use latte::internals::sched::*;
@@ -38,22 +40,6 @@ fn kernel_switches() -> u64 {
 fn usleep(us: u32) {
     // SAFETY: no memory effects.
     unsafe { libc::usleep(us) };
-}
-
-/// Runs `f` in a forked child and asserts it exits 0 (a child for what
-/// changes the process for good: seccomp filters, credentials).
-fn in_child(f: impl FnOnce() -> bool) {
-    // SAFETY: the child runs `f` and leaves with _exit, without the harness.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(false);
-        // SAFETY: leave the child at once.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    let mut status = 0;
-    // SAFETY: our child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! process itself: each works in a forked child (or a child process), so
 //! that none inherits another's event.
 
+mod common;
+use common::in_child;
 use latte::error::LATTE_ERR_SCHED_OFF;
 use latte::internals::ffi::*;
 use latte::internals::sched::*;
@@ -21,21 +23,6 @@ fn counters() -> latte_sched_counters {
     let mut c = latte_sched_counters::default();
     assert_eq!(latte_sched_get_counters(&mut c), 0);
     c
-}
-
-/// Runs `f` in a forked child and asserts it exits 0.
-fn in_child(f: impl FnOnce() -> bool) {
-    // SAFETY: the child runs `f` and leaves with _exit, without the harness.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(false);
-        // SAFETY: leave the child at once.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    let mut status = 0;
-    // SAFETY: our child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
 }
 
 #[test]

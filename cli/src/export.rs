@@ -372,38 +372,26 @@ impl State {
             }
         }
 
-        let mut m = enc.encode_descriptor(
-            "latte_samples_recorded",
-            "Samples the producer recorded since the exporter began watching (read, in the histogram's count, plus lost)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (region, r) in seen() {
-            for ((id, t), s) in &r.series {
-                let labels = series_labels(region, id, &thread_text(*t));
-                m.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&(s.count() + s.lost), None)?;
-            }
-        }
-
-        let mut m =
-            enc.encode_descriptor("latte_samples_lost", "Samples overwritten in their ring before the exporter read them", None, MetricType::Counter)?;
-        for (region, r) in seen() {
-            for ((id, t), s) in &r.series {
-                let labels = series_labels(region, id, &thread_text(*t));
-                m.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&s.lost, None)?;
-            }
-        }
-
-        let mut m = enc.encode_descriptor(
-            "latte_samples_switched",
-            "Samples read whose thread was switched out during them (producers with switch tracking on flag them; 0 otherwise)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (region, r) in seen() {
-            for ((id, t), s) in &r.series {
-                let labels = series_labels(region, id, &thread_text(*t));
-                m.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&s.switched, None)?;
+        // Counters per series: one descriptor each, one value per series.
+        type PerSeries = fn(&Series) -> u64;
+        let counters: [(&str, &str, PerSeries); 3] = [
+            ("latte_samples_recorded", "Samples the producer recorded since the exporter began watching (read, in the histogram's count, plus lost)", |s| {
+                s.count() + s.lost
+            }),
+            ("latte_samples_lost", "Samples overwritten in their ring before the exporter read them", |s| s.lost),
+            (
+                "latte_samples_switched",
+                "Samples read whose thread was switched out during them (producers with switch tracking on flag them; 0 otherwise)",
+                |s| s.switched,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (region, r) in seen() {
+                for ((id, t), s) in &r.series {
+                    let labels = series_labels(region, id, &thread_text(*t));
+                    m.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&value(s), None)?;
+                }
             }
         }
 

@@ -34,3 +34,19 @@ pub fn rss_kib() -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
     s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).unwrap().parse().unwrap()
 }
+
+/// Runs `f` in a forked child and asserts it exits 0 (a child for what
+/// changes the process for good: seccomp filters, credentials).
+pub fn in_child(f: impl FnOnce() -> bool) {
+    // SAFETY: the child runs `f` and leaves with _exit, without the harness.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(false);
+        // SAFETY: leave the child at once.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: our child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
+}
