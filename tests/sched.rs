@@ -256,8 +256,11 @@ fn flagged_spans_never_outnumber_the_kernels_switches() {
         // Warm: ring resolved and pages committed before counting.
         latte::internals::ffi::latte_thread_prefault(id.as_ptr());
         latte::internals::ffi::latte_thread_prefault(pid.as_ptr());
-        latte::internals::ffi::latte_pulse(&mut site, pid.as_ptr());
+        // The kernel's count first, then the priming pulse: the first
+        // counted pulse compares with the switch count the priming one saw,
+        // so a switch between the two must fall inside the kernel's window.
         let k0 = kernel_switches();
+        latte::internals::ffi::latte_pulse(&mut site, pid.as_ptr());
         for i in 0..60_000u32 {
             latte::internals::ffi::latte_start(id.as_ptr(), 0);
             spin(200);
