@@ -3,7 +3,7 @@
 //! memory budget), thread exit and fork.
 
 mod common;
-use common::in_child;
+use common::{flags_of, in_child};
 use latte::error::LATTE_ERR_SCHED_LOST;
 use latte::internals::ffi::*;
 use latte::internals::sched::*;
@@ -197,19 +197,6 @@ fn a_fork_child_gets_an_event_of_its_own() {
     let (rc, d) = diff(&parent, &snap());
     assert_eq!(rc, 0);
     assert!(d.switch_outs >= 1);
-}
-
-/// The `LATTE_SAMPLE_SWITCHED` bit of every sample recorded under `id` in
-/// this process, in ring order.
-pub fn flags_of(id: &std::ffi::CStr) -> Vec<bool> {
-    use latte::internals::ffi::{latte_intern_id, latte_sample_record, latte_samples_extract};
-    let token = latte_intern_id(id.as_ptr());
-    let mut n = 0usize;
-    let _ = latte_samples_extract(core::ptr::null_mut(), 0, &mut n);
-    let mut v = vec![latte_sample_record::default(); n + 4096];
-    assert_eq!(latte_samples_extract(v.as_mut_ptr(), v.len(), &mut n), 0);
-    v.truncate(n);
-    v.iter().filter(|r| r.token == token).map(|r| r.switched != 0).collect()
 }
 
 #[test]

@@ -12,11 +12,7 @@ use latte::internals::sched::*;
 
 /// How many samples under `id` carry `LATTE_SAMPLE_SWITCHED`.
 fn flagged_under(id: &std::ffi::CStr) -> usize {
-    let token = latte::internals::ffi::latte_intern_id(id.as_ptr());
-    let mut v = vec![latte::internals::ffi::latte_sample_record::default(); 4096];
-    let mut n = 0usize;
-    assert_eq!(latte::internals::ffi::latte_samples_extract(v.as_mut_ptr(), v.len(), &mut n), 0);
-    v[..n].iter().filter(|r| r.token == token && r.switched != 0).count()
+    common::flags_of(id).iter().filter(|&&f| f).count()
 }
 
 fn counters() -> latte_sched_counters {

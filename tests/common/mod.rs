@@ -50,3 +50,24 @@ pub fn in_child(f: impl FnOnce() -> bool) {
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
 }
+
+/// The `LATTE_SAMPLE_SWITCHED` bit of every sample recorded under `id` in
+/// this process, in ring order.
+pub fn flags_of(id: &std::ffi::CStr) -> Vec<bool> {
+    use latte::internals::ffi::{latte_intern_id, latte_sample_record, latte_samples_extract};
+    let token = latte_intern_id(id.as_ptr());
+    // Other tests of this binary record meanwhile: ask again with the
+    // count the last call gave until everything fits (-ERANGE until then).
+    let mut n = 0usize;
+    let _ = latte_samples_extract(core::ptr::null_mut(), 0, &mut n);
+    let mut v = Vec::new();
+    loop {
+        v.resize(n + 4096, latte_sample_record::default());
+        match latte_samples_extract(v.as_mut_ptr(), v.len(), &mut n) {
+            0 => break,
+            rc => assert_eq!(rc, -libc::ERANGE),
+        }
+    }
+    v.truncate(n);
+    v.iter().filter(|r| r.token == token).map(|r| r.switched != 0).collect()
+}
