@@ -27,6 +27,17 @@ def check(cond, what):
     return cond
 
 
+def wait_for(what, fn, limit_s, every=0.1):
+    """Polls `fn` (None: not yet) every `every` s for at most `limit_s`;
+    checks that it came, and returns its value."""
+    end = time.monotonic() + limit_s
+    while True:
+        v = fn()
+        if v is not None or time.monotonic() > end:
+            check(v is not None, f"{what} within {limit_s} s")
+            return v
+        time.sleep(every)
+
 def finish(name):
     print(f"{name}: {passed} passed, {failed} failed")
     return 1 if failed else 0

@@ -56,15 +56,6 @@ def raw_exchange(port, data, whole=False, timeout=20):
     return out
 
 
-def wait_for(what, fn, limit_s):
-    end = time.monotonic() + limit_s
-    while True:
-        v = fn()
-        if v is not None or time.monotonic() > end:
-            h.check(v is not None, f"{what} within {limit_s} s")
-            return v
-        time.sleep(0.1)
-
 
 def samples(port):
     return h.parse(h.scrape(port))
@@ -116,7 +107,7 @@ def main():
             return s if h.value(s, "latte_span_duration_seconds_count", region=name("known"), id="svc.fast") == 40000 and \
                 h.value(s, "latte_producer_up", region=name("live")) == 1 else None
 
-        s = wait_for("both services' series", both_present, 10)
+        s = h.wait_for("both services' series", both_present, 10)
         status, headers, body = h.request(port)
         h.check(status == 200 and headers.get("content-type") == OPENMETRICS, f"GET /metrics: {status} {headers.get('content-type')}")
         h.check(body.endswith("# EOF\n"), "the body ends with # EOF")
@@ -195,7 +186,7 @@ def main():
             fast = sorted((l.get("thread"), v) for n, l, v in s if n == "latte_span_duration_seconds_count" and l.get("id") == "svc.fast")
             return (fast, s) if [v for _, v in fast] == [20000, 20000] else None
 
-        got = wait_for("--per-thread: svc.fast, 20,000 per thread", per_thread, 5)
+        got = h.wait_for("--per-thread: svc.fast, 20,000 per thread", per_thread, 5)
         if got:
             fast, s = got
             h.check(all(t and t.isdigit() for t, _ in fast) and fast[0][0] != fast[1][0], f"thread labels are OS thread ids: {fast}")
@@ -210,7 +201,7 @@ def main():
         sc = Scrapers(port, 4)
         time.sleep(0.3)
         os.unlink(shm("live"))
-        gone = wait_for("the unlinked region's series gone after --keep-gone",
+        gone = h.wait_for("the unlinked region's series gone after --keep-gone",
                         lambda: True if h.value(samples(port), "latte_producer_up", region=name("live")) is None else None, 8)
         r = sc.stop()
         h.check(all_ok(r), f"{len(r)} scrapes while the region was unlinked: all 200 with # EOF")
@@ -218,19 +209,19 @@ def main():
 
         # --- the producer killed mid-scrape, then restarted -------------
         k = h.start_service(procs, SERVICE, "/" + name("kill"), "live")
-        wait_for("the new region found", lambda: True if h.value(samples(port), "latte_producer_up", region=name("kill")) == 1 else None, 5)
+        h.wait_for("the new region found", lambda: True if h.value(samples(port), "latte_producer_up", region=name("kill")) == 1 else None, 5)
         sc = Scrapers(port, 4)
         time.sleep(0.3)
         k.send_signal(signal.SIGKILL)
         k.wait()
-        down = wait_for("producer_up 0 after SIGKILL",
+        down = h.wait_for("producer_up 0 after SIGKILL",
                         lambda: True if h.value(samples(port), "latte_producer_up", region=name("kill")) == 0 else None, 5)
         r = sc.stop()
         h.check(all_ok(r), f"{len(r)} scrapes while the producer was killed: all 200")
         # Each sample once: what the killed producer wrote, no more, no less.
         old = h.written(LIB, "/" + name("kill")).get("svc.tick")
         tick = lambda n: h.value(samples(port), n, region=name("kill"), id="svc.tick")  # noqa: E731
-        before = wait_for(f"recorded == written ({old}) for the killed producer", lambda: old if tick("latte_samples_recorded_total") == old else None, 5)
+        before = h.wait_for(f"recorded == written ({old}) for the killed producer", lambda: old if tick("latte_samples_recorded_total") == old else None, 5)
         h.check(tick("latte_samples_lost_total") == 0, "nothing lost")
         k2 = h.start_service(procs, SERVICE, "/" + name("kill"), "live")  # takes the stale name over
 
@@ -240,20 +231,20 @@ def main():
             v = h.value(s, "latte_samples_recorded_total", region=name("kill"), id="svc.tick")
             return (info, v) if info == [str(k2.pid)] and v is not None and v > before else None
 
-        got = wait_for("the restarted producer's pid and counts", restarted, 5)
+        got = h.wait_for("the restarted producer's pid and counts", restarted, 5)
         procs.stop(k2)
         new = h.written(LIB, "/" + name("kill")).get("svc.tick")
-        total = wait_for(f"recorded == written before the restart ({before}) + after ({new})",
+        total = h.wait_for(f"recorded == written before the restart ({before}) + after ({new})",
                          lambda: True if before and new and tick("latte_samples_recorded_total") == before + new else None, 5)
         h.check(got is not None and total, f"counts go on across the restart: {before} -> {got and got[1]} -> {tick('latte_samples_recorded_total')}")
 
         # --- the object shrinks under the mapping mid-scrape ------------
         t = h.start_service(procs, SERVICE, "/" + name("shrink"), "live")
-        wait_for("the region to shrink found", lambda: True if h.value(samples(port), "latte_producer_up", region=name("shrink")) == 1 else None, 5)
+        h.wait_for("the region to shrink found", lambda: True if h.value(samples(port), "latte_producer_up", region=name("shrink")) == 1 else None, 5)
         sc = Scrapers(port, 4)
         time.sleep(0.2)
         os.truncate(shm("shrink"), 4096)
-        errs = wait_for("read errors counted for the shrunk region",
+        errs = h.wait_for("read errors counted for the shrunk region",
                         lambda: True if (h.value(samples(port), "latte_serve_read_errors_total", region=name("shrink")) or 0) > 0 else None, 5)
         r = sc.stop()
         h.check(all_ok(r), f"{len(r)} scrapes while the object shrank: all 200")
@@ -279,7 +270,7 @@ def main():
         h.check(any("no region /" + name("later") + " yet" in x for x in lines), f"says the named region is not there yet: {lines}")
         h.check(h.value(samples(lport), "latte_producer_up", region=name("later")) is None, "nothing for it yet")
         later = h.start_service(procs, SERVICE, "/" + name("later"), "live")
-        wait_for("the named region found once it exists",
+        h.wait_for("the named region found once it exists",
                  lambda: True if h.value(samples(lport), "latte_producer_up", region=name("later")) == 1 else None, 5)
         procs.stop(later)
         procs.stop(lserve)
@@ -298,14 +289,14 @@ def main():
             reasons = {l["reason"] for n, l, v in s if n == "latte_serve_region_unreadable"}
             return (mapped, refused, reasons) if len(mapped | refused) == 70 and refused else None
 
-        got = wait_for("70 copies: some mapped, the rest refused with a reason", limited, 8)
+        got = h.wait_for("70 copies: some mapped, the rest refused with a reason", limited, 8)
         if got:
             mapped, refused, reasons = got
             print(f"70 region copies: {len(mapped)} mapped, {len(refused)} refused: {sorted(reasons)}")
             h.check(any("at most 64" in x for x in reasons), f"the reason names the limit: {reasons}")
         for c in copies:
             os.unlink(c)
-        wait_for("the copies' refusals gone with them", lambda: True if not any(
+        h.wait_for("the copies' refusals gone with them", lambda: True if not any(
             n == "latte_serve_region_unreadable" and l["region"].startswith(TAG) for n, l, _ in samples(port)) else None, 5)
         procs.stop(small)
         procs.stop(known)

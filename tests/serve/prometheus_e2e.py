@@ -49,16 +49,6 @@ def query(port, q):
     return [(x["metric"], float(x["value"][1])) for x in doc["data"]["result"]]
 
 
-def wait_for(what, fn, limit_s):
-    """Polls `fn` (None: not yet) every 0.25 s for at most `limit_s`."""
-    end = time.monotonic() + limit_s
-    while True:
-        v = fn()
-        if v is not None or time.monotonic() > end:
-            h.check(v is not None, f"{what} within {limit_s} s")
-            return v
-        time.sleep(0.25)
-
 
 def sel(**labels):
     return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
@@ -121,7 +111,7 @@ def main():
                 except OSError:
                     return None
 
-            wait_for("prometheus ready", ready, 30)
+            h.wait_for("prometheus ready", ready, 30)
             svc = h.start_service(procs, SERVICE, "/" + REGION, "known")
             raw, cpn, pid = h.read_raw(LIB, "/" + REGION)
             h.check(cpn > 0, f"the service published its cycles per ns ({cpn})")
@@ -131,7 +121,7 @@ def main():
                 got = {m["id"]: v for m, v in query(prom_port, f"latte_span_duration_seconds_count{sel(region=REGION)}")}
                 return got if got == EXPECTED else None
 
-            got = wait_for("Prometheus' counts equal the service's", counts, 20)
+            got = h.wait_for("Prometheus' counts equal the service's", counts, 20)
             print(f"counts in Prometheus: {got}")
             rec = {m["id"]: v for m, v in query(prom_port, f"latte_samples_recorded_total{sel(region=REGION)}")}
             lost = {m["id"]: v for m, v in query(prom_port, f"latte_samples_lost_total{sel(region=REGION)}")}
@@ -171,7 +161,7 @@ def main():
             # The producer exits: liveness goes to 0, the counts stay.
             svc.stdin.close()
             svc.wait(timeout=10)
-            down = wait_for("producer_up 0 after the service exited",
+            down = h.wait_for("producer_up 0 after the service exited",
                             lambda: True if [v for _, v in query(prom_port, f"latte_producer_up{sel(region=REGION)}")] == [0.0] else None, 15)
             if down:
                 h.check(counts() == EXPECTED, "counts unchanged after the exit")
