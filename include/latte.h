@@ -46,6 +46,14 @@
 // Layout version; a reader refuses any other.
 #define LATTE_LAYOUT_VERSION 3
 
+// Generation of the in-process layout the inline path shares with Rust
+// (`latte_thread`, `latte_pulse_site`, `latte_cache_entry`). The slow
+// paths `include/latte_inline.h` calls end in `_v` and this number, so
+// that a program inlined against a header of another generation fails to
+// link rather than reading the thread state at the wrong offsets: change
+// both with the layout (a test checks that they agree).
+#define LATTE_THREAD_LAYOUT 2
+
 // Size of the region header in bytes.
 #define LATTE_HEADER_SIZE 512
 
@@ -323,6 +331,13 @@ typedef struct LATTE_ALIGNED(64) latte_thread {
   // branch on whether tracking is on. Set when the state is attached and
   // when the thread's ring opens or closes; never NULL once attached.
   const uint64_t *switch_head;
+  // 0 while the thread is not tracked; otherwise a base a pulse adds to
+  // its switch count (`*switch_head`), set with `switch_head`: at least
+  // 1, and larger than every sum (count + base) the thread's earlier rings
+  // ever showed, so that a sum is never taken for one from another ring
+  // (`sched`). A pulse branches on it being 0, so that an untracked
+  // thread's pulse does not load its switch count.
+  uint64_t switch_base;
   // Rust-private: entries of `cache` in use.
   uint64_t cache_used;
   // Pointer-keyed cache, open addressing with linear probing: an ID is
@@ -396,8 +411,9 @@ typedef struct LATTE_ALIGNED(64) latte_pulse_site {
   // the ring since), which the core can check in the shadow of the
   // writes instead of waiting for the load; otherwise at the ring's own.
   uint64_t next_idx;
-  // The thread's switch count (`latte_thread.switch_head`) at this site's
-  // previous pulse.
+  // The thread's switch count plus its `switch_base` at this site's
+  // previous pulse that looked at it: 0 when the thread was untracked
+  // then, never 0 when it was tracked.
   uint64_t last_head;
 } latte_pulse_site;
 
@@ -825,22 +841,22 @@ int latte_flush_supported(void);
 // (`latte_cache_entry.ring`). When the span cannot be recorded (ID table
 // or slots full, thread being torn down; counted) it returns a sink ring,
 // never 0 for a non-NULL `t`.
-uint64_t latte_internal_thread_resolve(struct latte_thread *t, const char *id);
+uint64_t latte_internal_thread_resolve_v2(struct latte_thread *t, const char *id);
 
 // Slow path of the inline Start: 64 spans are open; counts the ignored Start.
-void latte_internal_thread_note_overflow(struct latte_thread *t);
+void latte_internal_thread_note_overflow_v2(struct latte_thread *t);
 
 // Slow path of the inline Stop: `t` has no open span. Counts an orphan
 // Stop (returns 0), or, when another state of this thread is the active
 // one, closes that state's innermost span and returns its duration.
 // `now` is the TSC the caller read in `mode`.
-uint64_t latte_internal_thread_stop_slow(struct latte_thread *t, latte_mode mode, uint64_t now);
+uint64_t latte_internal_thread_stop_slow_v2(struct latte_thread *t, latte_mode mode, uint64_t now);
 
 // Slow path of the inline pulse: the site is not resolved for `id` (first
 // call, another ID, or NULL). Attaches `t`, resolves and primes the site,
 // and records the interval when the site was primed before. `now` is the
 // TSC the caller read.
-void latte_internal_thread_pulse_slow(struct latte_thread *t, struct latte_pulse_site *site, const char *id, uint64_t now);
+void latte_internal_thread_pulse_slow_v2(struct latte_thread *t, struct latte_pulse_site *site, const char *id, uint64_t now);
 
 // The library's version, "MAJOR.MINOR.PATCH" (a static string; compare
 // with LATTE_VERSION_STRING, the version of the header compiled against).

@@ -106,7 +106,7 @@ LATTE__FN uint64_t latte__probe(latte_thread *t, const char *id, size_t i) {
       if (k == id) return t->cache[i].ring;
       if (k == NULL) break;
     }
-  return latte_internal_thread_resolve(t, id);
+  return latte_internal_thread_resolve_v2(t, id);
 }
 
 /* Duration stop - start; one that does not fit 48 bits is made defined as
@@ -166,7 +166,7 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
   size_t i;
   uint32_t d = t->depth;
   if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
-    latte_internal_thread_note_overflow(t);
+    latte_internal_thread_note_overflow_v2(t);
     return;
   }
   mode = latte__norm(mode);
@@ -179,7 +179,7 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
     ring = latte__probe(t, id, i);
     d = t->depth;
     if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
-      latte_internal_thread_note_overflow(t);
+      latte_internal_thread_note_overflow_v2(t);
       return;
     }
   }
@@ -200,7 +200,7 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
 LATTE__FN uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now) {
   uint64_t ring, st, dur, word, head, switched;
   uint32_t d = t->depth;
-  if (__builtin_expect(d == 0, 0)) return latte_internal_thread_stop_slow(t, latte__norm(mode), now);
+  if (__builtin_expect(d == 0, 0)) return latte_internal_thread_stop_slow_v2(t, latte__norm(mode), now);
   /* Steps P1-P3 of the span stack protocol (src/recorder/hot.rs). */
   ring = t->top_ring; /* P1 */
   d -= 1;
@@ -229,45 +229,78 @@ LATTE__FN uint64_t latte_stop_inline(const char *id, latte_mode mode) {
   return latte__stop_on(&latte__state, mode, now);
 }
 
+/* Same effect as Rust's pulse_switched (src/recorder/hot.rs): whether the
+ * pulse's interval saw a switch (its LATTE_SAMPLE_SWITCHED bit), and the
+ * site's view (count + base) brought up to date. */
+LATTE__FN uint64_t latte__pulse_switched(const latte_thread *t, latte_pulse_site *site) {
+  uint64_t count = latte__switch_count(t), sum = count + t->switch_base;
+  uint64_t switched = site->last_head == 0 ? count != 0 : sum != site->last_head;
+  site->last_head = sum;
+  return switched << LATTE_SAMPLE_SWITCHED_SHIFT;
+}
+
+/* A pulse's write when nothing else wrote its ring: at the site's copy of
+ * the ring's index, just compared equal to the ring's. The compiler would
+ * write at the loaded index instead (it knows they are equal), which
+ * arrives later: the copy is taken through an asm. */
+LATTE__FN void latte__pulse_write_own(latte_thread *t, latte_pulse_site *site, uint64_t last, uint64_t packed) {
+  uint64_t idx;
+  __asm__("movq %1, %0" : "=r"(idx) : "m"(site->next_idx));
+  site->next_idx = latte__write_at(site->slot, t->sample_mask, idx, last, packed);
+}
+
 /* Same effect as latte_pulse(site, id): the site keeps its ring, and the
  * ring's index as it left it (next_idx), so the write need not wait for the
  * ring's own index: it is compared in the shadow of the write, and when
  * something else wrote the ring meanwhile (a span, another site of the ID)
- * the sample goes to the ring's own index instead. */
+ * the sample goes to the ring's own index instead. An untracked thread's
+ * pulse does not load its switch count (switch_base is 0); a tracked one's
+ * compares count + base with what its site saw last.
+ *
+ * Three loads go through an asm, each for a measured reason (make
+ * speedtest): the depth, so that it is loaded early rather than after the
+ * duration's arithmetic; the base, so that it is tested in a register (a
+ * compare of memory with an immediate does not fuse with its branch, and
+ * with the thread-pointer prefix is an 11-byte instruction); and the
+ * site's index (latte__pulse_write_own). The tracked path has its own copy
+ * of the write rather than a jump back. */
 LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   uint64_t now = __rdtsc();
   latte_thread *t = &latte__state;
   latte_slot_header *s;
-  uint64_t last, packed, idx, head;
+  uint64_t last, packed, base;
+  uint32_t depth;
   if (__builtin_expect(site->id != id || id == NULL, 0)) {
-    latte_internal_thread_pulse_slow(t, site, id, now);
+    latte_internal_thread_pulse_slow_v2(t, site, id, now);
     return;
   }
-  head = latte__switch_count(t);
   last = site->last_tsc;
   site->last_tsc = now;
+  __asm__("movl %1, %0" : "=r"(depth) : "m"(t->depth));
   /* The depth and both modes in one shift. depth <= 64; at 64 its bit lands
    * on the start mode's low bit, which PULSE (3) sets anyway: the same word
    * as Rust's `depth & 63`, with no mask. */
   packed = latte__duration(last, now) |
-           ((uint64_t)(t->depth | (LATTE_MODE_PULSE << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) |
+           ((uint64_t)(depth | (LATTE_MODE_PULSE << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) |
                        (LATTE_MODE_PULSE << (LATTE_STOP_MODE_SHIFT - LATTE_DEPTH_SHIFT)))
             << LATTE_DEPTH_SHIFT);
   s = site->slot;
-  /* One unlikely branch for both rare cases: something else wrote the ring
-   * (a span, another site of the ID), or the thread was switched out since
-   * this site's previous pulse (the sample gets LATTE_SAMPLE_SWITCHED). */
-  if (__builtin_expect((__atomic_load_n(&s->write_idx, __ATOMIC_RELAXED) != site->next_idx) | (head != site->last_head), 0)) {
-    packed |= (uint64_t)(head != site->last_head) << LATTE_SAMPLE_SWITCHED_SHIFT;
-    site->last_head = head;
-    latte__write(s, t->sample_mask, last, packed);
-    site->next_idx = __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED);
+  /* Two rare cases, each its own branch: something else wrote the ring (a
+   * span, another site of the ID), or the thread is tracked and its count +
+   * base moved since this site's previous pulse. */
+  if (__builtin_expect(__atomic_load_n(&s->write_idx, __ATOMIC_RELAXED) != site->next_idx, 0)) goto latte__other;
+  __asm__("movq %1, %0" : "=r"(base) : "m"(t->switch_base));
+  if (__builtin_expect(base != 0, 0)) {
+    if (__builtin_expect(latte__switch_count(t) + base != site->last_head, 0)) goto latte__other;
+    latte__pulse_write_own(t, site, last, packed);
     return;
   }
-  /* Equal, but the compiler would write at the loaded index (it knows they
-   * are equal), which arrives later: take the site's copy through an asm. */
-  __asm__("movq %1, %0" : "=r"(idx) : "m"(site->next_idx));
-  site->next_idx = latte__write_at(s, t->sample_mask, idx, last, packed);
+  latte__pulse_write_own(t, site, last, packed);
+  return;
+latte__other:
+  packed |= latte__pulse_switched(t, site);
+  latte__write(s, t->sample_mask, last, packed);
+  site->next_idx = __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED);
 }
 
 #else /* LATTE_DISABLE */

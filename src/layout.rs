@@ -24,6 +24,13 @@ use core::sync::atomic::{AtomicU32, AtomicU64};
 pub const LATTE_MAGIC: [u8; 8] = *b"LATTEREG";
 /// Layout version; a reader refuses any other.
 pub const LATTE_LAYOUT_VERSION: u32 = 3;
+/// Generation of the in-process layout the inline path shares with Rust
+/// (`latte_thread`, `latte_pulse_site`, `latte_cache_entry`). The slow
+/// paths `include/latte_inline.h` calls end in `_v` and this number, so
+/// that a program inlined against a header of another generation fails to
+/// link rather than reading the thread state at the wrong offsets: change
+/// both with the layout (a test checks that they agree).
+pub const LATTE_THREAD_LAYOUT: u32 = 2;
 /// Size of the region header in bytes.
 pub const LATTE_HEADER_SIZE: u32 = 512;
 /// Size of a slot header in bytes (two cache lines).
@@ -301,6 +308,13 @@ pub struct latte_thread {
     /// branch on whether tracking is on. Set when the state is attached and
     /// when the thread's ring opens or closes; never NULL once attached.
     pub switch_head: *const AtomicU64,
+    /// 0 while the thread is not tracked; otherwise a base a pulse adds to
+    /// its switch count (`*switch_head`), set with `switch_head`: at least
+    /// 1, and larger than every sum (count + base) the thread's earlier rings
+    /// ever showed, so that a sum is never taken for one from another ring
+    /// (`sched`). A pulse branches on it being 0, so that an untracked
+    /// thread's pulse does not load its switch count.
+    pub switch_base: u64,
     /// Rust-private: entries of `cache` in use.
     pub cache_used: u64,
     /// Pointer-keyed cache, open addressing with linear probing: an ID is
@@ -433,8 +447,9 @@ pub struct latte_pulse_site {
     /// the ring since), which the core can check in the shadow of the
     /// writes instead of waiting for the load; otherwise at the ring's own.
     pub next_idx: u64,
-    /// The thread's switch count (`latte_thread.switch_head`) at this site's
-    /// previous pulse.
+    /// The thread's switch count plus its `switch_base` at this site's
+    /// previous pulse that looked at it: 0 when the thread was untracked
+    /// then, never 0 when it was tracked.
     pub last_head: u64,
 }
 

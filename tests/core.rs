@@ -285,7 +285,7 @@ fn a_callers_state_takes_over_open_spans() {
         latte_start(c"take.a".as_ptr(), LATTE_MODE_HARD); // Rust's own state
         let a = caller_state();
         // The inline Start's cache miss: attaches `a`, moves take.a over.
-        assert_ne!(latte_internal_thread_resolve(a, c"take.b".as_ptr()), 0);
+        assert_ne!(latte_internal_thread_resolve_v2(a, c"take.b".as_ptr()), 0);
         // SAFETY: `a` is this thread's active state now.
         let sa = unsafe { &mut *a };
         assert_eq!((sa.depth, sa.attached), (1, 1));
@@ -296,18 +296,18 @@ fn a_callers_state_takes_over_open_spans() {
                                                                     // A second caller state takes over take.a; a Stop through `a` (now
                                                                     // empty) closes it there.
         let b = caller_state();
-        assert_ne!(latte_internal_thread_resolve(b, c"take.c".as_ptr()), 0);
+        assert_ne!(latte_internal_thread_resolve_v2(b, c"take.c".as_ptr()), 0);
         // SAFETY: `a` is this thread's (inactive) state.
         assert_eq!(unsafe { ((*a).depth, (*a).attached) }, (0, 0));
         // SAFETY: `b` is this thread's active state.
         assert_eq!(unsafe { (*b).depth }, 1);
-        assert!(latte_internal_thread_stop_slow(a, LATTE_MODE_HARD, latte::internals::tsc::rdtsc()) > 0);
+        assert!(latte_internal_thread_stop_slow_v2(a, LATTE_MODE_HARD, latte::internals::tsc::rdtsc()) > 0);
         // SAFETY: as above.
         assert_eq!(unsafe { (*b).depth }, 0);
         let after = thread_counters();
         assert_eq!(after.orphan_stops, before.orphan_stops, "no Stop was an orphan");
         // Now nothing is open anywhere: an orphan.
-        assert_eq!(latte_internal_thread_stop_slow(a, LATTE_MODE_FAST, latte::internals::tsc::rdtsc()), 0);
+        assert_eq!(latte_internal_thread_stop_slow_v2(a, LATTE_MODE_FAST, latte::internals::tsc::rdtsc()), 0);
         assert_eq!(thread_counters().orphan_stops, before.orphan_stops + 1);
     })
     .join()
@@ -338,14 +338,14 @@ fn inline_slow_path_after_teardown_is_counted() {
     impl Drop for ResolvesOnDrop {
         fn drop(&mut self) {
             let a = caller_state();
-            let sink = latte_internal_thread_resolve(a, c"late.inline".as_ptr());
+            let sink = latte_internal_thread_resolve_v2(a, c"late.inline".as_ptr());
             assert_ne!(sink, 0);
             // A never-attached state (mask 0) gets a one-sample sink; the
             // Stop that follows writes into it.
             // SAFETY: the sink returned for `a`, whose mask is 0.
             unsafe { latte::internals::recorder::write_sample(ring_ptr(sink), 0, 1, 2) };
             let mut site = latte_pulse_site::new();
-            latte_internal_thread_pulse_slow(a, &mut site, c"late.inline".as_ptr(), 1);
+            latte_internal_thread_pulse_slow_v2(a, &mut site, c"late.inline".as_ptr(), 1);
         }
     }
     thread_local! {
@@ -390,4 +390,18 @@ fn spans_and_pulses_share_a_ring_without_overwriting() {
     })
     .join()
     .unwrap();
+}
+
+/// Every slow path `latte_inline.h` calls carries the generation of the
+/// layout it shares with Rust, so that a program inlined against another
+/// generation's header fails to link instead of misreading the state.
+#[test]
+fn inline_entry_points_carry_the_layout_generation() {
+    let header = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/latte_inline.h")).unwrap();
+    let suffix = format!("_v{}", latte::layout::LATTE_THREAD_LAYOUT);
+    let names: Vec<&str> = header.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("latte_internal_")).collect();
+    assert!(names.len() >= 4, "{names:?}");
+    for n in names {
+        assert!(n.ends_with(&suffix), "{n} does not end in {suffix}");
+    }
 }

@@ -25,9 +25,9 @@ fn the_257th_id_does_not_fit() {
     // so that each span under the unfit ID is counted; a Stop writes into
     // the sink, and nothing reads it.
     let me = latte::internals::recorder::current();
-    let sink = latte::internals::ffi::latte_internal_thread_resolve(me, names[256].as_ptr());
+    let sink = latte::internals::ffi::latte_internal_thread_resolve_v2(me, names[256].as_ptr());
     assert_ne!(sink, 0);
-    assert_eq!(latte::internals::ffi::latte_internal_thread_resolve(me, names[256].as_ptr()), sink);
+    assert_eq!(latte::internals::ffi::latte_internal_thread_resolve_v2(me, names[256].as_ptr()), sink);
     assert_eq!(counters().unfit_id_drops, 4);
     // SAFETY: `me` is this thread's active state.
     let t = unsafe { &mut *me };

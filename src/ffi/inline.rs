@@ -15,7 +15,7 @@ use core::ffi::c_char;
 /// or slots full, thread being torn down; counted) it returns a sink ring,
 /// never 0 for a non-NULL `t`.
 #[no_mangle]
-pub extern "C" fn latte_internal_thread_resolve(t: *mut latte_thread, id: *const c_char) -> u64 {
+pub extern "C" fn latte_internal_thread_resolve_v2(t: *mut latte_thread, id: *const c_char) -> u64 {
     if t.is_null() {
         return 0;
     }
@@ -40,7 +40,7 @@ pub extern "C" fn latte_internal_thread_resolve(t: *mut latte_thread, id: *const
 
 /// Slow path of the inline Start: 64 spans are open; counts the ignored Start.
 #[no_mangle]
-pub extern "C" fn latte_internal_thread_note_overflow(t: *mut latte_thread) {
+pub extern "C" fn latte_internal_thread_note_overflow_v2(t: *mut latte_thread) {
     guard((), || {
         if !t.is_null() {
             // SAFETY: the calling thread's own state.
@@ -54,7 +54,7 @@ pub extern "C" fn latte_internal_thread_note_overflow(t: *mut latte_thread) {
 /// one, closes that state's innermost span and returns its duration.
 /// `now` is the TSC the caller read in `mode`.
 #[no_mangle]
-pub extern "C" fn latte_internal_thread_stop_slow(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
+pub extern "C" fn latte_internal_thread_stop_slow_v2(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
     guard(0, || recorder::stop_slow(t, mode, now))
 }
 
@@ -63,7 +63,7 @@ pub extern "C" fn latte_internal_thread_stop_slow(t: *mut latte_thread, mode: la
 /// and records the interval when the site was primed before. `now` is the
 /// TSC the caller read.
 #[no_mangle]
-pub extern "C" fn latte_internal_thread_pulse_slow(t: *mut latte_thread, site: *mut latte_pulse_site, id: *const c_char, now: u64) {
+pub extern "C" fn latte_internal_thread_pulse_slow_v2(t: *mut latte_thread, site: *mut latte_pulse_site, id: *const c_char, now: u64) {
     guard((), || {
         if t.is_null() || site.is_null() {
             return;

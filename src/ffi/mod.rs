@@ -18,9 +18,11 @@
 //! `latte_start`, `latte_stop`, `latte_pulse`, `latte_init_shared_region`
 //! (and its `_with` form), `latte_intern_id`, `latte_flush_async`,
 //! `latte_poll_flush`, and `latte_version`. Entry points that only
-//! `include/latte_inline.h` calls are `latte_internal_<object>_<verb>`: not
-//! part of the API, they change with the inline path. A renamed call keeps
-//! its old name as an alias (`aliases.rs`).
+//! `include/latte_inline.h` calls are `latte_internal_<object>_<verb>_v<N>`,
+//! N the generation of the layout they share with it
+//! (`LATTE_THREAD_LAYOUT`): not part of the API, they change with the
+//! inline path. A renamed call keeps its old name as an alias
+//! (`aliases.rs`).
 //!
 //! One file per concern:
 //!

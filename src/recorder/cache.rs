@@ -15,7 +15,7 @@ pub(super) fn detach(t: &mut latte_thread) {
     // unmapped when the thread exits: a late pulse through this state reads
     // a word that never moves.
     // SAFETY: `t`'s own field; unbinding only forgets it.
-    unsafe { crate::sched::unbind(&mut t.switch_head) };
+    unsafe { crate::sched::unbind(super::thread::watch(t)) };
     clear_cache(t);
 }
 

@@ -15,11 +15,13 @@
 //! Switched samples. `t.switch_head` points at the thread's switch count:
 //! the `data_head` of its perf switch ring, which the kernel advances at
 //! every switch of the thread (`sched`), or a static word that never moves
-//! when the thread is not tracked, so the path is the same either way, with
-//! no branch. Start saves the count (before its TSC read), Stop loads it
+//! when the thread is not tracked, so Start and Stop take the same path
+//! either way, with no branch. Start saves the count (before its TSC read), Stop loads it
 //! again (after its TSC read) and sets `LATTE_SAMPLE_SWITCHED` when it
-//! moved; a pulse compares with the count its site saw at its previous
-//! pulse. The loads are relaxed: nothing is read on the strength of the
+//! moved. A pulse on an untracked thread (`switch_base` 0) loads no count;
+//! on a tracked one it compares the count plus the ring's base with the sum
+//! its site saw at its previous pulse (`pulse_switched`). The loads are
+//! relaxed: nothing is read on the strength of the
 //! value, it is only compared with an earlier load of the same word by the
 //! same thread, and the kernel stores it only while this thread is switched
 //! out (the switch itself orders those stores before the thread runs
@@ -200,26 +202,51 @@ pub unsafe fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *cons
         // SAFETY: forwarded (this function's contract on `id`).
         return unsafe { pulse_slow(t, site, id, now) };
     }
-    let head = switch_count(t);
     let last = site.last_tsc;
     site.last_tsc = now;
     let packed = duration(last, now) | pulse_bits(t.depth);
     // SAFETY: the site's slot was resolved by this thread for `id`.
     let h = unsafe { &*site.slot };
-    // One unlikely branch for both rare cases: something else wrote the
-    // ring (a span, another site of this ID), or the thread was switched
-    // out since this site's previous pulse. Relaxed: this thread is the
-    // only writer of write_idx.
-    site.next_idx = if h.write_idx.load(Ordering::Relaxed) == site.next_idx && head == site.last_head {
+    // The rare path for both rare cases: something else wrote the ring (a
+    // span, another site of this ID), or the thread is tracked and its
+    // switch count plus base moved since this site's previous pulse. An
+    // untracked thread's pulse does not load its switch count. Relaxed:
+    // this thread is the only writer of write_idx.
+    let quiet = h.write_idx.load(Ordering::Relaxed) == site.next_idx && (t.switch_base == 0 || switch_sum(t) == site.last_head);
+    site.next_idx = if quiet {
         // SAFETY: as above; next_idx is the ring's index (just compared).
         unsafe { write_sample_at(site.slot, t.sample_mask, site.next_idx, last, packed) }
     } else {
-        let packed = packed | (((head != site.last_head) as u64) << LATTE_SAMPLE_SWITCHED_SHIFT);
-        site.last_head = head;
+        let packed = packed | pulse_switched(t, site);
         // SAFETY: as above.
         unsafe { write_sample(site.slot, t.sample_mask, last, packed) };
         h.write_idx.load(Ordering::Relaxed)
     };
+}
+
+/// What a pulse compares: the thread's switch count plus its base, never 0
+/// on a tracked thread (`latte_thread.switch_base`), 0 on an untracked one.
+#[inline(always)]
+pub fn switch_sum(t: &latte_thread) -> u64 {
+    switch_count(t).wrapping_add(t.switch_base)
+}
+
+/// Whether a pulse's interval saw a switch, as its `LATTE_SAMPLE_SWITCHED`
+/// bit, and the site's view brought up to date (`last_head`). Set when the
+/// sum moved since the site last looked. A site that last looked at an
+/// untracked thread (0) compares the bare count with 0, where a new ring
+/// starts: the first sample after its thread's ring opens is flagged
+/// exactly when the kernel counted a switch since. A sum from an earlier
+/// ring never equals a current one (`sched`), so a sample across a ring's
+/// closing and another's opening is flagged, switch or not, as a span
+/// across either may be.
+#[inline(always)]
+pub fn pulse_switched(t: &latte_thread, site: &mut latte_pulse_site) -> u64 {
+    let count = switch_count(t);
+    let sum = count.wrapping_add(t.switch_base);
+    let switched = if site.last_head == 0 { count != 0 } else { sum != site.last_head };
+    site.last_head = sum;
+    (switched as u64) << LATTE_SAMPLE_SWITCHED_SHIFT
 }
 
 /// A pulse whose site is not resolved for `id` yet (first call, or a
@@ -244,9 +271,7 @@ pub unsafe fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: 
     // SAFETY: a slot (or sink) of this thread; relaxed: its only writer.
     site.next_idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
     // After resolve_slot, which may have opened the thread's switch ring.
-    let head = switch_count(t);
-    let switched = ((head != site.last_head) as u64) << LATTE_SAMPLE_SWITCHED_SHIFT;
-    site.last_head = head;
+    let switched = pulse_switched(t, site);
     if last == 0 {
         return;
     }

@@ -123,7 +123,7 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
     crate::sched::attach_thread();
     // SAFETY: `t` is this thread's active state now; detach unbinds it
     // before it could be handed to anyone else.
-    unsafe { crate::sched::bind(&mut nt.switch_head) };
+    unsafe { crate::sched::bind(watch(nt)) };
     Some(nt)
 }
 
@@ -188,4 +188,10 @@ pub(super) fn with_cold<R>(f: impl FnOnce(&mut Cold) -> R) -> Option<R> {
         // thread (and by the registry once the thread has exited).
         Some(f(unsafe { &mut *c }))
     }
+}
+
+/// The fields of `t` that say where its thread's switch count lives
+/// (`sched::Watch`).
+pub(super) fn watch(t: &mut latte_thread) -> crate::sched::Watch {
+    crate::sched::Watch { head: &mut t.switch_head, base: &mut t.switch_base }
 }

@@ -200,58 +200,88 @@ pub fn untracked_head() -> *const AtomicU64 {
     &UNTRACKED
 }
 
-thread_local! {
-    /// Where the calling thread's active hot state keeps its switch count
-    /// pointer (`latte_thread.switch_head`), bound by the recorder when it
-    /// activates a state and unbound when it detaches it: the field this
-    /// module repoints when the thread's ring opens or closes. No destructor,
-    /// so it is there while other thread-local destructors run.
-    static BOUND: core::cell::Cell<*mut *const AtomicU64> = const { core::cell::Cell::new(core::ptr::null_mut()) };
+/// The two fields of a hot state (`latte_thread.switch_head` and
+/// `switch_base`) that say where its thread's switch count lives and the
+/// base a pulse adds to it; this module repoints them when the thread's
+/// ring opens or closes.
+#[derive(Clone, Copy)]
+pub struct Watch {
+    pub head: *mut *const AtomicU64,
+    pub base: *mut u64,
 }
 
-/// Makes `field` (the `switch_head` of the calling thread's active state)
-/// the one this thread's ring opening or closing repoints, and points it at
-/// the current switch count now.
+impl Watch {
+    /// Points the fields at `head`, with `base` (0: the word that never moves).
+    ///
+    /// # Safety
+    /// Both fields are valid and this thread's.
+    unsafe fn point(self, head: *const AtomicU64, base: u64) {
+        // SAFETY: the caller's guarantee. A signal handler's pulse between
+        // the two stores sees a count and a base that do not belong
+        // together: a sum no site holds, so it takes the rare path and its
+        // sample may be flagged, as a sample across a ring's opening or
+        // closing may.
+        unsafe {
+            *self.head = head;
+            *self.base = base;
+        }
+    }
+}
+
+thread_local! {
+    /// The fields of the calling thread's active hot state, bound by the
+    /// recorder when it activates a state and unbound when it detaches it:
+    /// the ones this module repoints when the thread's ring opens or closes.
+    /// No destructor, so it is there while other thread-local destructors
+    /// run.
+    static BOUND: core::cell::Cell<Option<Watch>> = const { core::cell::Cell::new(None) };
+}
+
+/// Makes `w` (the fields of the calling thread's active state) the ones
+/// this thread's ring opening or closing repoints, and points them at the
+/// current switch count now.
 ///
 /// # Safety
-/// `field` stays valid and is used only by the calling thread until
-/// `unbind(field)` or the thread's exit.
-pub unsafe fn bind(field: *mut *const AtomicU64) {
-    let _ = BOUND.try_with(|b| b.set(field));
+/// `w`'s fields stay valid and are used only by the calling thread until
+/// `unbind(w)` or the thread's exit.
+pub unsafe fn bind(w: Watch) {
+    let _ = BOUND.try_with(|b| b.set(Some(w)));
+    let (head, base) = current_ring();
     // SAFETY: the caller's guarantee.
-    unsafe { *field = head_ptr() };
+    unsafe { w.point(head, base) };
 }
 
-/// Forgets `field` if it is the bound one (its state lost the thread, or
-/// the thread is retiring it); it is pointed at the word that never moves.
+/// Forgets `w` if it is the bound one (its state lost the thread, or the
+/// thread is retiring it); its fields are pointed at the word that never
+/// moves.
 ///
 /// # Safety
 /// As `bind`.
-pub unsafe fn unbind(field: *mut *const AtomicU64) {
+pub unsafe fn unbind(w: Watch) {
     // SAFETY: the caller's guarantee.
-    unsafe { *field = untracked_head() };
+    unsafe { w.point(untracked_head(), 0) };
     let _ = BOUND.try_with(|b| {
-        if b.get() == field {
-            b.set(core::ptr::null_mut());
+        if b.get().is_some_and(|x| x.head == w.head) {
+            b.set(None);
         }
     });
 }
 
-/// Points the bound field at `head` (before a ring is unmapped: at the word
-/// that never moves, so that no load ever reaches the unmapped page).
-fn point_bound(head: *const AtomicU64) {
-    let f = BOUND.try_with(|b| b.get()).unwrap_or(core::ptr::null_mut());
-    if !f.is_null() {
-        // SAFETY: bound by `bind`, whose caller keeps it valid and
+/// Points the bound fields at `head`, with `base` (before a ring is
+/// unmapped: at the word that never moves, so that no load ever reaches the
+/// unmapped page).
+fn point_bound(head: *const AtomicU64, base: u64) {
+    if let Some(w) = BOUND.try_with(|b| b.get()).ok().flatten() {
+        // SAFETY: bound by `bind`, whose caller keeps the fields valid and
         // this thread's until `unbind`.
-        unsafe { *f = head };
+        unsafe { w.point(head, base) };
     }
 }
 
-/// The calling thread's switch count: its ring's `data_head`, or
-/// `untracked_head()`.
-pub fn head_ptr() -> *const AtomicU64 {
-    with_thread(|t| t.ring.as_ref().map(|r| r.head_ptr())).flatten().unwrap_or(untracked_head())
+/// The calling thread's switch count and its base: its ring's `data_head`
+/// and that ring's base, or `untracked_head()` and 0.
+fn current_ring() -> (*const AtomicU64, u64) {
+    with_thread(|t| t.ring.as_ref().map(|r| (r.head_ptr(), t.base))).flatten().unwrap_or((untracked_head(), 0))
 }
 
 // ---------------------------------------------------------- thread state ----
@@ -263,6 +293,16 @@ struct ThreadSched {
     id: u32,
     /// LATTE_SCHED_ON, LATTE_SCHED_PENDING (not asked yet) or the refusal.
     status: i32,
+    /// The open ring's base (`latte_thread.switch_base`; 0 without one).
+    base: u64,
+    /// The next ring's base: 1 at first, then past the last sum (count +
+    /// base) the previous ring could show, read after the hot path stopped
+    /// loading that ring's count. So the sums of a thread's successive rings
+    /// never meet, and a pulse site's sum from an earlier ring is never
+    /// taken for a current one.
+    next_base: u64,
+    /// The open ring's count when this thread last prepared to fork.
+    fork_head: u64,
 }
 
 impl ThreadSched {
@@ -274,7 +314,8 @@ impl ThreadSched {
                 fds().push(r.raw_fd());
                 // Relaxed: ids need only be unique; counters are statistics.
                 self.id = NEXT_RING.fetch_add(1, Ordering::Relaxed).max(1);
-                point_bound(r.head_ptr());
+                self.base = self.next_base.max(1);
+                point_bound(r.head_ptr(), self.base);
                 self.ring = Some(r);
                 self.status = LATTE_SCHED_ON;
                 TRACKED.fetch_add(1, Ordering::Relaxed);
@@ -292,7 +333,10 @@ impl ThreadSched {
     fn release(&mut self) {
         if let Some(r) = self.ring.take() {
             // Before the unmap: the hot path must never load from it again.
-            point_bound(untracked_head());
+            point_bound(untracked_head(), 0);
+            // After: no sum the hot path took from this ring exceeds it.
+            self.next_base = self.base.max(1) + r.head() + 1;
+            self.base = 0;
             let fd = r.raw_fd();
             fds().retain(|&f| f != fd);
             drop(r);
@@ -311,7 +355,7 @@ impl Drop for ThreadSched {
 }
 
 thread_local! {
-    static THREAD: RefCell<ThreadSched> = const { RefCell::new(ThreadSched { ring: None, id: 0, status: LATTE_SCHED_PENDING }) };
+    static THREAD: RefCell<ThreadSched> = const { RefCell::new(ThreadSched { ring: None, id: 0, status: LATTE_SCHED_PENDING, base: 0, next_base: 1, fork_head: 0 }) };
 }
 
 /// Runs `f` on the calling thread's state; None while the thread is being
@@ -514,7 +558,13 @@ fn split(r: &Ring, a: &latte_sched_point, b: &latte_sched_point) -> latte_sched_
 
 // ------------------------------------------------------------------ fork ----
 
+/// How far past the count read in the prepare step a fork child starts its
+/// next ring's base: more than the records of every switch the forking
+/// thread could have between that read and the fork itself.
+const FORK_MARGIN: u64 = 1 << 32;
+
 extern "C" fn atfork_prepare() {
+    with_thread(|t| t.fork_head = t.ring.as_ref().map_or(0, |r| r.head()));
     let g = fds();
     let _ = FORK_HOLD.try_with(|h| *h.borrow_mut() = Some(g));
 }
@@ -530,8 +580,12 @@ extern "C" fn atfork_child() {
     let mine = with_thread(|t| {
         let fd = t.ring.as_ref().map(|r| r.raw_fd());
         if let Some(r) = t.ring.take() {
-            point_bound(untracked_head());
+            point_bound(untracked_head(), 0);
             r.forget_after_fork();
+            // The ring is not mapped here: its last count is the one read
+            // in the prepare step, plus what the margin covers.
+            t.next_base = t.base.max(1) + t.fork_head + FORK_MARGIN;
+            t.base = 0;
         }
         t.id = 0;
         t.status = LATTE_SCHED_PENDING;

@@ -96,6 +96,92 @@ static void inline_and_abi_flag_alike(void) {
   }
 }
 
+/* One pulse of path p (0: latte_pulse, 1: latte_pulse_inline) with the
+ * thread's switch count read just before and after it: prev is the point
+ * taken before this site's previous pulse, updated to this one's. Returns
+ * the flag it must have: 1 after a sleep on a tracked thread, 0 when the
+ * thread is untracked or its ring did not move across both pulses, -1
+ * when that cannot be known. */
+static int pulse_step(int p, latte_pulse_site *site, const char *id, int sleep, int tracked, latte_sched_point *prev) {
+  latte_sched_point x, y;
+  int known;
+  if (sleep) usleep(50);
+  if (tracked) CHECK(latte_sched_snap(&x) == 0);
+  if (p)
+    latte_pulse_inline(site, id);
+  else
+    latte_pulse(site, id);
+  if (!tracked) return 0;
+  CHECK(latte_sched_snap(&y) == 0);
+  known = sleep ? 1 : prev->ring == y.ring && prev->head == y.head ? 0 : -1;
+  *prev = x;
+  return known;
+}
+
+/* Pulses across the thread's ring closing and opening, on both paths: an
+ * untracked thread's pulse is never flagged; a pulse after a sleep on a
+ * tracked one always is; one whose interval saw no switch is not, once a
+ * pulse of the site has seen the current ring; right after the ring opens,
+ * a site that last looked while untracked is flagged exactly when the new
+ * ring counted a switch. Both paths flag alike wherever the answer is known. */
+static void pulses_across_ring_changes(void) {
+  enum { N = 64 };
+  static latte_sample_record rec[2][N];
+  static int expect[2][N];
+  const char *ids[2] = {"c.sched.ring.abi", "c.sched.ring.inline"};
+  latte_pulse_site site[2];
+  latte_sched_point prev[2], x, y;
+  int n = 0, k, p, phase, known = 0;
+  size_t got[2];
+  memset(site, 0, sizeof site);
+  memset(prev, 0, sizeof prev);
+  CHECK(latte_sched_release() == 0);
+  for (p = 0; p < 2; p++) pulse_step(p, &site[p], ids[p], 0, 0, &prev[p]); /* primes */
+  for (phase = 0; phase < 3; phase++) {
+    /* Untracked: sleeps flag nothing. */
+    for (k = 0; k < 3; k++, n++)
+      for (p = 0; p < 2; p++) expect[p][n] = pulse_step(p, &site[p], ids[p], 1, 0, &prev[p]);
+    CHECK(latte_sched_enable() == 0);
+    /* The first pulse after the ring opens. A site that last looked while
+     * untracked (phase 0) is flagged when the new ring had counted a switch
+     * before the pulse, and not when it counted none until after it.
+     * Across a ring that closed (later phases) the sample may be flagged
+     * without a switch. */
+    for (p = 0; p < 2; p++) {
+      CHECK(latte_sched_snap(&x) == 0);
+      if (p)
+        latte_pulse_inline(&site[p], ids[p]);
+      else
+        latte_pulse(&site[p], ids[p]);
+      CHECK(latte_sched_snap(&y) == 0);
+      expect[p][n] = phase > 0 ? -1 : x.head != 0 ? 1 : y.head == 0 ? 0 : -1;
+      prev[p] = x;
+    }
+    n++;
+    for (k = 0; k < 12; k++, n++)
+      for (p = 0; p < 2; p++) expect[p][n] = pulse_step(p, &site[p], ids[p], k % 3 == 0, 1, &prev[p]);
+    CHECK(latte_sched_release() == 0);
+    for (p = 0; p < 2; p++) {
+      pulse_step(p, &site[p], ids[p], 0, 0, &prev[p]);
+      expect[p][n] = -1; /* across the close: may be flagged */
+    }
+    n++;
+  }
+  CHECK(n <= N);
+  got[0] = records_of(ids[0], rec[0], N);
+  got[1] = records_of(ids[1], rec[1], N);
+  CHECK(got[0] == (size_t)n && got[1] == (size_t)n);
+  for (k = 0; k < n && k < (int)got[0] && k < (int)got[1]; k++)
+    for (p = 0; p < 2; p++)
+      if (expect[p][k] >= 0) {
+        CHECK_EQ_U(rec[p][k].switched, expect[p][k]);
+        known++;
+      }
+  CHECK(known >= 2 * 3 * (3 + 4));
+  printf("sched: pulses across ring changes, %d of %d samples with a known answer, both paths agree\n", known, 2 * n);
+  CHECK(latte_sched_enable() == 0);
+}
+
 int main(void) {
   latte_sched_point a, b;
   latte_sched_delta d;
@@ -152,6 +238,7 @@ int main(void) {
   CHECK(c.tracked == 1 && c.opened == 2);
 
   inline_and_abi_flag_alike();
+  pulses_across_ring_changes();
 
   /* Recording goes on beside it. */
   for (i = 0; i < 5; i++) {
