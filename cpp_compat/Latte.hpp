@@ -88,22 +88,22 @@ inline uint8_t CalibKey(uint8_t start_mode, uint8_t stop_mode) {
 }
 
 template <latte_mode M>
-inline void StartIn(ID id) { latte_start_inline(id, M); }
+LATTE_ALWAYS_INLINE inline void StartIn(ID id) { latte_start_inline(id, M); }
 template <latte_mode M>
-inline void StopIn(ID id) { (void)latte_stop_inline(id, M); }
+LATTE_ALWAYS_INLINE inline void StopIn(ID id) { (void)latte_stop_inline(id, M); }
 }  // namespace Internal
 
 namespace Fast {
-inline void Start(ID id) { Internal::StartIn<LATTE_MODE_FAST>(id); }
-inline void Stop(ID id) { Internal::StopIn<LATTE_MODE_FAST>(id); }
+LATTE_ALWAYS_INLINE inline void Start(ID id) { Internal::StartIn<LATTE_MODE_FAST>(id); }
+LATTE_ALWAYS_INLINE inline void Stop(ID id) { Internal::StopIn<LATTE_MODE_FAST>(id); }
 }  // namespace Fast
 namespace Mid {
-inline void Start(ID id) { Internal::StartIn<LATTE_MODE_MID>(id); }
-inline void Stop(ID id) { Internal::StopIn<LATTE_MODE_MID>(id); }
+LATTE_ALWAYS_INLINE inline void Start(ID id) { Internal::StartIn<LATTE_MODE_MID>(id); }
+LATTE_ALWAYS_INLINE inline void Stop(ID id) { Internal::StopIn<LATTE_MODE_MID>(id); }
 }  // namespace Mid
 namespace Hard {
-inline void Start(ID id) { Internal::StartIn<LATTE_MODE_HARD>(id); }
-inline void Stop(ID id) { Internal::StopIn<LATTE_MODE_HARD>(id); }
+LATTE_ALWAYS_INLINE inline void Start(ID id) { Internal::StartIn<LATTE_MODE_HARD>(id); }
+LATTE_ALWAYS_INLINE inline void Stop(ID id) { Internal::StopIn<LATTE_MODE_HARD>(id); }
 }  // namespace Hard
 
 namespace Internal {
@@ -141,8 +141,8 @@ inline void Calibrate() {
 template <latte_mode M>
 class Guard {
  public:
-  explicit Guard(ID id) { latte_start_inline(id, M); }
-  ~Guard() { (void)latte_stop_inline(nullptr, M); }
+  LATTE_ALWAYS_INLINE explicit Guard(ID id) { latte_start_inline(id, M); }
+  LATTE_ALWAYS_INLINE ~Guard() { (void)latte_stop_inline(nullptr, M); }
   Guard(const Guard &) = delete;
   Guard &operator=(const Guard &) = delete;
 };

@@ -42,6 +42,13 @@
 #define LATTE__FN static inline
 #define LATTE__TLS __thread
 #endif
+/* The fast path is inlined wherever it is called, however many call sites a
+ * program has: left to its own judgement the compiler stops inlining it
+ * after a few dozen sites in one function or file, and each Start, Stop or
+ * pulse then pays a call. (The original Latte forces it the same way.) The
+ * rare paths stay the compiler's choice. */
+#define LATTE_ALWAYS_INLINE __attribute__((always_inline))
+#define LATTE__HOT LATTE__FN LATTE_ALWAYS_INLINE
 
 #ifndef LATTE_DISABLE
 
@@ -51,19 +58,19 @@ inline thread_local latte_thread latte__state{};
 __attribute__((weak)) __thread latte_thread latte__state;
 #endif
 
-LATTE__FN latte_mode latte__norm(latte_mode m) {
+LATTE__HOT latte_mode latte__norm(latte_mode m) {
   return (m == LATTE_MODE_MID || m == LATTE_MODE_HARD) ? m : LATTE_MODE_FAST;
 }
 
 /* rdtscp without storing the processor id it also returns (the intrinsic
  * takes an address for it, which can cost a store on the timed path). */
-LATTE__FN uint64_t latte__rdtscp(void) {
+LATTE__HOT uint64_t latte__rdtscp(void) {
   uint32_t lo, hi;
   __asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi) : : "rcx");
   return ((uint64_t)hi << 32) | lo;
 }
 
-LATTE__FN uint64_t latte__tsc_start(latte_mode m) {
+LATTE__HOT uint64_t latte__tsc_start(latte_mode m) {
   if (m == LATTE_MODE_MID) return latte__rdtscp();
   if (m == LATTE_MODE_HARD) {
     _mm_lfence();
@@ -72,7 +79,7 @@ LATTE__FN uint64_t latte__tsc_start(latte_mode m) {
   return __rdtsc();
 }
 
-LATTE__FN uint64_t latte__tsc_stop(latte_mode m) {
+LATTE__HOT uint64_t latte__tsc_stop(latte_mode m) {
   if (m == LATTE_MODE_MID) return latte__rdtscp();
   if (m == LATTE_MODE_HARD) {
     uint64_t t = latte__rdtscp();
@@ -85,13 +92,42 @@ LATTE__FN uint64_t latte__tsc_stop(latte_mode m) {
 /* The thread's switch count (src/recorder/hot.rs: switch_count): its perf
  * switch ring's head, or a word that never moves when it is not tracked.
  * Relaxed: only ever compared with an earlier load by the same thread. */
-LATTE__FN uint64_t latte__switch_count(const latte_thread *t) {
+LATTE__HOT uint64_t latte__switch_count(const latte_thread *t) {
   return __atomic_load_n(t->switch_head, __ATOMIC_RELAXED);
+}
+
+/* The thread's switch base (latte_thread.switch_base), 0 when it is not
+ * tracked, loaded through an asm: the compiler would compare memory with an
+ * immediate, which does not fuse with the branch on it (and with the
+ * thread-pointer prefix is an 11-byte instruction); a load and a test do. */
+LATTE__HOT uint64_t latte__switch_base(const latte_thread *t) {
+  uint64_t base;
+  __asm__("movq %1, %0" : "=r"(base) : "m"(t->switch_base));
+  return base;
+}
+
+/* Same as Rust's switch_mark (src/recorder/hot.rs): 0 on an untracked
+ * thread, which loads nothing more; else count + base, never 0. */
+LATTE__HOT uint64_t latte__switch_mark(const latte_thread *t) {
+  uint64_t base = latte__switch_base(t);
+  return __builtin_expect(base != 0, 0) ? latte__switch_count(t) + base : 0;
+}
+
+/* Same as Rust's switched_since: the LATTE_SAMPLE_SWITCHED bit of an
+ * interval that began at `mark`, and the mark now (*now). */
+LATTE__HOT uint64_t latte__switched_since(const latte_thread *t, uint64_t mark, uint64_t *now) {
+  uint64_t base = latte__switch_base(t), count;
+  *now = 0;
+  if (__builtin_expect(base == 0, 1)) return 0;
+  count = latte__switch_count(t);
+  *now = count + base;
+  /* From a mark of 0 the count is compared with 0: now with base. */
+  return (uint64_t)(*now != (mark != 0 ? mark : base)) << LATTE_SAMPLE_SWITCHED_SHIFT;
 }
 
 /* Home entry of an ID pointer in the per-thread cache: the constants come
  * from latte.h, generated from src/layout.rs (cache_index). */
-LATTE__FN size_t latte__cache_index(const char *id) {
+LATTE__HOT size_t latte__cache_index(const char *id) {
   return (size_t)(((uint64_t)(uintptr_t)id * (uint64_t)LATTE_CACHE_HASH) >> LATTE_CACHE_SHIFT);
 }
 
@@ -111,7 +147,7 @@ LATTE__FN uint64_t latte__probe(latte_thread *t, const char *id, size_t i) {
 
 /* Duration stop - start; one that does not fit 48 bits is made defined as
  * in Rust (src/layout.rs: fix_duration): negative -> 0, else saturated. */
-LATTE__FN uint64_t latte__duration(uint64_t start, uint64_t stop) {
+LATTE__HOT uint64_t latte__duration(uint64_t start, uint64_t stop) {
   uint64_t dur = stop - start;
   if (__builtin_expect(dur > LATTE_MAX_DURATION, 0)) dur = (int64_t)dur < 0 ? 0 : LATTE_MAX_DURATION;
   return dur;
@@ -127,7 +163,7 @@ typedef char latte__assert_pulse_bits[(LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIF
                                           : -1];
 
 /* Writes a sample at idx, which must be the ring's write_idx; returns the new one. */
-LATTE__FN uint64_t latte__write_at(latte_slot_header *s, uint64_t mask, uint64_t idx, uint64_t tsc, uint64_t packed) {
+LATTE__HOT uint64_t latte__write_at(latte_slot_header *s, uint64_t mask, uint64_t idx, uint64_t tsc, uint64_t packed) {
   /* The ring starts right after the header: its offset folds into the stores. */
   latte_sample *smp = (latte_sample *)((char *)s + ((idx & mask) << LATTE_SAMPLE_SHIFT) + LATTE_SLOT_HEADER_SIZE);
   __atomic_store_n(&smp->start_tsc, tsc, __ATOMIC_RELEASE);
@@ -142,7 +178,7 @@ LATTE__FN uint64_t latte__write_at(latte_slot_header *s, uint64_t mask, uint64_t
  * wait for the load of the ring's index. The copy is taken through an asm:
  * a plain read would let the compiler write at the loaded index instead
  * (it knows they are equal), which arrives later. */
-LATTE__FN void latte__write_own(latte_thread *t, uint64_t ring, uint64_t tsc, uint64_t packed) {
+LATTE__HOT void latte__write_own(latte_thread *t, uint64_t ring, uint64_t tsc, uint64_t packed) {
   latte_slot_header *s = (latte_slot_header *)(uintptr_t)(ring & LATTE_FRAME_RING_MASK);
   uint64_t *own = &t->next_idx[ring >> LATTE_RING_TOKEN_SHIFT];
   uint64_t idx = *own, w = __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED);
@@ -154,13 +190,13 @@ latte__other_writer:
   *own = latte__write_at(s, t->sample_mask, w, tsc, packed);
 }
 
-LATTE__FN void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, uint64_t packed) {
+LATTE__HOT void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, uint64_t packed) {
   (void)latte__write_at(s, mask, __atomic_load_n(&s->write_idx, __ATOMIC_RELAXED), tsc, packed);
 }
 
 /* Start on a given state (the calling thread's own): what
  * latte_start_inline does on latte__state. */
-LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode) {
+LATTE__HOT void latte__start_on(latte_thread *t, const char *id, latte_mode mode) {
   latte_cache_entry *e;
   uint64_t ring;
   size_t i;
@@ -189,7 +225,7 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   /* S2: the outer tagged ring and this span's packed bits in one word (src/layout.rs: frame_word). */
   t->frame_word[d] = t->top_ring | ((uint64_t)d << LATTE_DEPTH_SHIFT) | ((uint64_t)mode << LATTE_START_MODE_SHIFT);
-  t->frame_head[d] = latte__switch_count(t);
+  t->frame_head[d] = latte__switch_mark(t);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   t->top_ring = ring; /* S3 */
   t->frame_tsc[d] = latte__tsc_start(mode);
@@ -197,8 +233,8 @@ LATTE__FN void latte__start_on(latte_thread *t, const char *id, latte_mode mode)
 
 /* Stop on a given state with the TSC read: what latte_stop_inline does
  * on latte__state. */
-LATTE__FN uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now) {
-  uint64_t ring, st, dur, word, head, switched;
+LATTE__HOT uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now) {
+  uint64_t ring, st, dur, word, mark, mark_now, switched;
   uint32_t d = t->depth;
   if (__builtin_expect(d == 0, 0)) return latte_internal_thread_stop_slow_v2(t, latte__norm(mode), now);
   /* Steps P1-P3 of the span stack protocol (src/recorder/hot.rs). */
@@ -206,44 +242,41 @@ LATTE__FN uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now
   d -= 1;
   word = t->frame_word[d];
   st = t->frame_tsc[d];
-  head = t->frame_head[d];
+  mark = t->frame_head[d];
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   t->top_ring = word & ~LATTE_FRAME_SPAN_MASK; /* P2 */
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   t->depth = d; /* P3 */
   dur = latte__duration(st, now);
-  switched = (uint64_t)(latte__switch_count(t) != head) << LATTE_SAMPLE_SWITCHED_SHIFT;
+  switched = latte__switched_since(t, mark, &mark_now);
   latte__write_own(t, ring, st, dur | (word & LATTE_FRAME_SPAN_MASK) | ((uint64_t)latte__norm(mode) << LATTE_STOP_MODE_SHIFT) | switched);
   return dur;
 }
 
 /* Same effect as latte_start(id, mode): resolves the ring now (a cache
  * hit is one compare), pushes it, reads the TSC last. */
-LATTE__FN void latte_start_inline(const char *id, latte_mode mode) { latte__start_on(&latte__state, id, mode); }
+LATTE__HOT void latte_start_inline(const char *id, latte_mode mode) { latte__start_on(&latte__state, id, mode); }
 
 /* Same effect as latte_stop(id, mode): reads the TSC first, closes the
  * innermost span, writes its sample. */
-LATTE__FN uint64_t latte_stop_inline(const char *id, latte_mode mode) {
+LATTE__HOT uint64_t latte_stop_inline(const char *id, latte_mode mode) {
   uint64_t now = latte__tsc_stop(mode);
   (void)id;
   return latte__stop_on(&latte__state, mode, now);
 }
 
-/* Same effect as Rust's pulse_switched (src/recorder/hot.rs): whether the
- * pulse's interval saw a switch (its LATTE_SAMPLE_SWITCHED bit), and the
- * site's view (count + base) brought up to date. */
+/* Same effect as Rust's pulse_switched (src/recorder/hot.rs): the
+ * LATTE_SAMPLE_SWITCHED bit of the interval since the site's mark, and the
+ * site's mark brought up to date. */
 LATTE__FN uint64_t latte__pulse_switched(const latte_thread *t, latte_pulse_site *site) {
-  uint64_t count = latte__switch_count(t), sum = count + t->switch_base;
-  uint64_t switched = site->last_head == 0 ? count != 0 : sum != site->last_head;
-  site->last_head = sum;
-  return switched << LATTE_SAMPLE_SWITCHED_SHIFT;
+  return latte__switched_since(t, site->last_head, &site->last_head);
 }
 
 /* A pulse's write when nothing else wrote its ring: at the site's copy of
  * the ring's index, just compared equal to the ring's. The compiler would
  * write at the loaded index instead (it knows they are equal), which
  * arrives later: the copy is taken through an asm. */
-LATTE__FN void latte__pulse_write_own(latte_thread *t, latte_pulse_site *site, uint64_t last, uint64_t packed) {
+LATTE__HOT void latte__pulse_write_own(latte_thread *t, latte_pulse_site *site, uint64_t last, uint64_t packed) {
   uint64_t idx;
   __asm__("movq %1, %0" : "=r"(idx) : "m"(site->next_idx));
   site->next_idx = latte__write_at(site->slot, t->sample_mask, idx, last, packed);
@@ -259,12 +292,10 @@ LATTE__FN void latte__pulse_write_own(latte_thread *t, latte_pulse_site *site, u
  *
  * Three loads go through an asm, each for a measured reason (make
  * speedtest): the depth, so that it is loaded early rather than after the
- * duration's arithmetic; the base, so that it is tested in a register (a
- * compare of memory with an immediate does not fuse with its branch, and
- * with the thread-pointer prefix is an 11-byte instruction); and the
- * site's index (latte__pulse_write_own). The tracked path has its own copy
- * of the write rather than a jump back. */
-LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
+ * duration's arithmetic; the base (latte__switch_base); and the site's
+ * index (latte__pulse_write_own). The tracked path has its own copy of the
+ * write rather than a jump back. */
+LATTE__HOT void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   uint64_t now = __rdtsc();
   latte_thread *t = &latte__state;
   latte_slot_header *s;
@@ -289,7 +320,7 @@ LATTE__FN void latte_pulse_inline(latte_pulse_site *site, const char *id) {
    * span, another site of the ID), or the thread is tracked and its count +
    * base moved since this site's previous pulse. */
   if (__builtin_expect(__atomic_load_n(&s->write_idx, __ATOMIC_RELAXED) != site->next_idx, 0)) goto latte__other;
-  __asm__("movq %1, %0" : "=r"(base) : "m"(t->switch_base));
+  base = latte__switch_base(t);
   if (__builtin_expect(base != 0, 0)) {
     if (__builtin_expect(latte__switch_count(t) + base != site->last_head, 0)) goto latte__other;
     latte__pulse_write_own(t, site, last, packed);

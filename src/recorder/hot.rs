@@ -75,6 +75,36 @@ pub fn switch_count(t: &latte_thread) -> u64 {
     unsafe { &*t.switch_head }.load(Ordering::Relaxed)
 }
 
+/// The thread's switch mark: 0 while it is not tracked (`switch_base` 0,
+/// and then nothing is loaded), else its switch count plus the ring's base,
+/// never 0. Start saves it; Stop and a pulse compare (`switched_since`).
+#[inline(always)]
+pub fn switch_mark(t: &latte_thread) -> u64 {
+    if t.switch_base == 0 {
+        0
+    } else {
+        switch_count(t).wrapping_add(t.switch_base)
+    }
+}
+
+/// Whether the thread was switched out since it showed `mark`, as the
+/// `LATTE_SAMPLE_SWITCHED` bit, and its mark now. Never flagged while the
+/// thread is untracked. Since a mark of 0 (taken untracked), flagged when
+/// the count moved from 0, where a new ring starts: exact for what the ring
+/// saw. A mark from an earlier ring never equals a current one (`sched`:
+/// bases), so an interval across a ring's closing and another's opening is
+/// flagged, switch or not.
+#[inline(always)]
+pub fn switched_since(t: &latte_thread, mark: u64) -> (u64, u64) {
+    if t.switch_base == 0 {
+        return (0, 0);
+    }
+    let now = switch_count(t).wrapping_add(t.switch_base);
+    // From a mark of 0 the count is compared with 0: `now` with the base.
+    let switched = now != if mark != 0 { mark } else { t.switch_base };
+    ((switched as u64) << LATTE_SAMPLE_SWITCHED_SHIFT, now)
+}
+
 /// Appends one sample to a ring (the ring protocol's writer, W1-W3).
 ///
 /// # Safety
@@ -133,7 +163,7 @@ pub unsafe fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     t.depth = d as u32 + 1; // S1
     compiler_fence(Ordering::SeqCst);
     t.frame_word[d] = frame_word(t.top_ring, d as u32, mode); // S2
-    t.frame_head[d] = switch_count(t);
+    t.frame_head[d] = switch_mark(t);
     compiler_fence(Ordering::SeqCst);
     t.top_ring = ring; // S3
     t.frame_tsc[d] = tsc::read_start(mode);
@@ -160,13 +190,13 @@ pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
     let d = d as usize - 1;
     let word = t.frame_word[d];
     let start_tsc = t.frame_tsc[d];
-    let start_head = t.frame_head[d];
+    let start_mark = t.frame_head[d];
     compiler_fence(Ordering::SeqCst);
     t.top_ring = frame_ring(word); // P2
     compiler_fence(Ordering::SeqCst);
     t.depth = d as u32; // P3
     let dur = duration(start_tsc, now);
-    let switched = ((switch_count(t) != start_head) as u64) << LATTE_SAMPLE_SWITCHED_SHIFT;
+    let switched = switched_since(t, start_mark).0;
     let packed = dur | frame_bits(word) | ((tsc::normalize_mode(mode) as u64) << LATTE_STOP_MODE_SHIFT) | switched;
     // SAFETY: top_ring is a ring this thread owns or a sink (both fit its mask).
     unsafe { write_own(t, ring, start_tsc, packed) };
@@ -212,7 +242,7 @@ pub unsafe fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *cons
     // switch count plus base moved since this site's previous pulse. An
     // untracked thread's pulse does not load its switch count. Relaxed:
     // this thread is the only writer of write_idx.
-    let quiet = h.write_idx.load(Ordering::Relaxed) == site.next_idx && (t.switch_base == 0 || switch_sum(t) == site.last_head);
+    let quiet = h.write_idx.load(Ordering::Relaxed) == site.next_idx && (t.switch_base == 0 || switch_mark(t) == site.last_head);
     site.next_idx = if quiet {
         // SAFETY: as above; next_idx is the ring's index (just compared).
         unsafe { write_sample_at(site.slot, t.sample_mask, site.next_idx, last, packed) }
@@ -224,29 +254,14 @@ pub unsafe fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *cons
     };
 }
 
-/// What a pulse compares: the thread's switch count plus its base, never 0
-/// on a tracked thread (`latte_thread.switch_base`), 0 on an untracked one.
-#[inline(always)]
-pub fn switch_sum(t: &latte_thread) -> u64 {
-    switch_count(t).wrapping_add(t.switch_base)
-}
-
-/// Whether a pulse's interval saw a switch, as its `LATTE_SAMPLE_SWITCHED`
-/// bit, and the site's view brought up to date (`last_head`). Set when the
-/// sum moved since the site last looked. A site that last looked at an
-/// untracked thread (0) compares the bare count with 0, where a new ring
-/// starts: the first sample after its thread's ring opens is flagged
-/// exactly when the kernel counted a switch since. A sum from an earlier
-/// ring never equals a current one (`sched`), so a sample across a ring's
-/// closing and another's opening is flagged, switch or not, as a span
-/// across either may be.
+/// Whether a pulse's interval saw a switch (`switched_since` the mark its
+/// site saw last), as its `LATTE_SAMPLE_SWITCHED` bit, and the site's mark
+/// brought up to date.
 #[inline(always)]
 pub fn pulse_switched(t: &latte_thread, site: &mut latte_pulse_site) -> u64 {
-    let count = switch_count(t);
-    let sum = count.wrapping_add(t.switch_base);
-    let switched = if site.last_head == 0 { count != 0 } else { sum != site.last_head };
-    site.last_head = sum;
-    (switched as u64) << LATTE_SAMPLE_SWITCHED_SHIFT
+    let (switched, mark) = switched_since(t, site.last_head);
+    site.last_head = mark;
+    switched
 }
 
 /// A pulse whose site is not resolved for `id` yet (first call, or a
