@@ -156,6 +156,7 @@ cpp-test: lib $(foreach t,$(filter-out api_other_tu,$(CXX_TESTS)),$(B)/cpp/$(t).
 	@set -e; for t in $(filter-out api_other_tu,$(CXX_TESTS)); do for v in so static disabled asan tsan; do \
 	  echo "== C++ $$t ($$v)"; ASAN_OPTIONS=detect_leaks=0 ./$(B)/cpp/$$t.$$v $(B); done; done
 	@sh tests/tsan/check_race.sh ./$(B)/tsan/race $(B)/tsan/race.log
+	@CC=$(CC) CXX=$(CXX) sh tests/inline/check_inlined.sh $(B) $(LIB_A) $(STATIC_LIBS)
 
 $(B)/tsan/race: tests/tsan/race.cpp cpp_compat/Latte.hpp include/*.h $(LIB_SO)
 	@mkdir -p $(@D)
@@ -192,16 +193,22 @@ SPEED_FLAGS := -O3 -march=native -std=c++17 -Wall -Wextra -Icpp_compat -Iinclude
 ORIGINAL ?=
 SPEED_RUN := $(PYTHON) speedtest/run.py
 
-$(B)/hot.ours: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+# hot.cpp at every code placement (speedtest/hot.cpp: "Code placement"):
+# $(B)/hot.ours.K and, with ORIGINAL=, $(B)/hot.original.K.
+PLACEMENTS := 0 1 2 3 4 5 6 7
+HOT_OURS := $(foreach k,$(PLACEMENTS),$(B)/hot.ours.$(k))
+HOT_ORIGINAL := $(foreach k,$(PLACEMENTS),$(B)/hot.original.$(k))
+
+$(B)/hot.ours.%: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
 	@mkdir -p $(@D)
-	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+	$(CXX) $(SPEED_FLAGS) -DLATTE_BENCH_PLACEMENT=$* $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
 # The original engine's build: its header alone (header-only), by path.
 .PHONY: FORCE
-$(B)/hot.original: speedtest/hot.cpp FORCE
+$(B)/hot.original.%: speedtest/hot.cpp FORCE
 	@test -f "$(ORIGINAL)" || { echo "make: ORIGINAL=$(ORIGINAL) is not a file"; exit 1; }
 	@mkdir -p $(@D)
-	$(CXX) -O3 -march=native -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(abspath $(ORIGINAL))"' $< -o $@
+	$(CXX) -O3 -march=native -std=c++17 -pthread -DLATTE_BENCH_PLACEMENT=$* -DLATTE_BENCH_HEADER='"$(abspath $(ORIGINAL))"' $< -o $@
 
 $(B)/speedtest.static: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
 	@mkdir -p $(@D)
@@ -215,7 +222,7 @@ $(B)/speedtest.uring: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $
 	@mkdir -p $(@D)
 	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
 
-speedtest: lib $(B)/hot.ours $(B)/speedtest.static $(B)/speedtest.uring $(if $(ORIGINAL),$(B)/hot.original)
+speedtest: lib $(HOT_OURS) $(B)/speedtest.static $(B)/speedtest.uring $(if $(ORIGINAL),$(HOT_ORIGINAL))
 	$(SPEED_RUN) --ours $(B)/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
 	  --extra "./$(B)/speedtest.static --shared /latte-speedtest-$$$$" --extra "./$(B)/speedtest.uring --flush-only"
 
@@ -223,11 +230,11 @@ speedtest: lib $(B)/hot.ours $(B)/speedtest.static $(B)/speedtest.uring $(if $(O
 # this test (tests/speedtest/standin/Latte.hpp), in a quick run: every row is
 # printed with ours/original and a verdict, and the driver exits 0, 1 or 3.
 # Judges nothing about speed.
-$(B)/hot.standin: speedtest/hot.cpp tests/speedtest/standin/Latte.hpp
+$(B)/hot.standin.%: speedtest/hot.cpp tests/speedtest/standin/Latte.hpp
 	@mkdir -p $(@D)
-	$(CXX) -O2 -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(CURDIR)/tests/speedtest/standin/Latte.hpp"' $< -o $@
+	$(CXX) -O2 -std=c++17 -pthread -DLATTE_BENCH_PLACEMENT=$* -DLATTE_BENCH_HEADER='"$(CURDIR)/tests/speedtest/standin/Latte.hpp"' $< -o $@
 
-speedtest-test: lib $(B)/hot.ours $(B)/hot.standin
+speedtest-test: lib $(B)/hot.ours.0 $(B)/hot.ours.1 $(B)/hot.standin.0 $(B)/hot.standin.1
 	$(PYTHON) tests/speedtest/check_mechanism.py $(B)/hot.ours $(B)/hot.standin
 
 # ------------------------------------------------------------ install ----

@@ -17,6 +17,16 @@
 // rounds with quartiles. speedtest/run.py runs this program several times
 // (alternating with the original's build, when there is one) and judges.
 //
+// Code placement. Where a loop's instructions fall relative to the front
+// end's 32- and 64-byte windows moves a call of a few dozen cycles by a few
+// percent, more than the parity tolerance, and it depends on everything
+// else in the binary: a figure from one build says as much about the
+// linker as about the engine. So the Makefile builds this program at
+// several placements (LATTE_BENCH_PLACEMENT = k: every measuring loop's
+// function starts 8 k bytes past a 64-byte boundary), run.py runs each
+// once and takes medians over them; a row and its base are always
+// compared within one run, at one placement.
+//
 // Modes (one per run; every result is a line starting with ROW or INFO):
 //   hot [ITER]  the timer rows, the reference engine, Fast/Mid/Hard/pulse,
 //               and the ID sweep (N = 1, 8, 32, 64, 128, 200 IDs on one
@@ -216,8 +226,21 @@ OP(op_sweep) {
 }
 
 // ----------------------------------------------------------- measuring ----
+#ifndef LATTE_BENCH_PLACEMENT
+#define LATTE_BENCH_PLACEMENT 0
+#endif
+// The placement's padding, ahead of the loop (run once per chunk, untimed).
+inline __attribute__((always_inline)) void Place() {
+#if LATTE_BENCH_PLACEMENT > 0
+  asm volatile(".p2align 6\n\t.skip %c0, 0x90" ::"i"(8 * LATTE_BENCH_PLACEMENT));
+#else
+  asm volatile(".p2align 6");
+#endif
+}
+
 template <void (*F)()>
 void Chunk(std::vector<double> &out, int n) {
+  Place();
   for (int it = 0; it < n; it++) {
     _mm_lfence();
     uint64_t t0 = __rdtsc();
@@ -314,7 +337,7 @@ void Measure(std::vector<Def> defs) {
 void SchedRows();
 #endif
 void Hot() {
-  std::printf("INFO iterations %d rounds %d batch %d\n", ITER, ITER / ROUND, BATCH);
+  std::printf("INFO iterations %d rounds %d batch %d placement %d\n", ITER, ITER / ROUND, BATCH, LATTE_BENCH_PLACEMENT);
   Measure({
       {"empty", Chunk<op_empty>, "", 0, 0, 0},
       {"rdtsc", Chunk<op_rdtsc>, "", 0, 0, 0},
