@@ -304,16 +304,16 @@ pub struct latte_thread {
     pub top_ring: u64,
     /// Where this thread's switch count lives: the `data_head` of its perf
     /// switch ring (`sched`), or a word that never changes when the thread is
-    /// not tracked. Start saves it in `frame_head`, Stop compares: with no
-    /// branch on whether tracking is on. Set when the state is attached and
-    /// when the thread's ring opens or closes; never NULL once attached.
+    /// not tracked. Loaded only while `switch_base` is not 0. Set when the
+    /// state is attached and when the thread's ring opens or closes; never
+    /// NULL once attached.
     pub switch_head: *const AtomicU64,
-    /// 0 while the thread is not tracked; otherwise a base a pulse adds to
-    /// its switch count (`*switch_head`), set with `switch_head`: at least
-    /// 1, and larger than every sum (count + base) the thread's earlier rings
-    /// ever showed, so that a sum is never taken for one from another ring
-    /// (`sched`). A pulse branches on it being 0, so that an untracked
-    /// thread's pulse does not load its switch count.
+    /// 0 while the thread is not tracked; otherwise a base the hot path adds
+    /// to its switch count (`*switch_head`) to make its switch mark, set
+    /// with `switch_head`: at least 1, and larger than every mark (count +
+    /// base) the thread's earlier rings ever gave, so that a mark is never
+    /// taken for one from another ring (`sched`). Start, Stop and a pulse
+    /// branch on it being 0, so that an untracked thread loads no count.
     pub switch_base: u64,
     /// Rust-private: entries of `cache` in use.
     pub cache_used: u64,
@@ -330,7 +330,8 @@ pub struct latte_thread {
     /// start mode in bits 48..55 (`LATTE_FRAME_SPAN_MASK`), placed as in
     /// `latte_sample.packed` (see `frame_word`).
     pub frame_word: [u64; LATTE_MAX_DEPTH as usize],
-    /// `frame_head[d]`: `*switch_head` when span `d` started.
+    /// `frame_head[d]`: the switch mark when span `d` started: 0 when the
+    /// thread was not tracked, else `*switch_head + switch_base`.
     pub frame_head: [u64; LATTE_MAX_DEPTH as usize],
     /// `next_idx[token]`: the `write_idx` this thread expects its ring for
     /// that token to have (after its own last write there). Stop writes at
@@ -447,9 +448,9 @@ pub struct latte_pulse_site {
     /// the ring since), which the core can check in the shadow of the
     /// writes instead of waiting for the load; otherwise at the ring's own.
     pub next_idx: u64,
-    /// The thread's switch count plus its `switch_base` at this site's
-    /// previous pulse that looked at it: 0 when the thread was untracked
-    /// then, never 0 when it was tracked.
+    /// The thread's switch mark (`frame_head`) at this site's previous pulse
+    /// that took it: 0 when the thread was untracked then, never 0 when it
+    /// was tracked.
     pub last_head: u64,
 }
 

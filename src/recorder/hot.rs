@@ -15,21 +15,26 @@
 //! Switched samples. `t.switch_head` points at the thread's switch count:
 //! the `data_head` of its perf switch ring, which the kernel advances at
 //! every switch of the thread (`sched`), or a static word that never moves
-//! when the thread is not tracked, so Start and Stop take the same path
-//! either way, with no branch. Start saves the count (before its TSC read), Stop loads it
-//! again (after its TSC read) and sets `LATTE_SAMPLE_SWITCHED` when it
-//! moved. A pulse on an untracked thread (`switch_base` 0) loads no count;
-//! on a tracked one it compares the count plus the ring's base with the sum
-//! its site saw at its previous pulse (`pulse_switched`). The loads are
-//! relaxed: nothing is read on the strength of the
-//! value, it is only compared with an earlier load of the same word by the
-//! same thread, and the kernel stores it only while this thread is switched
-//! out (the switch itself orders those stores before the thread runs
-//! again), so every switch between the two loads shows as a different
-//! value. The count covers a little more than the timed interval (the
-//! loads sit outside the TSC reads): a flagged sample was switched out
-//! around its span at least once; an unflagged one of a tracked thread was
-//! not, exactly.
+//! when the thread is not tracked; `t.switch_base` is 0 when it is not
+//! tracked, else the ring's base. Every call branches on the base (a load
+//! and a test; the branch always goes the same way on a thread): an
+//! untracked thread's Start, Stop and pulse load no count at all. A tracked
+//! one's Start saves its mark, count + base (`switch_mark`; before its TSC
+//! read), its Stop takes the mark again (after its TSC read) and sets
+//! `LATTE_SAMPLE_SWITCHED` when it moved (`switched_since`); a pulse
+//! compares with the mark its site saw at its previous pulse. The loads are
+//! relaxed: nothing is read on the strength of the value, it is only
+//! compared with an earlier load of the same word by the same thread, and
+//! the kernel stores it only while this thread is switched out (the switch
+//! itself orders those stores before the thread runs again), so every
+//! switch between the two loads shows as a different value. The count
+//! covers a little more than the timed interval (the loads sit outside the
+//! TSC reads): a flagged sample was switched out around its span at least
+//! once; an unflagged one of a tracked thread was not, exactly. Across the
+//! thread's ring opening or closing: an interval that began untracked (mark
+//! 0) is flagged exactly when the new ring counted a switch; one that ends
+//! untracked is not flagged; one that spans a ring's closing and another's
+//! opening is flagged, switch or not (marks of two rings never meet).
 //!
 //! Span stack protocol (signal handlers). A signal handler that records on
 //! the thread it interrupted runs a whole Start and Stop between two steps
@@ -40,7 +45,7 @@
 //! accesses in program order; no CPU fence is needed).
 //! - Start at depth `d`: S1 `depth = d + 1` (frame `d` is now taken: a
 //!   handler's Start uses `d + 1`); S2 save the outer ring (`top_ring`) and
-//!   this span's depth and mode in `frame_word[d]`, the switch count in
+//!   this span's depth and mode in `frame_word[d]`, the switch mark in
 //!   `frame_head[d]`; S3 `top_ring` = this
 //!   span's ring; then the TSC into `frame_tsc[d]`. A handler before S1
 //!   uses frame `d` and is done with it before S2 writes it; between S1
