@@ -20,7 +20,10 @@ ratio to a base measured in the same run: the reference engine (a minimal
 engine compiled into hot.cpp) for Fast/Mid/Hard/pulse, the one-ID row for
 the ID sweep. A goal row's figure is the median over all runs, so over
 placements. ours/original is the ratio of the two builds' costs at the same
-placement in adjacent runs, median over runs.
+placement in adjacent runs, each over the reference engine's cost in its own
+run (so that a change of the machine's speed between the two runs, which
+this VM shows as whole runs a few percent faster or slower, cancels),
+median over runs.
 
 Busy machine. A figure that moves by more than the tolerance it is judged
 against, and whose runs fall on both sides of its goal, cannot be judged.
@@ -154,6 +157,18 @@ def main():
     def col(e, key, i):
         return [float(x[key][i]) for x in hot[e] if key in x]
 
+    def parity_pairs(key):
+        """ours/original per pair of adjacent runs at one placement, each
+        cost over the reference engine's in its own run (ref.<row> for the
+        hot rows, ref.fast.2 for the sweep's), so that a change of the
+        machine's speed between the two runs cancels."""
+        ref = "ref." + key if "ref." + key in REF_ROWS else "ref.fast.2"
+        out = []
+        for x, y in zip(hot["ours"], hot["original"]):
+            if key in x and key in y and float(y[key][0]) > 0 and float(x[ref][0]) > 0:
+                out.append((float(x[key][0]) / float(x[ref][0])) / (float(y[key][0]) / float(y[ref][0])))
+        return out
+
     # Busy: the reference engine's spread over every run of every binary.
     ref_spreads = {}
     for k in REF_ROWS:
@@ -190,8 +205,7 @@ def main():
         if undecided(per_run, goal, iqr):
             noisy.append(f"{k} (runs {min(per_run):.3f}..{max(per_run):.3f}, IQR {iqr:.3f}, goal {goal:.2f})")
         if a.original and not k.startswith("sched."):
-            oc = col("original", k, 0)
-            pairs = [x / y for x, y in zip(col("ours", k, 0), oc) if y > 0]
+            pairs = parity_pairs(k)
             if undecided(pairs, PARITY_GOAL):
                 noisy.append(f"{k} ours/original (runs {min(pairs):.3f}..{max(pairs):.3f})")
     undecided_keys = {n.split(" ")[0] + (" orig" if "ours/original" in n else "") for n in noisy}
@@ -222,8 +236,7 @@ def main():
         verdicts = [judge(label, key, ratio, goal, None)]
         if a.original and vs_original:
             oc = col("original", key, 0)
-            pairs = [x / y for x, y in zip(col("ours", key, 0), oc) if y > 0]
-            p = med(pairs)
+            p = med(parity_pairs(key))
             line += f" {med(oc):9.2f} {p:9.3f}"
             verdicts.append("vs original " + judge(label, key + " orig", p, PARITY_GOAL, None))
         print(line + "  " + "; ".join(verdicts))
@@ -238,8 +251,8 @@ def main():
     line = f"{'1 ID (base)':<26} {one:8.2f} {med(col('ours', 'sweep.1', 1)):8.2f}"
     if a.original:
         oc = col("original", "sweep.1", 0)
-        p = med([x / y for x, y in zip(col("ours", "sweep.1", 0), oc) if y > 0])
-        pairs1 = [x / y for x, y in zip(col("ours", "sweep.1", 0), oc) if y > 0]
+        pairs1 = parity_pairs("sweep.1")
+        p = med(pairs1)
         if undecided(pairs1, PARITY_GOAL):
             noisy.append(f"sweep.1 ours/original (runs {min(pairs1):.3f}..{max(pairs1):.3f})")
             undecided_keys.add("sweep.1 orig")
