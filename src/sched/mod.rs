@@ -29,7 +29,7 @@ mod perf;
 use crate::error::Error;
 
 use core::cell::RefCell;
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{compiler_fence, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use perf::{Ring, Window};
 use std::sync::{Mutex, MutexGuard};
 
@@ -191,8 +191,9 @@ fn count_refusal(errno: i32) {
     LAST_REFUSAL.store(errno, Ordering::Relaxed);
 }
 
-/// The switch count of a thread that is not tracked: never written, so a
-/// span's saved copy always equals what its Stop loads.
+/// What `switch_head` points at while its thread is not tracked: a word
+/// that is never written. With the base at 0 the hot path does not load it;
+/// it keeps the pointer valid whatever reads it.
 static UNTRACKED: AtomicU64 = AtomicU64::new(0);
 
 /// What `latte_thread.switch_head` points at when its thread has no ring.
@@ -216,14 +217,23 @@ impl Watch {
     /// # Safety
     /// Both fields are valid and this thread's.
     unsafe fn point(self, head: *const AtomicU64, base: u64) {
-        // SAFETY: the caller's guarantee. A signal handler's pulse between
-        // the two stores sees a count and a base that do not belong
-        // together: a sum no site holds, so it takes the rare path and its
-        // sample may be flagged, as a sample across a ring's opening or
-        // closing may.
+        // The base 0 (untracked) first when it goes to 0, last when it
+        // leaves it, with a compiler fence between (a signal handler that
+        // records on this thread sees this thread's stores in program
+        // order): a handler between the two stores sees base 0, and a base
+        // of 0 loads no count, so it never pairs a base with another ring's
+        // count, nor loads from a ring about to be unmapped.
+        // SAFETY: the caller's guarantee (both fields valid, this thread's).
         unsafe {
-            *self.head = head;
-            *self.base = base;
+            if base == 0 {
+                *self.base = 0;
+                compiler_fence(Ordering::SeqCst);
+                *self.head = head;
+            } else {
+                *self.head = head;
+                compiler_fence(Ordering::SeqCst);
+                *self.base = base;
+            }
         }
     }
 }
