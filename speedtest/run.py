@@ -244,7 +244,8 @@ def main():
     for key, label in HOT_ROWS:
         row(key, label, HOT_GOALS[key], "reference")
     if a.original:
-        print("the original's own ratio to the reference in these runs (the goals above are its ratios on this machine kind x 1.05): " +
+        print("the original's own ratio to the reference in these runs (the goals above are fixed: its ratios measured on this "
+              "machine kind, see HOT_GOALS in speedtest/run.py, x 1.05): " +
               ", ".join(f"{label.split()[0]} {med(col('original', key, 3)):.3f}" for key, label in HOT_ROWS))
     print(f"\nID sweep: N distinct IDs on one thread, Fast Start+Stop, vs one ID in the same run (goal <= {SWEEP_GOAL:.2f})")
     one = med(col("ours", "sweep.1", 0))

@@ -30,11 +30,13 @@
 //! switch between the two loads shows as a different value. The count
 //! covers a little more than the timed interval (the loads sit outside the
 //! TSC reads): a flagged sample was switched out around its span at least
-//! once; an unflagged one of a tracked thread was not, exactly. Across the
-//! thread's ring opening or closing: an interval that began untracked (mark
-//! 0) is flagged exactly when the new ring counted a switch; one that ends
-//! untracked is not flagged; one that spans a ring's closing and another's
-//! opening is flagged, switch or not (marks of two rings never meet).
+//! once; an unflagged one whose interval lay within one ring's life on its
+//! thread's active state was not, exactly. Across the thread's ring opening
+//! or closing (docs/sched.md has the list): an interval from a mark of 0
+//! (taken untracked) is flagged when the ring open at its end counted a
+//! switch since it opened; one that ends untracked is not flagged; one
+//! from a mark of a ring that has closed since is flagged, switch or not
+//! (marks of two rings never meet).
 //!
 //! Span stack protocol (signal handlers). A signal handler that records on
 //! the thread it interrupted runs a whole Start and Stop between two steps

@@ -43,7 +43,17 @@ impl<T> Lock<T> {
         Lock { mutex: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER), data: UnsafeCell::new(v) }
     }
 
+    /// Takes the lock, the calling thread's flag up first (see `lock`).
+    /// Apart from `lock`, for `pthread_atfork`'s prepare callback: with the
+    /// flag up, fork callbacks registered by others that record on this
+    /// thread while it forks are refused instead of waiting for ever.
     pub(super) fn acquire(&self) {
+        // Set before acquiring and cleared after releasing, so that a
+        // signal handler never finds the lock held by its own thread with
+        // the flag down (it may find the flag up while the lock is only
+        // being taken or has just been let go: it refuses then too).
+        HOLDS_REGISTRY.with(|h| h.set(true));
+        compiler_fence(Ordering::SeqCst);
         // SAFETY: a statically initialised mutex that is never moved (the
         // lock lives in a static) nor destroyed. A default mutex's lock
         // acquires: the holder's writes, released by unlock, are visible.
@@ -51,21 +61,18 @@ impl<T> Lock<T> {
         debug_assert_eq!(rc, 0);
     }
 
+    /// Lets the lock go, the flag down after (see `acquire`).
     pub(super) fn release(&self) {
         // SAFETY: as in `acquire`; called only by the holder (or, in a fork
         // child, by the thread that forked while holding it). Unlock
         // releases everything written under the lock.
         let rc = unsafe { libc::pthread_mutex_unlock(self.mutex.get()) };
         debug_assert_eq!(rc, 0);
+        compiler_fence(Ordering::SeqCst);
+        HOLDS_REGISTRY.with(|h| h.set(false));
     }
 
     pub fn lock(&self) -> Guard<'_, T> {
-        // Set before acquiring and cleared after releasing, so that a
-        // signal handler never finds the lock held by its own thread with
-        // the flag down (it may find the flag up while the lock is only
-        // being taken or has just been let go: it refuses then too).
-        HOLDS_REGISTRY.with(|h| h.set(true));
-        compiler_fence(Ordering::SeqCst);
         self.acquire();
         Guard { lock: self }
     }
@@ -99,7 +106,5 @@ impl<T> core::ops::DerefMut for Guard<'_, T> {
 impl<T> Drop for Guard<'_, T> {
     fn drop(&mut self) {
         self.lock.release();
-        compiler_fence(Ordering::SeqCst);
-        HOLDS_REGISTRY.with(|h| h.set(false));
     }
 }

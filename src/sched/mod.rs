@@ -245,6 +245,13 @@ thread_local! {
     /// No destructor, so it is there while other thread-local destructors
     /// run.
     static BOUND: core::cell::Cell<Option<Watch>> = const { core::cell::Cell::new(None) };
+    /// The calling thread's open ring (its `data_head`, NULL without one)
+    /// and its base: what a state bound now is pointed at. Kept apart from
+    /// the thread's `ThreadSched` (a `RefCell`), so that a state a signal
+    /// handler binds while that is borrowed still gets the ring.
+    static CURRENT: core::cell::Cell<(*const AtomicU64, u64)> = const { core::cell::Cell::new((core::ptr::null(), 0)) };
+    /// The open ring's count read in the fork's prepare step (`atfork_child`).
+    static FORK_HEAD: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
 }
 
 /// Makes `w` (the fields of the calling thread's active state) the ones
@@ -277,10 +284,17 @@ pub unsafe fn unbind(w: Watch) {
     });
 }
 
-/// Points the bound fields at `head`, with `base` (before a ring is
-/// unmapped: at the word that never moves, so that no load ever reaches the
-/// unmapped page).
+/// Makes `head` (with `base`; 0: the word that never moves) the calling
+/// thread's switch count and points the bound fields at it (before a ring
+/// is unmapped: at the word that never moves, so that no load ever reaches
+/// the unmapped page).
 fn point_bound(head: *const AtomicU64, base: u64) {
+    let _ = CURRENT.try_with(|c| c.set(if base == 0 { (core::ptr::null(), 0) } else { (head, base) }));
+    point_watch(head, base);
+}
+
+/// Points the bound fields at `head`, with `base`, leaving `CURRENT` alone.
+fn point_watch(head: *const AtomicU64, base: u64) {
     if let Some(w) = BOUND.try_with(|b| b.get()).ok().flatten() {
         // SAFETY: bound by `bind`, whose caller keeps the fields valid and
         // this thread's until `unbind`.
@@ -291,7 +305,10 @@ fn point_bound(head: *const AtomicU64, base: u64) {
 /// The calling thread's switch count and its base: its ring's `data_head`
 /// and that ring's base, or `untracked_head()` and 0.
 fn current_ring() -> (*const AtomicU64, u64) {
-    with_thread(|t| t.ring.as_ref().map(|r| (r.head_ptr(), t.base))).flatten().unwrap_or((untracked_head(), 0))
+    match CURRENT.try_with(|c| c.get()) {
+        Ok((head, base)) if !head.is_null() => (head, base),
+        _ => (untracked_head(), 0),
+    }
 }
 
 // ---------------------------------------------------------- thread state ----
@@ -311,8 +328,6 @@ struct ThreadSched {
     /// never meet, and a pulse site's sum from an earlier ring is never
     /// taken for a current one.
     next_base: u64,
-    /// The open ring's count when this thread last prepared to fork.
-    fork_head: u64,
 }
 
 impl ThreadSched {
@@ -365,7 +380,7 @@ impl Drop for ThreadSched {
 }
 
 thread_local! {
-    static THREAD: RefCell<ThreadSched> = const { RefCell::new(ThreadSched { ring: None, id: 0, status: LATTE_SCHED_PENDING, base: 0, next_base: 1, fork_head: 0 }) };
+    static THREAD: RefCell<ThreadSched> = const { RefCell::new(ThreadSched { ring: None, id: 0, status: LATTE_SCHED_PENDING, base: 0, next_base: 1 }) };
 }
 
 /// Runs `f` on the calling thread's state; None while the thread is being
@@ -573,20 +588,39 @@ fn split(r: &Ring, a: &latte_sched_point, b: &latte_sched_point) -> latte_sched_
 /// thread could have between that read and the fork itself.
 const FORK_MARGIN: u64 = 1 << 32;
 
+/// Before the fork: the forking thread's state stops loading its ring
+/// (pointed at the word that never moves until `atfork_parent`), so that
+/// fork callbacks registered by others that record in the child, before
+/// latte's own child callback runs, never load a page the child lacks. A
+/// sample of this thread that ends during the fork is not flagged.
 extern "C" fn atfork_prepare() {
-    with_thread(|t| t.fork_head = t.ring.as_ref().map_or(0, |r| r.head()));
+    let (head, base) = current_ring();
+    if base != 0 {
+        // SAFETY: the thread's open ring, mapped until it is released on
+        // this thread (not now: this thread is forking). Relaxed: a count
+        // read for the child's next base, which only needs a value at
+        // least this recent.
+        let h = unsafe { &*head }.load(Ordering::Relaxed);
+        let _ = FORK_HEAD.try_with(|f| f.set(h));
+    }
+    point_watch(untracked_head(), 0);
     let g = fds();
     let _ = FORK_HOLD.try_with(|h| *h.borrow_mut() = Some(g));
 }
 
 extern "C" fn atfork_parent() {
     let _ = FORK_HOLD.try_with(|h| h.borrow_mut().take());
+    let (head, base) = current_ring();
+    point_watch(head, base);
 }
 
 /// The child: the forking thread's mapping does not exist here and the
 /// other threads do not either; their descriptors are closed, and the
 /// forking thread gets an event of its own when tracking is on.
 extern "C" fn atfork_child() {
+    // The parent's ring is not mapped here, whatever follows: no state
+    // bound from now on is pointed at it (the bound one was in prepare).
+    let _ = CURRENT.try_with(|c| c.set((core::ptr::null(), 0)));
     let mine = with_thread(|t| {
         let fd = t.ring.as_ref().map(|r| r.raw_fd());
         if let Some(r) = t.ring.take() {
@@ -594,7 +628,7 @@ extern "C" fn atfork_child() {
             r.forget_after_fork();
             // The ring is not mapped here: its last count is the one read
             // in the prepare step, plus what the margin covers.
-            t.next_base = t.base.max(1) + t.fork_head + FORK_MARGIN;
+            t.next_base = t.base.max(1) + FORK_HEAD.try_with(|f| f.get()).unwrap_or(0) + FORK_MARGIN;
             t.base = 0;
         }
         t.id = 0;

@@ -9,7 +9,9 @@
 #include "latte_inline.h"
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #ifndef LATTE_DISABLE
@@ -142,11 +144,11 @@ static void pulses_across_ring_changes(void) {
     for (k = 0; k < 3; k++, n++)
       for (p = 0; p < 2; p++) expect[p][n] = pulse_step(p, &site[p], ids[p], 1, 0, &prev[p]);
     CHECK(latte_sched_enable() == 0);
-    /* The first pulse after the ring opens. A site that last looked while
-     * untracked (phase 0) is flagged when the new ring had counted a switch
-     * before the pulse, and not when it counted none until after it.
-     * Across a ring that closed (later phases) the sample may be flagged
-     * without a switch. */
+    /* The first pulse after the ring opens. A site that never saw a ring
+     * (phase 0) is flagged when the new ring had counted a switch before
+     * the pulse, and not when it counted none until after it. A site whose
+     * last mark came from a ring that closed since (later phases) is
+     * flagged, switch or not. */
     for (p = 0; p < 2; p++) {
       CHECK(latte_sched_snap(&x) == 0);
       if (p)
@@ -154,7 +156,7 @@ static void pulses_across_ring_changes(void) {
       else
         latte_pulse(&site[p], ids[p]);
       CHECK(latte_sched_snap(&y) == 0);
-      expect[p][n] = phase > 0 ? -1 : x.head != 0 ? 1 : y.head == 0 ? 0 : -1;
+      expect[p][n] = phase > 0 ? 1 : x.head != 0 ? 1 : y.head == 0 ? 0 : -1;
       prev[p] = x;
     }
     n++;
@@ -177,9 +179,48 @@ static void pulses_across_ring_changes(void) {
         CHECK_EQ_U(rec[p][k].switched, expect[p][k]);
         known++;
       }
-  CHECK(known >= 2 * 3 * (3 + 4));
+  CHECK(known >= 2 * (3 * (3 + 4) + 2));
   printf("sched: pulses across ring changes, %d of %d samples with a known answer, both paths agree\n", known, 2 * n);
   CHECK(latte_sched_enable() == 0);
+}
+
+/* A signal handler that takes the thread over with another copy of the
+ * state (as a second copy of the inline path in a library would) while the
+ * thread is inside latte_sched_snap: the copy it activates is still bound
+ * to the thread's ring, and a span across a sleep through it is flagged. */
+static __thread latte_thread other_copy;
+static volatile sig_atomic_t flip, unbound;
+static void on_alarm(int sig) {
+  latte_thread *t = (flip ^= 1) ? &other_copy : &latte__state;
+  (void)sig;
+  latte__start_on(t, "c.sched.handler", LATTE_MODE_FAST);
+  (void)latte__stop_on(t, LATTE_MODE_FAST, __rdtsc());
+  if (t->switch_base == 0) unbound++;
+}
+
+static void handler_takeovers_during_snap(void) {
+  struct itimerval it = {{0, 50}, {0, 50}}, off = {{0, 0}, {0, 0}};
+  latte_sched_point p, a, b;
+  latte_sample_record rec[4];
+  latte_thread *t;
+  long i;
+  CHECK(latte_sched_status() == LATTE_SCHED_ON);
+  CHECK(signal(SIGALRM, on_alarm) != SIG_ERR);
+  CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+  for (i = 0; i < 2000000; i++) (void)latte_sched_snap(&p);
+  CHECK(setitimer(ITIMER_REAL, &off, NULL) == 0);
+  CHECK(signal(SIGALRM, SIG_DFL) != SIG_ERR);
+  CHECK_EQ_U(unbound, 0);
+  t = flip ? &other_copy : &latte__state;
+  CHECK(t->switch_base != 0);
+  CHECK(latte_sched_snap(&a) == 0);
+  latte__start_on(t, "c.sched.handler.after", LATTE_MODE_MID);
+  usleep(1000);
+  (void)latte__stop_on(t, LATTE_MODE_MID, latte__tsc_stop(LATTE_MODE_MID));
+  CHECK(latte_sched_snap(&b) == 0);
+  CHECK(b.head > a.head);
+  CHECK(records_of("c.sched.handler.after", rec, 4) == 1);
+  CHECK_EQ_U(rec[0].switched, 1);
 }
 
 int main(void) {
@@ -239,6 +280,7 @@ int main(void) {
 
   inline_and_abi_flag_alike();
   pulses_across_ring_changes();
+  handler_takeovers_during_snap();
 
   /* Recording goes on beside it. */
   for (i = 0; i < 5; i++) {

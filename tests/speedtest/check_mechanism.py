@@ -8,7 +8,7 @@ import sys
 
 ours, standin = sys.argv[1], sys.argv[2]
 cmd = [sys.executable, "speedtest/run.py", "--ours", ours, "--original", standin, "--original-path", "stand-in",
-       "--placements", "2", "--passes", "1", "--repeats", "2", "--iters", "2000", "--stall-repeats", "1", "--no-warmup"]
+       "--placements", "2", "--passes", "2", "--repeats", "2", "--iters", "2000", "--stall-repeats", "1", "--no-warmup"]
 p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
 out = p.stdout
 print(out)
