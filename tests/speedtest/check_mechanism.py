@@ -27,7 +27,7 @@ for r in rows:
         fails.append(f"row {r!r} has no verdict: {line}")
     elif line.count(".") < 4:
         fails.append(f"row {r!r} lacks figures: {line}")
-for needle in ("Snapshot of 65,536 samples", "ours/original (while extracting)", "verdict:"):
+for needle in ("Snapshot of 65,536 samples", "the disturbance ours/original", "verdict:"):
     if needle not in out:
         fails.append(f"missing {needle!r}")
 if " 0.00 " in out:
