@@ -43,9 +43,9 @@
 #define LATTE__TLS __thread
 #endif
 /* The fast path is inlined wherever it is called, however many call sites a
- * program has: left to its own judgement the compiler stops inlining it
- * after a few dozen sites in one function or file, and each Start, Stop or
- * pulse then pays a call. (The original Latte forces it the same way.) The
+ * program has: left to its own judgement GCC stops inlining it in a function
+ * with a few hundred of them (tests/inline: 256), and each Start, Stop or
+ * pulse there pays a call. (The original Latte forces it the same way.) The
  * rare paths stay the compiler's choice. */
 #define LATTE_ALWAYS_INLINE __attribute__((always_inline))
 #define LATTE__HOT LATTE__FN LATTE_ALWAYS_INLINE
