@@ -532,6 +532,12 @@ fn skip_to_end(o: &mut Object, buf: &mut Vec<latte_raw_sample>) {
 /// Step 1 for one object: reads every slot past its cursor into the
 /// region's series, and the region counters' growth.
 fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, buf: &mut Vec<latte_raw_sample>, now: Instant) {
+    // The region grows while it is read: map what it grew by first.
+    if let Err(e) = o.map.refresh() {
+        r.read_errors += 1;
+        r.last_error = Some(crate::strerror(e));
+        return;
+    }
     let v = o.map.view();
     // Looked at before reading: when the producer was gone already, this
     // pass takes the last samples there will ever be.
@@ -544,7 +550,7 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
         o.cpn = cpn;
         o.bounds = bounds_in_cycles(cpn);
     }
-    r.slot_capacity = v.geo().slot_capacity;
+    r.slot_capacity = v.slot_capacity().min(u32::MAX as u64) as u32;
     r.slots_used = v.slots_used();
     let fail = |r: &mut Region, e: Error| {
         r.read_errors += 1;
