@@ -68,6 +68,10 @@ pub const LATTE_NAME_LEN_SIZE: u32 = 4;
 /// this) picks one; rings whose tags collide share it, which costs the
 /// prediction, never correctness (ring protocol W1).
 pub const LATTE_RING_TAGS: u32 = 256;
+/// Slots of the default, process-private region's first chunk (256 MiB of
+/// address space with the default rings; memory is committed only as
+/// samples are written).
+pub const LATTE_DEFAULT_PRIVATE_SLOTS: u32 = 256;
 /// Slots of a shared region's first chunk by default (16 rings of 1 MiB:
 /// a fresh region fits a 64 MiB `/dev/shm`).
 pub const LATTE_DEFAULT_FIRST_SLOTS: u32 = 16;

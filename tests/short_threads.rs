@@ -1,5 +1,5 @@
 //! 10,000 short-lived threads: memory stays bounded, slots of exited threads
-//! are reused once the region's first chunk of slots is used up, before it grows, and what reuse discards
+//! are reused once exited threads hold half the region, before it grows, and what reuse discards
 //! is counted.
 
 mod common;
@@ -20,7 +20,7 @@ fn ten_thousand_short_threads() {
         .unwrap();
     }
     let c = counters();
-    let cap = LATTE_DEFAULT_FIRST_SLOTS as u64;
+    let cap = LATTE_DEFAULT_PRIVATE_SLOTS as u64;
     assert_eq!(c.threads_seen, threads);
     assert_eq!(c.slots_used as u64, cap);
     assert_eq!(c.slot_reuses, threads - cap);

@@ -103,7 +103,7 @@ impl Registry {
         if let Some(r) = self.region {
             return Ok(r);
         }
-        let r = Region::create_private(LATTE_DEFAULT_FIRST_SLOTS, LATTE_DEFAULT_SAMPLES, 0)?;
+        let r = Region::create_private(LATTE_DEFAULT_PRIVATE_SLOTS, LATTE_DEFAULT_SAMPLES, 0)?;
         self.install(r).map_err(|(e, _)| e)?;
         Ok(self.region.unwrap())
     }
@@ -188,9 +188,13 @@ impl Registry {
     }
 
     /// Hands a slot to (thread `c`, `token`): a fresh one while the
-    /// region's chunks have any left, else the oldest slot of an exited
-    /// thread, else a fresh one in a new chunk (the region grows). None when
-    /// none of these can be had (the region could not grow: told once).
+    /// region's chunks have any left; else the oldest slot of an exited
+    /// thread once exited threads hold at least half the region (so that a
+    /// service that starts threads all the time stays within about twice
+    /// its live rings, and what exited threads recorded stays readable a
+    /// while); else a fresh one in a new chunk (the region grows); else,
+    /// when it cannot grow, any exited thread's slot. None when none of
+    /// these can be had (the region could not grow: told once).
     pub(super) fn allocate_slot(&mut self, c: &Cold, token: u32) -> Option<(*mut latte_slot_header, u32)> {
         let region = self.region?;
         let h = region.header();
@@ -199,14 +203,15 @@ impl Registry {
         // index: the slot's previous owner, which exited before the slot
         // became reusable, its last store ordered by the lock it took then).
         let used = h.slots_used.load(Ordering::Relaxed);
-        let (i, fresh) = if (used as u64) < region.slot_capacity() {
+        let cap = region.slot_capacity();
+        let (i, fresh) = if (used as u64) < cap {
             (used, true)
-        } else if let Some(i) = self.reusable.pop_front() {
-            (i, false)
+        } else if self.reusable.len() as u64 >= (cap / 2).max(1) {
+            (self.reusable.pop_front()?, false)
         } else if used < u32::MAX && region.reserve_slots(used as u64 + 1).is_ok() {
             (used, true)
         } else {
-            return None;
+            (self.reusable.pop_front()?, false)
         };
         let slot = region.slot(i);
         // SAFETY: slot i is inside the region; we hold the registry lock, the
