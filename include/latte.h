@@ -93,6 +93,11 @@
 // prediction, never correctness (ring protocol W1).
 #define LATTE_RING_TAGS 256
 
+// Slots of the default, process-private region's first chunk (256 MiB of
+// address space with the default rings; memory is committed only as
+// samples are written).
+#define LATTE_DEFAULT_PRIVATE_SLOTS 256
+
 // Slots of a shared region's first chunk by default (16 rings of 1 MiB:
 // a fresh region fits a 64 MiB `/dev/shm`).
 #define LATTE_DEFAULT_FIRST_SLOTS 16
