@@ -196,7 +196,9 @@ impl Plan {
         put_u32(&mut fh, offset_of!(H, display_unit), self.unit);
         // The chunks the image holds, and no other.
         for k in 0..LATTE_CHUNKS as usize {
-            let slot_entry = if (k as u32) < LATTE_CHUNKS && self.region.geometry().slots_before(k as u32) < self.n_slots as u64 { h.slot_chunks[k].load(Ordering::Acquire) } else { 0 };
+            // Acquire: pairs with the release in `Region::grow`.
+            let has_slots = self.region.geometry().slots_before(k as u32) < self.n_slots as u64;
+            let slot_entry = if has_slots { h.slot_chunks[k].load(Ordering::Acquire) } else { 0 };
             put_u64(&mut fh, offset_of!(H, slot_chunks) + 8 * k, slot_entry);
             let name_entry = self.names.get(k).map(|&(_, off, _)| off).unwrap_or(0);
             put_u64(&mut fh, offset_of!(H, name_chunks) + 8 * k, name_entry);

@@ -269,7 +269,13 @@ impl Region {
 
     fn grow_locked(&self, g: &mut Growth, slots: bool) -> Result<(), Error> {
         let k = if slots { g.slot_chunks } else { g.name_chunks };
-        let len = if slots { self.geo.slot_chunk_bytes(k).ok_or(Error::NOMEM)? } else if k < LATTE_CHUNKS { name_chunk_bytes(k) } else { return Err(Error::NOMEM) };
+        let len = if slots {
+            self.geo.slot_chunk_bytes(k).ok_or(Error::NOMEM)?
+        } else if k < LATTE_CHUNKS {
+            name_chunk_bytes(k)
+        } else {
+            return Err(Error::NOMEM);
+        };
         let h = self.header();
         // Relaxed: only this function (under the lock) stores it.
         let offset = h.total_size.load(Ordering::Relaxed);
@@ -449,7 +455,8 @@ impl Region {
         let mut maps: Vec<(*mut u8, usize, u64, bool)> = vec![(self.header_map.as_ptr(), HEADER_MAP_BYTES as usize, 0, false)];
         maps.extend(g.chunks.iter().map(|c| (c.map.as_ptr(), c.map.size(), c.offset, c.slots)));
         let used = self.header().slots_used.load(Ordering::Acquire);
-        let copied = !FAIL_FORK_COPY.load(Ordering::Relaxed) && maps.iter().all(|&(base, len, _, slots)| self.replace_with_anonymous_copy(base, len, slots, used));
+        let copied =
+            !FAIL_FORK_COPY.load(Ordering::Relaxed) && maps.iter().all(|&(base, len, _, slots)| self.replace_with_anonymous_copy(base, len, slots, used));
         if !copied {
             for &(base, len, offset, _) in &maps {
                 // SAFETY: remaps exactly one of our own mappings (same base
@@ -457,7 +464,14 @@ impl Region {
                 // before. A mapping already copied is remapped too: the
                 // child's view then follows the object, as stated above.
                 let p = unsafe {
-                    libc::mmap(base as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_FIXED, fd.as_raw_fd(), offset as libc::off_t)
+                    libc::mmap(
+                        base as *mut libc::c_void,
+                        len,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_FIXED,
+                        fd.as_raw_fd(),
+                        offset as libc::off_t,
+                    )
                 };
                 if p == libc::MAP_FAILED {
                     // SAFETY: our own mapping.
@@ -507,7 +521,8 @@ impl Region {
             copy(0, len);
         } else {
             let stride = self.geo.slot_stride as usize;
-            let first = (0..LATTE_CHUNKS as usize).find(|&k| self.slot_bases[k].load(Ordering::Acquire) == base).map(|k| self.geo.slots_before(k as u32)).unwrap_or(0);
+            let first =
+                (0..LATTE_CHUNKS as usize).find(|&k| self.slot_bases[k].load(Ordering::Acquire) == base).map(|k| self.geo.slots_before(k as u32)).unwrap_or(0);
             for j in 0..len / stride {
                 if first + j as u64 >= used as u64 {
                     break;

@@ -94,7 +94,8 @@ fn failing_calls_leave_nothing_behind() {
             .find_map(|l| l.strip_prefix("VmSize:").map(|v| v.trim().trim_end_matches(" kB").trim().parse().unwrap()))
             .unwrap();
         let cfg = latte_region_config { slot_capacity: 64, samples_per_slot: 65536, id_capacity: 0, mode: 0, replace_stale: 0 };
-        let region = latte::layout::LATTE_PAGE_SIZE + latte::layout::name_chunk_bytes(0) + latte::layout::Geometry::new(64, 65536).unwrap().slot_chunk_bytes(0).unwrap();
+        let region =
+            latte::layout::LATTE_PAGE_SIZE + latte::layout::name_chunk_bytes(0) + latte::layout::Geometry::new(64, 65536).unwrap().slot_chunk_bytes(0).unwrap();
         // Room for the region and a little more, not for a 1 MiB sink too.
         let cap = libc::rlimit { rlim_cur: vm_kib * 1024 + region + (256 << 10), rlim_max: libc::RLIM_INFINITY };
         // SAFETY: a valid rlimit.

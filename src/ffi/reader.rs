@@ -2,9 +2,9 @@ use super::*;
 use crate::counters::latte_counters;
 use crate::error::Error;
 use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, Mapping, NameCursor, ReadMode, View, LATTE_READER_MIN_INTERVAL_NS};
-use std::sync::Mutex;
 use core::ffi::{c_char, c_int, CStr};
 use core::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// A read-only view of a region opened by name or a flushed file.
 #[allow(non_camel_case_types)]
