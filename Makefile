@@ -193,7 +193,9 @@ $(B)/cpp/%.tsan: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_SO)
 # make speedtest: speedtest/run.py runs speedtest/hot.cpp built against our
 # header (and, with ORIGINAL=/path/to/Latte.hpp, a second time against that
 # header, alternately), then the latte-only extraction and flush goals of
-# speedtest/speedtest.cpp; it prints every goal row with PASS or FAIL and
+# speedtest/speedtest.cpp and the Python package's read of a flushed image
+# into numpy (speedtest/python_read.py, in build/python/venv); it prints
+# every goal row with PASS or FAIL and
 # exits 0 (all pass), 1 (a goal failed) or 3 (machine too busy to judge);
 # make reports a non-zero one as "Error 1" / "Error 3" (and exits 2).
 SPEED_FLAGS := -O3 -march=native -std=c++17 -Wall -Wextra -Icpp_compat -Iinclude -pthread
@@ -229,9 +231,10 @@ $(B)/speedtest.uring: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $
 	@mkdir -p $(@D)
 	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
 
-speedtest: lib $(HOT_OURS) $(B)/speedtest.static $(B)/speedtest.uring $(if $(ORIGINAL),$(HOT_ORIGINAL))
+speedtest: lib $(HOT_OURS) $(B)/speedtest.static $(B)/speedtest.uring $(if $(ORIGINAL),$(HOT_ORIGINAL)) $(B)/python/producer $(PYVENV)/.installed
 	$(SPEED_RUN) --ours $(B)/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
-	  --extra "./$(B)/speedtest.static --shared /latte-speedtest-$$$$" --extra "./$(B)/speedtest.uring --flush-only"
+	  --extra "./$(B)/speedtest.static --shared /latte-speedtest-$$$$" --extra "./$(B)/speedtest.uring --flush-only" \
+	  --extra "$(PYV) speedtest/python_read.py $(B)/python/producer"
 
 # The ORIGINAL= mechanism end to end, against a stand-in engine written for
 # this test (tests/speedtest/standin/Latte.hpp), in a quick run: every row is

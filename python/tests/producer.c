@@ -11,8 +11,9 @@
  *     a time with a pause of 100 us between, until stdin closes; prints
  *     "WROTE <samples written>" and exits.
  *   producer bulk REGION RING IDS IMAGE
- *     bulk.0 .. bulk.IDS-1: RING spans each, one thread; flushes to IMAGE,
- *     removes the region, prints "WROTE <samples written>".
+ *     bulk.0 .. bulk.IDS-1: RING - 1 spans each (a ring that has not
+ *     lapped: a reader keeps its oldest sample), one thread; flushes to
+ *     IMAGE, removes the region, prints "WROTE <samples written>".
  *
  * RING is the samples per slot (a power of two). Exit status 0, or 1 with a
  * message on stderr. */
@@ -128,7 +129,7 @@ static int bulk(const char *region, unsigned ring, unsigned ids, const char *ima
   static char names[256][16];
   for (unsigned k = 0; k < ids && k < 256; k++) {
     snprintf(names[k], sizeof names[k], "bulk.%u", k);
-    for (unsigned i = 0; i < ring; i++) {
+    for (unsigned i = 0; i + 1 < ring; i++) {
       latte_start(names[k], LATTE_MODE_FAST);
       latte_stop(NULL, LATTE_MODE_FAST);
     }
@@ -137,7 +138,7 @@ static int bulk(const char *region, unsigned ring, unsigned ids, const char *ima
   int rm = latte_region_unlink(region);
   if (rc != 0) return fail("latte_flush_sync", rc);
   if (rm != 0) return fail("latte_region_unlink", rm);
-  printf("WROTE %lu\n", (unsigned long)ring * ids);
+  printf("WROTE %lu\n", (unsigned long)(ring - 1) * ids);
   return 0;
 }
 
