@@ -26,8 +26,9 @@ pub struct Clock {
 impl Clock {
     /// CLOCK_REALTIME (ns since the epoch) of a start TSC.
     fn realtime_ns(&self, tsc: u64) -> i64 {
+        // Wrapping and saturating: the anchor is another process's word.
         let since = tsc.wrapping_sub(self.anchor_tsc) as i64;
-        self.anchor_realtime_ns as i64 + (since as f64 / self.cycles_per_ns) as i64
+        (self.anchor_realtime_ns as i64).saturating_add((since as f64 / self.cycles_per_ns) as i64)
     }
 }
 
@@ -71,11 +72,26 @@ impl Columns {
         Ok(())
     }
 
+    /// `reserve`, amortised (the vectors' own growth rule).
+    fn grow(&mut self, n: usize) -> Result<(), Error> {
+        let nomem = |_| Error::NOMEM;
+        self.id.try_reserve(n).map_err(nomem)?;
+        self.thread.try_reserve(n).map_err(nomem)?;
+        self.start_tsc.try_reserve(n).map_err(nomem)?;
+        self.start_ns.try_reserve(n).map_err(nomem)?;
+        self.duration.try_reserve(n).map_err(nomem)?;
+        self.duration_ns.try_reserve(n).map_err(nomem)?;
+        self.depth.try_reserve(n).map_err(nomem)?;
+        self.switched.try_reserve(n).map_err(nomem)?;
+        Ok(())
+    }
+
     /// Appends decoded samples recorded under `token` by thread `tid`.
     fn push(&mut self, raw: &[latte_raw_sample], token: u32, tid: u32, clock: &Clock) -> Result<(), Error> {
         if self.id.capacity() - self.id.len() < raw.len() {
-            // A live slot written since the room was counted.
-            self.reserve(raw.len())?;
+            // A live slot written since the room was counted: grown by
+            // doubling, as it may happen chunk after chunk.
+            self.grow(raw.len())?;
         }
         let per_ns = 1.0 / clock.cycles_per_ns;
         self.id.extend(std::iter::repeat_n(token, raw.len()));
@@ -103,8 +119,9 @@ impl Chunk {
     }
 }
 
-/// Reads the samples of slot `info` newer than `cur` into `cols`, until the
-/// slot holds nothing newer. The labels (ID, thread) are those of the
+/// Reads the samples of slot `info` newer than `cur` into `cols`, up to
+/// the write index `info` saw (a writer as fast as the reader cannot keep
+/// it reading: what it writes meanwhile waits for the next read). The labels (ID, thread) are those of the
 /// generation the cursor is in after each read: a slot handed to a new
 /// owner meanwhile restarts the cursor (the reader's rule), and its samples
 /// are labelled with the new owner's header. `cols.lost` grows by what the
@@ -126,7 +143,7 @@ pub fn read_slot(view: &View, info: &latte_slot_info, cur: &mut latte_cursor, ch
         // buffer (its contract), and r.read <= the buffer's length.
         let raw = unsafe { std::slice::from_raw_parts(chunk.0.as_ptr() as *const latte_raw_sample, n) };
         cols.push(raw, owner.id_token, owner.os_tid, clock)?;
-        if n < chunk.0.len() {
+        if n < chunk.0.len() || cur.next >= info.write_idx || owner.generation != info.generation {
             return Ok(());
         }
     }
