@@ -15,9 +15,10 @@ object per sample::
 
 Errors are exceptions with the library's messages: ``FileNotFoundError``,
 ``PermissionError`` and the other ``OSError`` subclasses for what the
-system refused, ``latte.FormatError`` for an object that is not a region or
-flushed image (or a damaged one), ``latte.Error`` (its base) for the rest.
-Every one carries the library's error code as ``code``.
+system refused, ``latte.FormatError`` (a ``latte.Error`` and a
+``ValueError``) for an object that is not a region or flushed image, or a
+damaged one, and ``latte.Error`` for the rest. Every one carries the
+library's error code as ``code``.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ fn _latte(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(region::open_target, m)?)?;
     m.add_class::<region::Region>()?;
     m.add_class::<follow::Follower>()?;
-    m.add("Error", m.py().get_type::<errors::LatteError>())?;
-    m.add("FormatError", m.py().get_type::<errors::FormatError>())?;
+    m.add("Error", m.py().get_type::<errors::Error>())?;
+    m.add("FormatError", errors::format_error(m.py())?)?;
     m.add("LIBRARY_VERSION", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! other Python threads run meanwhile.
 
 use crate::columns::{read_view, Clock, Filter};
-use crate::errors::{to_py, LatteError};
+use crate::errors::to_py;
 use latte::error::Error;
 use latte::layout::{LATTE_REGION_FLUSHED, LATTE_SLOT_CLOSED};
 use latte::reader::Mapping;
@@ -32,7 +32,7 @@ impl Region {
     /// The mapping, or `latte.Error` once the region was closed.
     pub fn mapping(&self) -> PyResult<Arc<Mapping>> {
         let m = self.mapping.lock().unwrap_or_else(|p| p.into_inner());
-        m.clone().ok_or_else(|| LatteError::new_err(format!("{}: the region was closed", self.target)))
+        m.clone().ok_or_else(|| crate::errors::Error::new_err(format!("{}: the region was closed", self.target)))
     }
 
     pub fn target(&self) -> &str {

@@ -74,12 +74,16 @@ RING = 4096
 
 @pytest.fixture(scope="module")
 def burst(producer_bin, tmp_path_factory):
-    """A region recorded by `producer burst` (5 x PER_ID samples in 5
-    program IDs), still held by its running producer, and its flushed image
-    of the same samples."""
+    """A region recorded by `producer burst` (5 x PER_ID samples in 4
+    program IDs, and 20 in py.sleep, 10 of them switched out), still held by
+    its running producer, and its flushed image of the same samples."""
     name = region_name()
     image = str(tmp_path_factory.mktemp("burst") / "burst.img")
     p = Producer([producer_bin, "burst", name, str(RING), str(PER_ID), image])
+    if p.ready[2] != "0":
+        p.finish()
+        unlink_region(name)
+        pytest.fail(f"the producer's switch tracking was refused ({p.ready[2]}): the switched samples cannot be checked")
     try:
         yield {"name": name, "image": image, "written": int(p.ready[1]), "pid": p.proc.pid}
     finally:

@@ -3,8 +3,10 @@
  *
  *   producer burst REGION RING PER_ID [IMAGE]
  *     py.a: PER_ID spans on each of 2 threads; py.b: PER_ID spans, each
- *     around a nested py.b.inner; py.tick: PER_ID pulse samples. Calibrates,
- *     flushes to IMAGE when given, prints "READY <samples written>", then
+ *     around a nested py.b.inner; py.tick: PER_ID pulse samples; then, with
+ *     switch tracking on, py.sleep: 20 spans, every other one around a
+ *     sleep (so switched out). Calibrates, flushes to IMAGE when given,
+ *     prints "READY <samples written> <latte_sched_enable's result>", then
  *     keeps the region (and its liveness) until stdin closes.
  *   producer stream REGION RING
  *     Prints "READY", then 2 threads record py.s.a / py.s.b, 1,000 spans at
@@ -82,9 +84,15 @@ static int burst(const char *region, unsigned ring, const char *image) {
     latte_stop(NULL, LATTE_MODE_MID);
     latte_pulse(&site, "py.tick");
   }
+  int sched = latte_sched_enable();
+  for (int i = 0; i < 20; i++) {
+    latte_start("py.sleep", LATTE_MODE_FAST);
+    if (i % 2 == 0) usleep(200);
+    latte_stop(NULL, LATTE_MODE_FAST);
+  }
   if ((rc = latte_calibration_run()) != 0) return fail("latte_calibration_run", rc);
   if (image != NULL && (rc = flush_to(image)) != 0) return fail("latte_flush_sync", rc);
-  printf("READY %lu\n", 5 * per_id);
+  printf("READY %lu %d\n", 5 * per_id + 20, sched);
   fflush(stdout);
   wait_stdin();
   return 0;

@@ -38,6 +38,12 @@ def read_all(target):
         return r.samples(), r.samples(id=list(r.ids))
 
 
+def test_exception_classes():
+    assert issubclass(latte.FormatError, latte.Error) and issubclass(latte.FormatError, ValueError)
+    assert latte.Error.__module__ == latte.FormatError.__module__ == "latte"
+    assert not issubclass(latte.Error, OSError)
+
+
 def test_missing_and_wrong_kinds(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such region or file") as e:
         latte.open("/latte-py-no-such-region")

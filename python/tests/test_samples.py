@@ -13,7 +13,8 @@ import pytest
 import latte
 from conftest import PER_ID
 
-PROGRAM_IDS = {"py.a", "py.b", "py.b.inner", "py.tick"}
+PROGRAM_IDS = {"py.a", "py.b", "py.b.inner", "py.tick", "py.sleep"}
+COUNTS = {"py.a": 2 * PER_ID, "py.b": PER_ID, "py.b.inner": PER_ID, "py.tick": PER_ID, "py.sleep": 20}
 
 
 def stats(latte_bin, target, *flags):
@@ -37,14 +38,14 @@ def test_describes_the_region(burst, target):
         by_name = {}
         for s in slots:
             by_name.setdefault(s["name"], []).append(s)
-        assert sorted(len(v) for k, v in by_name.items() if k in PROGRAM_IDS) == [1, 1, 1, 2]
-        assert all(s["written"] == PER_ID for k in PROGRAM_IDS for s in by_name[k])
+        assert sorted(len(v) for k, v in by_name.items() if k in PROGRAM_IDS) == [1, 1, 1, 1, 2]
+        assert all(s["written"] * len(by_name[k]) == COUNTS[k] for k in PROGRAM_IDS for s in by_name[k])
         assert all(s["state"] in ("live", "closed") for s in slots)
         # py.a's two threads, and the main thread (py.b, py.tick).
         assert len(r.threads) == 3
         assert r.threads == sorted({s["thread"] for k in PROGRAM_IDS for s in by_name[k]})
         c = r.counters
-        assert c["threads_seen"] == 3 and c["ids_used"] == 5 and c["overflow_starts"] == 0
+        assert c["threads_seen"] == 3 and c["ids_used"] == 6 and c["overflow_starts"] == 0
         cal = r.calibration
         assert cal["calibrated"] and 0.001 <= cal["cycles_per_ns"] <= 1000
         assert len(cal["overheads"]) == 3 and all(len(row) == 3 for row in cal["overheads"])
@@ -59,7 +60,7 @@ def test_dtypes_and_shapes(target):
     with latte.open(target) as r:
         s = r.samples()
     n = len(s)
-    assert n == 5 * PER_ID == s.read and s.lost == 0 and s.recorded == n
+    assert n == 5 * PER_ID + 20 == s.read and s.lost == 0 and s.recorded == n
     for field, dtype in latte.FIELDS.items():
         a = getattr(s, field)
         assert isinstance(a, np.ndarray) and a.dtype == np.dtype(dtype), field
@@ -67,9 +68,8 @@ def test_dtypes_and_shapes(target):
 
 
 def test_values_match_latte_stats(latte_bin, target):
-    """--clean: the figures of every sample (no outlier rule; nothing is
-    switched out here), so they are the samples' own min, max, mean and
-    nearest-rank percentiles."""
+    """--clean: the figures of the samples not switched out, with no
+    outlier rule: their own min, max, mean and nearest-rank percentiles."""
     with latte.open(target) as r:
         s = r.samples()
         ids = r.ids
@@ -80,12 +80,13 @@ def test_values_match_latte_stats(latte_bin, target):
     assert set(cyc) == PROGRAM_IDS
     for token, name in ids.items():
         mine = s.id == token
-        d = np.sort(s.duration[mine])
-        dn = np.sort(s.duration_ns[mine])
+        kept = mine & ~s.switched
+        d = np.sort(s.duration[kept])
+        dn = np.sort(s.duration_ns[kept])
         c, t = cyc[name], ns[name]
-        assert c["read"] == len(d) == PER_ID * (2 if name == "py.a" else 1), name
-        assert c["lost"] == 0 and c["switched"] == int(s.switched[mine].sum()) == 0
-        assert c["threads"] == len(set(s.thread[mine].tolist()))
+        assert c["read"] == int(mine.sum()) == COUNTS[name], name
+        assert c["lost"] == 0 and c["switched"] == int(s.switched[mine].sum()) == (10 if name == "py.sleep" else 0), name
+        assert c["samples"] == len(d) and c["threads"] == len(set(s.thread[mine].tolist()))
         for q, key in [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999")]:
             k = min(max(math.ceil(q * len(d)), 1), len(d)) - 1
             assert c[key] == d[k], (name, key)
@@ -112,7 +113,10 @@ def test_fields(burst, target):
         for i in set(s.id.tolist()):
             sel = (s.thread == t) & (s.id == i)
             assert (np.diff(s.start_tsc[sel].astype(np.int64)) >= 0).all()
-    assert not s.switched.any()
+    # Switched out: the py.sleep spans around a sleep (every other one), only.
+    sleep = s.id == tok["py.sleep"]
+    assert s.switched[sleep].tolist() == [True, False] * 10 and not s.switched[~sleep].any()
+    assert (s.duration_ns[sleep][::2] >= 200_000).all()
 
 
 def test_filters(target):
@@ -142,7 +146,7 @@ def test_to_pandas(target):
     assert list(df.columns) == ["name", "id", "thread", "start_tsc", "start", "start_ns", "duration", "duration_ns", "depth", "switched"]
     assert str(df["start"].dtype).startswith("datetime64[ns")
     assert set(df["name"].unique()) == PROGRAM_IDS
-    assert df.groupby("name", observed=True).size().to_dict() == {"py.a": 2 * PER_ID, "py.b": PER_ID, "py.b.inner": PER_ID, "py.tick": PER_ID}
+    assert df.groupby("name", observed=True).size().to_dict() == COUNTS
     assert (df["duration"].to_numpy() == s.duration).all()
     assert df["duration"].dtype == np.uint64 and df["switched"].dtype == bool
 
