@@ -108,7 +108,8 @@ class Follow:
 
     ``read``, ``lost`` and ``recorded`` count over every poll so far, from
     the reader's cursors: ``read + lost == recorded``, the samples written
-    to the followed rings since the follower began.
+    to the followed rings up to where the polls reached (from the rings'
+    start, or from when the follower began without ``from_start``).
     """
 
     def __init__(self, region: "Region", tokens, thread, from_start: bool, interval: float, timeout):

@@ -2,7 +2,7 @@
 //! cursor per slot (the ring protocol's own: what `latte watch` keeps),
 //! with the accounting of the `latte` command: per slot, samples returned
 //! plus samples lost (overwritten before a poll reached them) equal the
-//! samples the producer wrote since the follower began.
+//! samples the producer wrote up to where the polls reached.
 
 use crate::columns::{read_view, Filter};
 use crate::errors::to_py;
@@ -137,9 +137,10 @@ impl Follower {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).lost
     }
 
-    /// Samples written to the followed slots since the follower began, up to
-    /// where the polls have reached: always `read + lost`, counted from the
-    /// cursors' positions in the rings.
+    /// Samples written to the followed slots (from their start, or from
+    /// when a follower that skips the past began) up to where the polls
+    /// have reached, counted from the cursors' positions in the rings:
+    /// always `read + lost`.
     #[getter]
     fn recorded(&self) -> u64 {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).recorded()
