@@ -40,8 +40,11 @@ FIELDS = {
     "duration": "uint64",  # cycles
     "duration_ns": "float64",  # ns (cycles / Region.clock["cycles_per_ns"])
     "depth": "uint8",  # nesting depth, 0 for an outermost span
-    "switched": "bool",  # the thread was switched out during the span
+    "switched": "bool",  # the thread was switched out during the span (see below)
 }
+# ``switched`` is exact for a thread with switch tracking on (docs/sched.md);
+# a thread without it never sets it, so there False means "not tracked", not
+# "not switched out".
 
 _NOT_LATTE = -4001  # LATTE_ERR_NOT_LATTE
 

@@ -48,7 +48,8 @@ pub struct Columns {
     pub duration_ns: Vec<f64>,
     /// Nesting depth (0: outermost).
     pub depth: Vec<u8>,
-    /// The thread was switched out during the span (`LATTE_SAMPLE_SWITCHED`).
+    /// The thread was switched out during the span (`LATTE_SAMPLE_SWITCHED`;
+    /// only a thread with switch tracking on sets it).
     pub switched: Vec<bool>,
     /// Samples read (the columns' length).
     pub read: u64,
