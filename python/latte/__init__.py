@@ -289,6 +289,14 @@ def open(target) -> Region:
         raise TypeError(f"latte.open: a region name or a path, not {type(target).__name__}")
     try:
         return Region(_latte.open_target(target))
+    except FileNotFoundError as e:
+        if _is_region_name(target) and os.path.exists(target):
+            # As the `latte` command says it.
+            file = "/." + target if target.startswith("/") else "./" + target
+            err = FileNotFoundError(e.errno, f"{e.strerror} (a name without '/' after its first character is a region; write {file} for the file)", target)
+            err.code = e.code
+            raise err from None
+        raise
     except FormatError as e:
         if getattr(e, "code", None) == _NOT_LATTE and not _is_region_name(target):
             err = FormatError(f"{e} (latte.open reads shared-memory regions and the images latte_flush_sync writes)")
