@@ -14,7 +14,7 @@ use pyo3::types::{PyDict, PyList};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Window (ms) of the TSC rate measured here when the producer published
-/// none (the figure `latte` uses alike).
+/// none (as the `latte` command does).
 const MEASURE_WINDOW_MS: u64 = 50;
 
 /// An opened region or flushed image.
