@@ -156,7 +156,7 @@ fn compute() -> Result<[f64; 10], Error> {
     let view = crate::extract::own_view().ok_or(Error::Os(libc::EINVAL))?;
     let mut cur = latte_cursor::default();
     let mut raw = Vec::new();
-    view.read_slot(idx as u32, &mut cur, &mut raw, crate::reader::ReadMode::Final)?;
+    view.read_slot(idx, &mut cur, &mut raw, crate::reader::ReadMode::Final)?;
     let mut by_pair: [Vec<f64>; 10] = Default::default();
     for r in &raw {
         let s = r.decode();

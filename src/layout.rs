@@ -666,7 +666,7 @@ const _: () = {
     assert!(core::mem::size_of::<latte_slot_header>() == LATTE_SLOT_HEADER_SIZE as usize);
     assert!(core::mem::size_of::<latte_region_header>() == LATTE_HEADER_SIZE as usize);
     assert!(name_record_bytes(LATTE_MAX_NAME_LEN as u64) <= LATTE_FIRST_NAME_BYTES as u64);
-    assert!(LATTE_FIRST_NAME_BYTES as u64 % LATTE_PAGE_SIZE == 0);
+    assert!((LATTE_FIRST_NAME_BYTES as u64).is_multiple_of(LATTE_PAGE_SIZE));
     assert!(core::mem::offset_of!(latte_slot_header, generation) == 64);
     // The C inline path relies on these (include/latte_inline.h).
     assert!(1u32 << LATTE_SAMPLE_SHIFT == LATTE_SAMPLE_SIZE);

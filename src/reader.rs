@@ -911,12 +911,23 @@ impl Mapping {
     /// so a reader's cursors stay valid across a refresh. On an error the
     /// mapping is left as it was.
     pub fn refresh(&mut self) -> Result<bool, Error> {
+        match self.grown()? {
+            Some(m) => {
+                *self = m;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// A new mapping of the same object when the region grew past this one
+    /// (`refresh` for a mapping that others share).
+    pub fn grown(&self) -> Result<Option<Mapping>, Error> {
         if self.view.flags() & LATTE_REGION_FLUSHED != 0 || self.view.published_size() <= self._map.size() as u64 {
-            return Ok(false);
+            return Ok(None);
         }
         let fd = self.fd.try_clone().map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::EIO)))?;
-        *self = Mapping::from_fd(fd)?;
-        Ok(true)
+        Mapping::from_fd(fd).map(Some)
     }
 
     /// Maps `fd` read-only (PROT_READ: a reader can never disturb the producer) and validates it.

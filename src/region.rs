@@ -109,12 +109,12 @@ struct Growth {
 #[derive(Debug)]
 pub struct Region {
     backing: Backing,
-    growth: Mutex<Growth>,
+    growth: Box<Mutex<Growth>>,
     /// Where each slot chunk is mapped here (null until made); release after
     /// the chunk is whole, acquire to use it.
-    slot_bases: [AtomicPtr<u8>; LATTE_CHUNKS as usize],
+    slot_bases: Box<[AtomicPtr<u8>; LATTE_CHUNKS as usize]>,
     /// Where each name chunk is mapped here (null until made); as `slot_bases`.
-    name_bases: [AtomicPtr<u8>; LATTE_CHUNKS as usize],
+    name_bases: Box<[AtomicPtr<u8>; LATTE_CHUNKS as usize]>,
     /// The header's page (field order: dropped after the chunks).
     _header_fault: Option<Protected>,
     header_map: Mmap,
@@ -145,9 +145,9 @@ impl Region {
     fn with_header(backing: Backing, header_map: Mmap, header_fault: Option<Protected>, geo: Geometry) -> Region {
         Region {
             backing,
-            growth: Mutex::new(Growth::default()),
-            slot_bases: [NO_BASE; LATTE_CHUNKS as usize],
-            name_bases: [NO_BASE; LATTE_CHUNKS as usize],
+            growth: Box::new(Mutex::new(Growth::default())),
+            slot_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),
+            name_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),
             _header_fault: header_fault,
             header_map,
             geo,

@@ -293,7 +293,7 @@ impl State {
             match open(name, *ident) {
                 Opened::Region(map) => {
                     let r = self.regions.entry(name.clone()).or_default();
-                    let mut o = Object { map, ident: *ident, cursors: Vec::new(), last: Counts::default(), cpn: 0.0, bounds: [0.0; FINITE_BUCKETS] };
+                    let mut o = Object { map: *map, ident: *ident, cursors: Vec::new(), last: Counts::default(), cpn: 0.0, bounds: [0.0; FINITE_BUCKETS] };
                     if !from_start {
                         skip_to_end(&mut o, &mut self.buf);
                     }
@@ -483,7 +483,7 @@ impl State {
 
 /// What opening a name gave.
 enum Opened {
-    Region(Mapping),
+    Region(Box<Mapping>),
     /// An object that is not a latte region (or not a regular file).
     Foreign,
     /// A region that cannot be read now, with why.
@@ -500,7 +500,7 @@ fn open(name: &[u8], ident: (u64, u64)) -> Opened {
             let path = [SHM_DIR.as_bytes(), name].concat();
             let now = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&path)).map(|m| (m.dev(), m.ino()));
             if now.ok() == Some(ident) {
-                Opened::Region(map)
+                Opened::Region(Box::new(map))
             } else {
                 Opened::Vanished
             }
