@@ -94,7 +94,8 @@ def test_damaged_images(burst, tmp_path):
     s0 = slot0(img)
     bad = {
         "version": [(8, "<I", 99)],
-        "slot capacity": [(FIRST_SLOTS, "<I", 0xFFFFFFFF)],
+        "no first slots": [(FIRST_SLOTS, "<I", 0)],
+        "slot stride": [(SLOT_STRIDE, "<Q", 8)],
         "ring size": [(SAMPLES_PER_SLOT, "<I", 3)],
         "slots used": [(SLOTS_USED, "<I", 0xFFFF)],
         "ids used": [(IDS_USED, "<I", 100000)],
