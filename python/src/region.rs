@@ -29,10 +29,21 @@ pub struct Region {
 }
 
 impl Region {
-    /// The mapping, or `latte.Error` once the region was closed.
+    /// The mapping, or `latte.Error` once the region was closed. A live
+    /// region that grew since it was mapped is mapped again first (cursors
+    /// are per slot index, so they carry over).
     pub fn mapping(&self) -> PyResult<Arc<Mapping>> {
-        let m = self.mapping.lock().unwrap_or_else(|p| p.into_inner());
-        m.clone().ok_or_else(|| crate::errors::Error::new_err(format!("{}: the region was closed", self.target)))
+        let mut m = self.mapping.lock().unwrap_or_else(|p| p.into_inner());
+        let cur = m.clone().ok_or_else(|| crate::errors::Error::new_err(format!("{}: the region was closed", self.target)))?;
+        match cur.grown() {
+            Ok(Some(next)) => {
+                let next = Arc::new(next);
+                *m = Some(next.clone());
+                Ok(next)
+            }
+            Ok(None) => Ok(cur),
+            Err(e) => Python::attach(|py| Err(crate::errors::to_py(py, e, &self.target))),
+        }
     }
 
     pub fn target(&self) -> &str {
@@ -172,12 +183,13 @@ impl Region {
 
     /// The region's geometry (capacities and size in bytes).
     fn geometry<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let g = self.mapping()?.view().geo();
+        let m = self.mapping()?;
+        let v = m.view();
         let d = PyDict::new(py);
-        d.set_item("id_capacity", g.id_capacity)?;
-        d.set_item("slot_capacity", g.slot_capacity)?;
-        d.set_item("samples_per_slot", g.samples_per_slot)?;
-        d.set_item("size", g.total_size)?;
+        d.set_item("id_limit", v.id_limit())?;
+        d.set_item("slot_capacity", v.slot_capacity())?;
+        d.set_item("samples_per_slot", v.geo().samples_per_slot)?;
+        d.set_item("size", v.published_size())?;
         Ok(d)
     }
 

@@ -13,9 +13,10 @@ import latte
 from conftest import region_name, unlink_region
 
 # Offsets in the region header and a slot header (src/layout.rs).
-ID_CAPACITY, SLOT_CAPACITY, SAMPLES_PER_SLOT = 24, 32, 36
-SLOTS_OFFSET, SLOT_STRIDE = 48, 56
-IDS_USED, SLOTS_USED = 96, 100
+FIRST_SLOTS, SAMPLES_PER_SLOT = 24, 28
+SLOT_STRIDE = 40
+IDS_USED, SLOTS_USED = 80, 84
+SLOT_CHUNKS = 256
 WRITE_IDX, GENERATION, ID_TOKEN = 0, 64, 68
 
 
@@ -28,8 +29,8 @@ def patched(src, dst, edits):
 
 
 def slot0(image):
-    h = open(image, "rb").read(128)
-    return struct.unpack_from("<Q", h, SLOTS_OFFSET)[0]
+    h = open(image, "rb").read(1024)
+    return struct.unpack_from("<Q", h, SLOT_CHUNKS)[0]
 
 
 def read_all(target):
@@ -93,7 +94,8 @@ def test_damaged_images(burst, tmp_path):
     s0 = slot0(img)
     bad = {
         "version": [(8, "<I", 99)],
-        "slot capacity": [(SLOT_CAPACITY, "<I", 0xFFFFFFFF)],
+        "no first slots": [(FIRST_SLOTS, "<I", 0)],
+        "slot stride": [(SLOT_STRIDE, "<Q", 8)],
         "ring size": [(SAMPLES_PER_SLOT, "<I", 3)],
         "slots used": [(SLOTS_USED, "<I", 0xFFFF)],
         "ids used": [(IDS_USED, "<I", 100000)],
