@@ -103,8 +103,9 @@ cli-test: lib $(B)/cli/service
 	@[ "$$(id -u)" = 0 ] || { echo "make: cli-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=512m tmpfs /dev/shm && exec $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service'
 
-# `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), then
-# a real Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
+# `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), a
+# region that grows while serve and watch read it (tests/serve/growth.py),
+# then a real Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
 # Debian package prometheus, installed when missing and make runs as root;
 # its service is never started). In a mount namespace with its own tmpfs on
 # /dev/shm, as cli-test.
@@ -117,7 +118,8 @@ serve-test: lib $(B)/serve/service
 	@[ "$$(id -u)" = 0 ] || { echo "make: serve-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm || exit 1; rc=0; \
 	  $(PYTHON) tests/serve/http_edges.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
-	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
+	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
+	  $(PYTHON) tests/serve/growth.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
 
 # Both builds: without and with the io_uring flush (the suites the feature
 # changes: the unit tests and the flush tests). Profile ci-test: release
