@@ -25,8 +25,10 @@
 //!    3). Series are keyed by region and ID names, not by object, so they
 //!    go on across restarts.
 //! 5. Series of a region whose name is gone (and, with `--per-thread`, of
-//!    a thread whose slot is closed and read to its end) stay exported for
-//!    `--keep-gone`, so that scrapers see their last counts, then go.
+//!    a thread that no open ring of the region holds any more: its ring
+//!    closed and read to its end, or handed to another thread) stay
+//!    exported for `--keep-gone`, so that scrapers see their last counts,
+//!    then go.
 
 use latte::layout::{LATTE_MAX_DURATION, LATTE_SLOT_CLOSED};
 use latte::reader::{latte_cursor, latte_raw_sample, ReadMode};
@@ -91,8 +93,8 @@ struct Series {
     /// Samples read that carry `LATTE_SAMPLE_SWITCHED` (their thread was
     /// switched out during them).
     switched: u64,
-    /// With `--per-thread`: when the thread's slot was found closed and read
-    /// to its end (step 5).
+    /// With `--per-thread`: when the thread was first found holding no open
+    /// ring (step 5).
     ended: Option<Instant>,
 }
 
@@ -169,6 +171,8 @@ pub struct State {
     scanned: bool,
     last_scan: Option<Instant>,
     buf: Vec<latte_raw_sample>,
+    /// Read passes ended.
+    passes: u64,
 }
 
 /// The directory shared-memory names live in (glibc's `shm_open`).
@@ -199,7 +203,7 @@ fn bounds_in_cycles(cpn: f64) -> [f64; FINITE_BUCKETS] {
 
 impl State {
     pub fn new(opts: Options, own_cpn: f64) -> State {
-        State { opts, regions: BTreeMap::new(), foreign: HashMap::new(), own_cpn, scanned: false, last_scan: None, buf: Vec::new() }
+        State { opts, regions: BTreeMap::new(), foreign: HashMap::new(), own_cpn, scanned: false, last_scan: None, buf: Vec::new(), passes: 0 }
     }
 
     /// One read pass: looks at the names again when `RESCAN` has passed
@@ -221,6 +225,12 @@ impl State {
                 }
             }
         }
+        self.passes += 1;
+    }
+
+    /// Read passes ended so far (what a scrape shows changes only with it).
+    pub fn passes(&self) -> u64 {
+        self.passes
     }
 
     /// The names to watch now, each with the object it refers to.
@@ -579,6 +589,11 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
             }
         };
         let key = (id.clone(), per_thread.then_some(s.os_tid));
+        // A closed ring read to its end makes no series (again, once its
+        // thread's has gone after --keep-gone).
+        if buf.is_empty() && got.lost == 0 && s.state == LATTE_SLOT_CLOSED && !r.series.contains_key(&key) {
+            continue;
+        }
         let series = r.series.entry(key).or_default();
         let mut cycles = 0u128;
         for x in buf.iter() {
@@ -589,8 +604,17 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
         }
         series.sum_seconds += cycles as f64 / cpn / 1e9;
         series.lost += got.lost;
-        // Step 5: a closed slot read now holds nothing more.
-        series.ended = if per_thread && s.state == LATTE_SLOT_CLOSED { series.ended.or(Some(now)) } else { None };
+    }
+    // Step 5: a thread's series ends when no open ring holds its (ID,
+    // thread) any more: its ring was closed (and read to its end above),
+    // or handed to another thread before this pass saw it closed.
+    if per_thread {
+        let open: HashSet<(&str, u32)> =
+            slots.iter().filter(|s| s.state != LATTE_SLOT_CLOSED).filter_map(|s| Some((names.get(s.id_token as usize)?.as_deref()?, s.os_tid))).collect();
+        for ((id, t), series) in r.series.iter_mut() {
+            let held = t.is_some_and(|t| open.contains(&(id.as_str(), t)));
+            series.ended = if held { None } else { series.ended.or(Some(now)) };
+        }
     }
     let c = Counts::of(&v);
     r.counts.add_growth(&o.last, &c);

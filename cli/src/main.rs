@@ -108,7 +108,8 @@ enum Cmd {
         #[arg(long, default_value = "100ms", value_parser = parse_interval)]
         interval: Duration,
         /// How long the series of a region that went away (and, with
-        /// --per-thread, of a thread that exited) stay exported.
+        /// --per-thread, of a thread that no longer holds a ring: it exited,
+        /// or its ring went to another thread) stay exported.
         #[arg(long, default_value = "5m", value_parser = parse_interval, value_name = "DURATION")]
         keep_gone: Duration,
     },
