@@ -112,6 +112,14 @@
 // Region flag: this is a flushed image on disk, not a live region.
 #define LATTE_REGION_FLUSHED 2
 
+// Region flag: a thread of the producer turned switch tracking on
+// (`latte_sched_enable`, or `LATTE_SCHED=1` when it first recorded an ID;
+// docs/sched.md), so samples may carry `LATTE_SAMPLE_SWITCHED`. Without
+// it nothing was tracked: a switched count of 0 means "not tracked", not
+// "never switched". Set by the producer after creation, with an atomic OR
+// (readers load `flags` atomically).
+#define LATTE_REGION_SWITCHES_TRACKED 4
+
 // Slot state: owned by a live thread.
 #define LATTE_SLOT_LIVE 1
 

@@ -184,7 +184,11 @@ impl Plan {
         copy_atomic(unsafe { self.region.base().add(g.id_table_offset as usize) }, (ids * LATTE_ID_NAME_SIZE) as usize, &mut fh);
         fh.resize(g.slots_offset as usize, 0);
         type H = latte_region_header;
-        put_u32(&mut fh, offset_of!(H, flags), LATTE_REGION_FLUSHED | (h.flags & LATTE_REGION_SHARED));
+        // The flags as copied (atomically) above: the producer may OR
+        // LATTE_REGION_SWITCHES_TRACKED into them at any time.
+        let o = offset_of!(H, flags);
+        let flags = u32::from_ne_bytes([fh[o], fh[o + 1], fh[o + 2], fh[o + 3]]);
+        put_u32(&mut fh, o, LATTE_REGION_FLUSHED | (flags & (LATTE_REGION_SHARED | LATTE_REGION_SWITCHES_TRACKED)));
         put_u32(&mut fh, offset_of!(H, slot_capacity), self.n_slots.max(1));
         put_u32(&mut fh, offset_of!(H, slots_used), self.n_slots);
         put_u32(&mut fh, offset_of!(H, ids_used), ids);

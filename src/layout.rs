@@ -101,6 +101,13 @@ pub const LATTE_DATA_CALIBRATED: latte_data = 1;
 pub const LATTE_REGION_SHARED: u32 = 1;
 /// Region flag: this is a flushed image on disk, not a live region.
 pub const LATTE_REGION_FLUSHED: u32 = 2;
+/// Region flag: a thread of the producer turned switch tracking on
+/// (`latte_sched_enable`, or `LATTE_SCHED=1` when it first recorded an ID;
+/// docs/sched.md), so samples may carry `LATTE_SAMPLE_SWITCHED`. Without
+/// it nothing was tracked: a switched count of 0 means "not tracked", not
+/// "never switched". Set by the producer after creation, with an atomic OR
+/// (readers load `flags` atomically).
+pub const LATTE_REGION_SWITCHES_TRACKED: u32 = 4;
 
 /// Slot state: owned by a live thread.
 pub const LATTE_SLOT_LIVE: u32 = 1;

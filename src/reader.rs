@@ -227,9 +227,16 @@ impl View<'_> {
         self.producer_pid
     }
 
-    /// `LATTE_REGION_SHARED`, `LATTE_REGION_FLUSHED`.
+    /// `LATTE_REGION_SHARED`, `LATTE_REGION_FLUSHED` (as at the view's
+    /// creation).
     pub fn flags(&self) -> u32 {
         self.flags
+    }
+
+    /// Whether the producer tracked switches (`LATTE_REGION_SWITCHES_TRACKED`,
+    /// read now: it may be set after the view was made).
+    pub fn switches_tracked(&self) -> bool {
+        self.u32_at(core::mem::offset_of!(latte_region_header, flags) as u64) & LATTE_REGION_SWITCHES_TRACKED != 0
     }
 
     /// TSC of the producer's anchor (its region's creation).

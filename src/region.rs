@@ -184,10 +184,26 @@ impl Region {
         }
     }
 
+    /// Sets `LATTE_REGION_SWITCHES_TRACKED` in the header's flags (once a
+    /// thread with switch tracking on records).
+    pub fn mark_switches_tracked(&self) {
+        let p = (self.map.as_ptr() as usize + core::mem::offset_of!(latte_region_header, flags)) as *mut u32;
+        // SAFETY: the flags word lies in the mapped header, 4-aligned; every
+        // write to it after init_header is this atomic OR, and readers load
+        // it atomically (reader `u32_at`, flush's atomic copy).
+        let flags = unsafe { core::sync::atomic::AtomicU32::from_ptr(p) };
+        // Relaxed: a flag read on its own; nothing else is published with it.
+        if flags.load(Ordering::Relaxed) & LATTE_REGION_SWITCHES_TRACKED == 0 {
+            flags.fetch_or(LATTE_REGION_SWITCHES_TRACKED, Ordering::Relaxed);
+        }
+    }
+
     /// The header.
     pub fn header(&self) -> &latte_region_header {
         // SAFETY: base points to an initialised header that lives as long as
-        // self; its non-atomic fields are never written after init_header.
+        // self; its non-atomic fields are never written after init_header
+        // (but `flags`, OR-ed atomically by `mark_switches_tracked`: read it
+        // with an atomic load, never through this reference).
         unsafe { &*(self.map.as_ptr() as *const latte_region_header) }
     }
 

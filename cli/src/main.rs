@@ -66,7 +66,10 @@ enum Cmd {
         #[arg(long)]
         clean: bool,
     },
-    /// A live view: per ID, rate and percentiles over each interval.
+    /// A live view, per ID and interval: the rate recorded (from the rings'
+    /// write indices) and the rate read, samples lost (read + lost =
+    /// recorded), percentiles of every sample read in the interval, and
+    /// switched samples ("not tracked" when the producer tracked none).
     Watch {
         /// A region name (`/name` or `name`) or a file path.
         target: String,
@@ -513,12 +516,17 @@ fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, clean: bool
         .iter()
         .map(|r| {
             let s = &r.summary;
+            // Figures of no sample are null, not 0 (--clean, every sample
+            // switched out); so are the switched counts of a producer that
+            // tracked no switches.
+            let fig = |x: f64| if r.nothing_left() { serde_json::Value::Null } else { serde_json::json!(x) };
+            let tracked = |x: serde_json::Value| if r.tracked { x } else { serde_json::Value::Null };
             serde_json::json!({
                 "component": r.name, "read": r.read(), "samples": s.count, "threads": r.threads, "lost": r.lost,
-                "switched": r.switched, "switched_share": r.switched_share(),
-                "avg": s.mean * scale, "median": s.median * scale, "std_dev": s.std_dev * scale, "skew": s.skew,
-                "min": s.min * scale, "max": s.max * scale, "p50": s.p50 * scale, "p90": s.p90 * scale,
-                "p99": s.p99 * scale, "p999": s.p999 * scale,
+                "switched": tracked(r.switched.into()), "switched_share": tracked(r.switched_share().into()),
+                "avg": fig(s.mean * scale), "median": fig(s.median * scale), "std_dev": fig(s.std_dev * scale), "skew": fig(s.skew),
+                "min": fig(s.min * scale), "max": fig(s.max * scale), "p50": fig(s.p50 * scale), "p90": fig(s.p90 * scale),
+                "p99": fig(s.p99 * scale), "p999": fig(s.p999 * scale),
                 "outliers": r.outliers,
             })
         })
@@ -530,6 +538,7 @@ fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, clean: bool
         "unit": if time { "ns" } else { "cycles" },
         "calibrated": calibrated && cal.calibrated,
         "clean": clean,
+        "switch_tracking": v.switches_tracked(),
         "cycles_per_ns": cal.cycles_per_ns,
         "components": comps,
         "counters": {
@@ -596,26 +605,6 @@ fn trace(target: &str, output: &std::path::Path) -> Result<(), ExitCode> {
     Ok(())
 }
 
-struct WatchOpts {
-    every: Duration,
-    count: u64,
-    plain: bool,
-    time: bool,
-    follow: bool,
-    /// Percentiles without the switched samples.
-    clean: bool,
-}
-
-/// Per-ID figures of one interval.
-struct Interval {
-    name: String,
-    count: usize,
-    lost: u64,
-    /// Samples flagged `LATTE_SAMPLE_SWITCHED`.
-    switched: usize,
-    durations: Vec<f64>,
-}
-
 /// `2026-01-31T12:34:56.789Z` (UTC) of a wall-clock time.
 fn timestamp(t: std::time::SystemTime) -> String {
     let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -644,6 +633,93 @@ fn field(name: &str) -> String {
     }
 }
 
+struct WatchOpts {
+    every: Duration,
+    count: u64,
+    plain: bool,
+    time: bool,
+    follow: bool,
+    /// Percentiles without the switched samples.
+    clean: bool,
+}
+
+/// How often `watch` reads the rings within an interval: its percentiles
+/// are of every sample read during the interval, not of the last ring-full.
+const WATCH_STEP: Duration = Duration::from_millis(10);
+
+/// Durations kept per ID per interval for the percentiles; past it, every
+/// other one is dropped and later ones are kept one in two (then one in
+/// four, ...), so that the percentiles are of an evenly spread subset.
+const WATCH_KEEP: usize = 1 << 22;
+
+/// Per-ID figures of one interval: `read + lost == recorded`.
+#[derive(Default)]
+struct Interval {
+    name: String,
+    read: u64,
+    lost: u64,
+    /// Samples flagged `LATTE_SAMPLE_SWITCHED`.
+    switched: u64,
+    durations: Vec<f64>,
+    /// One in `stride` durations is kept (see `WATCH_KEEP`).
+    stride: u64,
+    /// Durations offered since the last one kept.
+    skipped: u64,
+}
+
+impl Interval {
+    fn recorded(&self) -> u64 {
+        self.read + self.lost
+    }
+
+    fn keep(&mut self, d: f64) {
+        self.skipped += 1;
+        if self.skipped < self.stride.max(1) {
+            return;
+        }
+        self.skipped = 0;
+        if self.durations.len() >= WATCH_KEEP {
+            let mut k = 0;
+            self.durations.retain(|_| {
+                k += 1;
+                k % 2 == 0
+            });
+            self.stride = self.stride.max(1) * 2;
+        }
+        self.durations.push(d);
+    }
+}
+
+/// One read of every slot into the interval's figures.
+fn watch_read(v: &View, cursors: &mut Vec<latte_cursor>, buf: &mut Vec<latte_raw_sample>, per: &mut Vec<Interval>, clean: bool) -> Result<(), Error> {
+    let ids = v.ids()?;
+    for i in ids.iter().skip(per.len()) {
+        per.push(Interval { name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(), ..Default::default() });
+    }
+    for s in &v.slots()? {
+        buf.clear();
+        if cursors.len() <= s.index as usize {
+            cursors.resize(s.index as usize + 1, latte_cursor::default());
+        }
+        let c = &mut cursors[s.index as usize];
+        // The reader counts what it returns and what was overwritten
+        // before it could (returned + lost = what the write index moved).
+        let got = v.read_slot(s.index, c, buf, latte::reader::ReadMode::Live)?;
+        if let Some(p) = per.get_mut(s.id_token as usize) {
+            p.read += buf.len() as u64;
+            p.lost += got.lost;
+            for r in buf.iter() {
+                let switched = r.packed & LATTE_SAMPLE_SWITCHED != 0;
+                p.switched += switched as u64;
+                if !(clean && switched) {
+                    p.keep((r.packed & LATTE_MAX_DURATION) as f64);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     let m = open(target)?;
     let v = m.view();
@@ -666,83 +742,80 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
             let _ = v.read_slot(s.index, &mut cursors[s.index as usize], &mut buf, latte::reader::ReadMode::Live);
         }
     }
+    let fail_read = |e: Error| fail(target, &strerror(e), EXIT_NOT_REGION);
     let mut n = 0u64;
-    let mut next = Instant::now() + o.every;
+    let mut start = Instant::now();
+    let mut next = start + o.every;
     loop {
-        let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
-        }
+        // Reads every WATCH_STEP until the interval ends, then once more.
+        let mut per: Vec<Interval> = Vec::new();
+        let alive = loop {
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep((next - now).min(WATCH_STEP));
+            }
+            // Looked at before the interval's last read: when the producer
+            // was gone already, that read takes the last samples there will
+            // ever be.
+            let done = Instant::now() >= next;
+            let alive = done && m.producer_alive();
+            watch_read(&v, &mut cursors, &mut buf, &mut per, o.clean).map_err(fail_read)?;
+            if done {
+                break alive;
+            }
+        };
+        let end = Instant::now();
+        let secs = end.duration_since(start).as_secs_f64().max(1e-9);
+        start = end;
         next += o.every;
         n += 1;
-        // Looked at before reading: when the producer was gone already, this
-        // interval's read takes the last samples there will ever be.
-        let alive = m.producer_alive();
-        let fail_read = |e: Error| fail(target, &strerror(e), EXIT_NOT_REGION);
-        let ids = v.ids().map_err(fail_read)?;
-        let slots = v.slots().map_err(fail_read)?;
-        let mut per: Vec<Interval> = ids
-            .iter()
-            .map(|i| Interval {
-                name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(),
-                count: 0,
-                lost: 0,
-                switched: 0,
-                durations: Vec::new(),
-            })
-            .collect();
-        for s in &slots {
-            buf.clear();
-            if cursors.len() <= s.index as usize {
-                cursors.resize(s.index as usize + 1, latte_cursor::default());
-            }
-            let c = &mut cursors[s.index as usize];
-            let lost_before = if c.generation == s.generation { c.lost } else { 0 };
-            v.read_slot(s.index, c, &mut buf, latte::reader::ReadMode::Live).map_err(fail_read)?;
-            if let Some(p) = per.get_mut(s.id_token as usize) {
-                p.count += buf.len();
-                p.lost += c.lost - lost_before;
-                p.switched += buf.iter().filter(|r| r.packed & LATTE_SAMPLE_SWITCHED != 0).count();
-                let keep = |r: &&latte_raw_sample| !o.clean || r.packed & LATTE_SAMPLE_SWITCHED == 0;
-                p.durations.extend(buf.iter().filter(keep).map(|r| (r.packed & LATTE_MAX_DURATION) as f64));
-            }
-        }
-        let secs = o.every.as_secs_f64();
+        let tracked = v.switches_tracked();
         let stamp = timestamp(std::time::SystemTime::now());
         let mut text = String::new();
         let mut table_rows = Vec::new();
+        let (mut lost_all, mut recorded_all) = (0u64, 0u64);
         for p in per.iter_mut() {
-            if latte::name::is_reserved_name(p.name.as_bytes()) || (p.count == 0 && p.lost == 0) {
+            if latte::name::is_reserved_name(p.name.as_bytes()) || p.recorded() == 0 {
                 continue;
             }
+            lost_all += p.lost;
+            recorded_all += p.recorded();
             p.durations.sort_by(|a, b| a.total_cmp(b));
-            let s = stats::summarize(&p.durations).unwrap_or_default();
-            let rate = p.count as f64 / secs;
-            let share = if p.count == 0 { 0.0 } else { 100.0 * p.switched as f64 / p.count as f64 };
+            let s = stats::summarize(&p.durations);
+            let (rec_rate, read_rate) = (p.recorded() as f64 / secs, p.read as f64 / secs);
+            let share = if p.read == 0 { 0.0 } else { 100.0 * p.switched as f64 / p.read as f64 };
+            // Percentiles of nothing (nothing read, or --clean and every
+            // sample read switched out) say so instead of showing 0.
+            let none = if p.read == 0 { "none-read" } else { "none-left" };
             if o.plain {
+                let fig = |f: fn(&stats::Summary) -> f64| s.as_ref().map(|s| plain_value(f(s))).unwrap_or_else(|| none.into());
+                let switched = if tracked { format!("switched={} switched_share={share:.1}%", p.switched) } else { "switched=not-tracked".into() };
                 text.push_str(&format!(
-                    "time={stamp} interval={n} id={} rate={rate:.1}/s count={} p50={} p90={} p99={} p999={} max={} lost={} switched={} switched_share={share:.1}%\n",
+                    "time={stamp} interval={n} id={} recorded_rate={rec_rate:.1}/s read_rate={read_rate:.1}/s recorded={} read={} lost={} p50={} p90={} p99={} p999={} max={} {switched}{}\n",
                     field(&p.name),
-                    p.count,
-                    plain_value(s.p50),
-                    plain_value(s.p90),
-                    plain_value(s.p99),
-                    plain_value(s.p999),
-                    plain_value(s.max),
+                    p.recorded(),
+                    p.read,
                     p.lost,
-                    p.switched
+                    fig(|s| s.p50),
+                    fig(|s| s.p90),
+                    fig(|s| s.p99),
+                    fig(|s| s.p999),
+                    fig(|s| s.max),
+                    if o.clean { format!(" left={}", p.read - p.switched) } else { String::new() },
                 ));
             } else {
+                let fig = |f: fn(&stats::Summary) -> f64| s.as_ref().map(|s| cell(f(s))).unwrap_or_else(|| "-".into());
                 table_rows.push(vec![
                     report::terminal_text(&p.name).into_owned(),
-                    format!("{rate:.1}/s"),
-                    cell(s.p50),
-                    cell(s.p99),
-                    cell(s.max),
-                    cell(s.p999),
-                    cell(s.p90),
+                    format!("{rec_rate:.1}/s"),
+                    format!("{read_rate:.1}/s"),
                     p.lost.to_string(),
-                    format!("{} ({share:.1}%)", p.switched),
+                    s.as_ref().map(|s| cell(s.p50)).unwrap_or_else(|| none.replace('-', " ")),
+                    fig(|s| s.p99),
+                    fig(|s| s.max),
+                    if tracked { format!("{} ({share:.1}%)", p.switched) } else { "not tracked".into() },
+                    fig(|s| s.p999),
+                    fig(|s| s.p90),
                 ]);
             }
         }
@@ -755,11 +828,15 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
             text.push_str(&format!(
                 "latte watch {target}  pid {pid} ({})  every {:.3} s  #{n}  {}{}\n",
                 if alive { "alive" } else { "exited" },
-                secs,
+                o.every.as_secs_f64(),
                 if o.time { "times" } else { "cycles" },
                 if o.clean { "  clean: percentiles without switched samples" } else { "" }
             ));
-            text.push_str(&table(&["ID", "RATE", "P50", "P99", "MAX", "P99.9", "P90", "LOST", "SWITCHED"], "lrrrrrrrr", &table_rows, style.width));
+            // Loss is said on a line of its own too, so that no width hides it.
+            if lost_all > 0 {
+                text.push_str(&format!("LOST {lost_all} of {recorded_all} samples recorded this interval (overwritten before they were read)\n"));
+            }
+            text.push_str(&table(&["ID", "RECORDED", "READ", "LOST", "P50", "P99", "MAX", "SWITCHED", "P99.9", "P90"], "lrrrrrrrrr", &table_rows, style.width));
         }
         emit(&text)?;
         if !alive && !o.follow {

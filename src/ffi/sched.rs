@@ -20,7 +20,15 @@ use core::ffi::{c_char, c_int};
 /// tracking on without opening anything until a thread's slow path.
 #[no_mangle]
 pub extern "C" fn latte_sched_enable() -> c_int {
-    guard(PANICKED, || code(sched::enable()))
+    guard(PANICKED, || {
+        let r = sched::enable();
+        if r.is_ok() {
+            if let Some(region) = crate::recorder::region_if_any() {
+                region.mark_switches_tracked();
+            }
+        }
+        code(r)
+    })
 }
 
 /// Stops tracking the calling thread: releases its perf event and mapping

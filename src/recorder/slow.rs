@@ -72,6 +72,11 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
     // A slow path: where a thread opens its switch event once tracking is
     // on (a syscall, once per thread; see `sched`).
     crate::sched::attach_thread();
+    if crate::sched::status() == crate::sched::LATTE_SCHED_ON {
+        if let Some(r) = region_if_any() {
+            r.mark_switches_tracked();
+        }
+    }
     // SAFETY: this thread's own cold state.
     let c = unsafe { &mut *c };
     if let Some(ring) = c.by_ptr.get(id as usize) {
