@@ -153,7 +153,7 @@ struct Region {
 /// What `latte serve` was asked for.
 pub struct Options {
     /// Region names (`/name`); empty: every latte region in /dev/shm.
-    pub regions: Vec<String>,
+    pub regions: Vec<Vec<u8>>,
     pub per_thread: bool,
     pub keep_gone: Duration,
 }
@@ -242,8 +242,8 @@ impl State {
                 .regions
                 .iter()
                 .filter_map(|n| {
-                    let m = std::fs::symlink_metadata(format!("{SHM_DIR}{n}")).ok()?;
-                    Some((n.as_bytes().to_vec(), ident(&m)))
+                    let m = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&[SHM_DIR.as_bytes(), n].concat())).ok()?;
+                    Some((n.clone(), ident(&m)))
                 })
                 .collect();
         }

@@ -12,7 +12,9 @@ use latte::layout::*;
 use latte::reader::{latte_cursor, latte_raw_sample, Mapping, View};
 use latte::report::{self, Options};
 use latte::stats;
+use std::ffi::{OsStr, OsString};
 use std::io::{IsTerminal, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -47,8 +49,8 @@ enum Cmd {
     },
     /// The report table of a region (`/name`) or a flushed file, with percentiles and counters.
     Stats {
-        /// A region name (`/name` or `name`) or a file path.
-        target: String,
+        /// A region name (`/name` or `name`; any bytes but '/' and NUL) or a file path.
+        target: OsString,
         /// Show times instead of cycles (also in --json).
         #[arg(long)]
         time: bool,
@@ -71,8 +73,8 @@ enum Cmd {
     /// recorded), percentiles of every sample read in the interval, and
     /// switched samples ("not tracked" when the producer tracked none).
     Watch {
-        /// A region name (`/name` or `name`) or a file path.
-        target: String,
+        /// A region name (`/name` or `name`; any bytes but '/' and NUL) or a file path.
+        target: OsString,
         /// Refresh interval (e.g. 1s, 250ms, 0.5).
         #[arg(long, default_value = "1s", value_parser = parse_interval)]
         interval: Duration,
@@ -98,7 +100,7 @@ enum Cmd {
         /// Region names (`/name` or `name`); none: every latte region in
         /// /dev/shm, looked for again every second (every --interval when
         /// longer) as services come and go.
-        regions: Vec<String>,
+        regions: Vec<OsString>,
         /// Address and port to listen on.
         #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
         listen: std::net::SocketAddr,
@@ -116,14 +118,37 @@ enum Cmd {
         #[arg(long, default_value = "5m", value_parser = parse_interval, value_name = "DURATION")]
         keep_gone: Duration,
     },
-    /// Write a Chrome trace (Perfetto, chrome://tracing) of every sample.
+    /// Write a Chrome trace (Perfetto, chrome://tracing) of every sample
+    /// (or of those the filters keep).
     Trace {
-        /// A region name (`/name` or `name`) or a file path.
-        target: String,
-        /// Output file.
+        /// A region name (`/name` or `name`; any bytes but '/' and NUL) or a file path.
+        target: OsString,
+        /// Output file; `-` is standard output.
         #[arg(short = 'o', long = "output")]
         output: std::path::PathBuf,
+        /// Only the samples of this ID (repeatable).
+        #[arg(long = "id", value_name = "NAME")]
+        ids: Vec<OsString>,
+        /// Only the samples of this OS thread id (repeatable).
+        #[arg(long = "thread", value_name = "TID")]
+        threads: Vec<u32>,
+        /// Only the samples that start at or after this time since the
+        /// region was made (e.g. 1.5s, 200ms; the trace's time axis).
+        #[arg(long, value_parser = parse_offset, value_name = "T")]
+        from: Option<Duration>,
+        /// Only the samples that start before this time since the region
+        /// was made.
+        #[arg(long, value_parser = parse_offset, value_name = "T")]
+        to: Option<Duration>,
     },
+}
+
+/// A time since the region was made: an interval, or 0.
+fn parse_offset(s: &str) -> Result<Duration, String> {
+    if s.trim_end_matches(['m', 's']).trim().parse::<f64>() == Ok(0.0) {
+        return Ok(Duration::ZERO);
+    }
+    parse_interval(s)
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -164,21 +189,28 @@ fn fail(what: &str, text: &str, code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// How a target is read: a shared-memory region or a file.
+/// How a target is read: a shared-memory region (its name's bytes, with
+/// the leading '/') or a file.
 enum Target {
-    Region(String),
+    Region(Vec<u8>),
     File(std::path::PathBuf),
 }
 
-/// The rule of `Mapping::open_any`: a target with no '/' after its first
-/// character is a region name (`/name`, or `name` for `/name`), any other a
-/// file path.
-fn classify(target: &str) -> Target {
-    if latte::shm::is_region_name(target) {
-        Target::Region(if target.starts_with('/') { target.to_string() } else { format!("/{target}") })
+/// The rule of `Mapping::open_any`, on bytes (a name need not be UTF-8): a
+/// target with no '/' after its first byte is a region name (`/name`, or
+/// `name` for `/name`), any other a file path.
+fn classify(target: &OsStr) -> Target {
+    let b = target.as_bytes();
+    if !b.is_empty() && !b[1..].contains(&b'/') {
+        Target::Region(if b[0] == b'/' { b.to_vec() } else { [b"/", b].concat() })
     } else {
         Target::File(std::path::PathBuf::from(target))
     }
+}
+
+/// A target, name or path as text: UTF-8 as is, any other byte as `\xNN`.
+fn shown(b: &[u8]) -> String {
+    export::label_text(b)
 }
 
 /// Owner and mode of a path, for a permission message.
@@ -196,9 +228,11 @@ fn current_uid() -> u32 {
 }
 
 /// Opens a region or file, or prints one precise message and gives the exit code.
-fn open(target: &str) -> Result<Mapping, ExitCode> {
-    let kind = classify(target);
-    if target == "/" {
+fn open(raw: &OsStr) -> Result<Mapping, ExitCode> {
+    let kind = classify(raw);
+    let target = &shown(raw.as_bytes());
+    let target = target.as_str();
+    if raw.as_bytes() == b"/" {
         return Err(fail(target, "is a directory, not a latte region or a flushed image", EXIT_NOT_REGION));
     }
     if let Target::File(p) = &kind {
@@ -210,42 +244,42 @@ fn open(target: &str) -> Result<Mapping, ExitCode> {
         }
     }
     let r = match &kind {
-        Target::Region(n) => Mapping::open_shm(n.as_bytes()),
+        Target::Region(n) => Mapping::open_shm(n),
         Target::File(p) => Mapping::open_file(p),
     };
     r.map_err(|e| {
-        let (shown, path) = match &kind {
-            Target::Region(n) => (format!("region {n}"), std::path::PathBuf::from(format!("/dev/shm{n}"))),
+        let (what, path) = match &kind {
+            Target::Region(n) => (format!("region {}", shown(n)), std::path::PathBuf::from(OsStr::from_bytes(&[b"/dev/shm", &n[..]].concat()))),
             Target::File(p) => (p.display().to_string(), p.clone()),
         };
         match e {
             c if c == Error::Os(libc::ENOENT) => match kind {
-                Target::Region(n) if std::path::Path::new(target).is_dir() => {
-                    fail(target, &format!("is a directory, not a latte region or a flushed image (and there is no region {n})"), EXIT_NOT_REGION)
+                Target::Region(n) if std::path::Path::new(raw).is_dir() => {
+                    fail(target, &format!("is a directory, not a latte region or a flushed image (and there is no region {})", shown(&n)), EXIT_NOT_REGION)
                 }
-                Target::Region(n) if std::path::Path::new(target).exists() => {
+                Target::Region(n) if std::path::Path::new(raw).exists() => {
                     let file = if target.starts_with('/') { format!("/.{target}") } else { format!("./{target}") };
                     fail(
                         target,
-                        &format!("no such region {n} (a name without '/' after its first character is a region; write {file} for the file)"),
+                        &format!("no such region {} (a name without '/' after its first character is a region; write {file} for the file)", shown(&n)),
                         EXIT_MISSING,
                     )
                 }
-                Target::Region(n) => fail(target, &format!("no such region (no /dev/shm{n}; `latte ls` lists the regions)"), EXIT_MISSING),
+                Target::Region(n) => fail(target, &format!("no such region (no /dev/shm{}; `latte ls` lists the regions)", shown(&n)), EXIT_MISSING),
                 Target::File(_) => fail(target, "no such file", EXIT_MISSING),
             },
             c if c == Error::Os(libc::EACCES) || c == Error::Os(libc::EPERM) => {
-                fail(&shown, &format!("permission denied{}", owner_text(&path)), EXIT_PERMISSION)
+                fail(&what, &format!("permission denied{}", owner_text(&path)), EXIT_PERMISSION)
             }
             c if c == Error::Os(libc::EINVAL) && matches!(kind, Target::Region(_)) => {
                 fail(target, "not a valid region name (one leading '/', no other, at most 250 bytes after it)", EXIT_MISSING)
             }
-            Error::NotLatte | Error::Version | Error::Truncated | Error::Corrupt => fail(&shown, &strerror(e), EXIT_NOT_REGION),
+            Error::NotLatte | Error::Version | Error::Truncated | Error::Corrupt => fail(&what, &strerror(e), EXIT_NOT_REGION),
             c if c == Error::Os(libc::ENODEV) || c == Error::Os(libc::EISDIR) => {
-                fail(&shown, "cannot be mapped: not a latte region or a flushed image", EXIT_NOT_REGION)
+                fail(&what, "cannot be mapped: not a latte region or a flushed image", EXIT_NOT_REGION)
             }
-            Error::Os(errno) => fail(&shown, &format!("{} (errno {errno})", strerror(e)), EXIT_OTHER),
-            _ => fail(&shown, &strerror(e), EXIT_OTHER),
+            Error::Os(errno) => fail(&what, &format!("{} (errno {errno})", strerror(e)), EXIT_OTHER),
+            _ => fail(&what, &strerror(e), EXIT_OTHER),
         }
     })
 }
@@ -328,19 +362,29 @@ fn main() -> ExitCode {
         Cmd::Watch { target, interval, count, plain, time, follow, clean } => {
             done(watch(&target, &WatchOpts { every: interval, count, plain: plain || !style.tty, time, follow, clean }, style))
         }
-        Cmd::Trace { target, output } => done(trace(&target, &output)),
+        Cmd::Trace { target, output, ids, threads, from, to } => {
+            let ids: Vec<String> = ids.iter().map(|i| String::from_utf8_lossy(i.as_bytes()).into_owned()).collect();
+            let filter = latte::trace::Filter {
+                ids: (!ids.is_empty()).then_some(&ids[..]),
+                threads: (!threads.is_empty()).then_some(&threads[..]),
+                from_ns: from.map_or(0.0, |d| d.as_nanos() as f64),
+                to_ns: to.map_or(f64::INFINITY, |d| d.as_nanos() as f64),
+            };
+            done(trace(&target, &output, &filter))
+        }
         Cmd::Serve { regions, listen, per_thread, interval, keep_gone } => done(serve_cmd(regions, listen, per_thread, interval, keep_gone)),
     }
 }
 
 /// `latte serve`: checks the names, then serves until killed.
-fn serve_cmd(regions: Vec<String>, listen: std::net::SocketAddr, per_thread: bool, interval: Duration, keep_gone: Duration) -> Result<(), ExitCode> {
+fn serve_cmd(regions: Vec<OsString>, listen: std::net::SocketAddr, per_thread: bool, interval: Duration, keep_gone: Duration) -> Result<(), ExitCode> {
     let mut names = Vec::new();
     for r in regions {
+        let text = shown(r.as_bytes());
         match classify(&r) {
-            Target::Region(n) if n.len() <= 255 => names.push(n),
-            Target::Region(_) => return Err(fail(&r, "not a valid region name (one leading '/', no other, at most 250 bytes after it)", EXIT_USAGE)),
-            Target::File(_) => return Err(fail(&r, "serve reads shared-memory regions (`/name`), not files", EXIT_USAGE)),
+            Target::Region(n) if n.len() <= 255 && !n.contains(&0) => names.push(n),
+            Target::Region(_) => return Err(fail(&text, "not a valid region name (one leading '/', no other, at most 250 bytes after it)", EXIT_USAGE)),
+            Target::File(_) => return Err(fail(&text, "serve reads shared-memory regions (`/name`), not files", EXIT_USAGE)),
         }
     }
     names.sort();
@@ -412,8 +456,11 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
         Err(e) => return Err(fail("/dev/shm", &format!("cannot list: {e}"), EXIT_OTHER)),
     };
     for e in dir.flatten() {
-        let name = format!("/{}", e.file_name().to_string_lossy());
-        match Mapping::open_shm(name.as_bytes()) {
+        // Opened by its bytes (a name need not be UTF-8), shown with any
+        // byte that is not UTF-8 as \xNN.
+        let raw = [b"/", e.file_name().as_bytes()].concat();
+        let name = shown(&raw);
+        match Mapping::open_shm(&raw) {
             Ok(m) => {
                 let v = m.view();
                 let k = v.counters();
@@ -492,8 +539,9 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
     emit(&text)
 }
 
-fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, clean: bool, style: Style) -> Result<(), ExitCode> {
-    let m = open(target)?;
+fn stats_cmd(raw: &OsStr, time: bool, calibrated: bool, json: bool, clean: bool, style: Style) -> Result<(), ExitCode> {
+    let m = open(raw)?;
+    let target = &shown(raw.as_bytes());
     let v = m.view();
     let mut cal = v.calibration();
     if time {
@@ -575,8 +623,9 @@ fn output_error(path: &std::path::Path, e: &std::io::Error) -> String {
     }
 }
 
-fn trace(target: &str, output: &std::path::Path) -> Result<(), ExitCode> {
-    let m = open(target)?;
+fn trace(raw: &OsStr, output: &std::path::Path, filter: &latte::trace::Filter) -> Result<(), ExitCode> {
+    let m = open(raw)?;
+    let target = &shown(raw.as_bytes());
     let v = &m.view();
     let c = report::collect(v).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
     let cpn = cycles_per_ns(v);
@@ -593,11 +642,19 @@ fn trace(target: &str, output: &std::path::Path) -> Result<(), ExitCode> {
         }
         format!("tid {tid}")
     };
+    let names = latte::trace::Names { process: &process, thread: &thread };
+    if output.as_os_str() == "-" {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+        return match latte::trace::write_annotated(&mut w, &c, pid, v.anchor_tsc(), cpn, &names, filter) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(ExitCode::SUCCESS),
+            Err(e) => Err(fail("standard output", &format!("cannot write: {e}"), EXIT_OTHER)),
+        };
+    }
     let shown = output.display().to_string();
     let f = std::fs::File::create(output).map_err(|e| fail(&shown, &output_error(output, &e), EXIT_OUTPUT))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    let names = latte::trace::Names { process: &process, thread: &thread };
-    if let Err(e) = latte::trace::write_annotated(&mut w, &c, pid, v.anchor_tsc(), cpn, &names) {
+    if let Err(e) = latte::trace::write_annotated(&mut w, &c, pid, v.anchor_tsc(), cpn, &names, filter) {
         drop(w);
         let _ = std::fs::remove_file(output);
         return Err(fail(&shown, &output_error(output, &e), EXIT_OUTPUT));
@@ -720,8 +777,9 @@ fn watch_read(v: &View, cursors: &mut Vec<latte_cursor>, buf: &mut Vec<latte_raw
     Ok(())
 }
 
-fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
-    let m = open(target)?;
+fn watch(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
+    let m = open(raw)?;
+    let target = &report::terminal_text(&shown(raw.as_bytes())).into_owned();
     let v = m.view();
     let pid = v.producer_pid();
     let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };

@@ -105,14 +105,19 @@ pub fn run(o: ServeOpts) -> Result<(), ExitCode> {
     {
         let st = lock(&state);
         for n in &named {
-            match st.unreadable_reason(n.as_bytes()) {
+            let (bytes, n) = (n, crate::export::label_text(n));
+            match st.unreadable_reason(bytes) {
                 Some(Some(why)) => say(&format!("{n}: {why} (looked at again every second)")),
                 None => say(&format!("no region {n} yet (looked for every second)")),
                 Some(None) => {}
             }
         }
     }
-    let what = if named.is_empty() { "every latte region in /dev/shm".to_string() } else { named.join(" ") };
+    let what = if named.is_empty() {
+        "every latte region in /dev/shm".to_string()
+    } else {
+        named.iter().map(|n| crate::export::label_text(n)).collect::<Vec<_>>().join(" ")
+    };
     say(&format!("listening on http://{addr}/metrics ({what})"));
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Metrics::new(state.clone())));

@@ -315,6 +315,71 @@ if os.geteuid() == 0 and runuser and os.path.basename(runuser) == "runuser":
 else:
     print("cli e2e: permission check skipped (needs root and runuser)")
 
+# A region whose name is not UTF-8 (the library takes any bytes but '/'
+# and NUL): listed, read and exported by every command, shown with \xNN.
+BNAME = NAME.encode() + b"-\xff\xfe"
+BSHOWN = NAME + "-\\xff\\xfe"
+nsvc = subprocess.Popen([SERVICE.encode(), BNAME], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+try:
+    check(nsvc.stdout.readline().startswith("READY"), "service under a non-UTF-8 name ready")
+
+    def latte_b(*args):
+        return subprocess.run([LATTE.encode(), *args], capture_output=True, timeout=60, env=BASE_ENV)
+
+    r = latte_b(b"ls", b"--json")
+    rows = {x["name"]: x for x in json.loads(r.stdout)} if r.returncode == 0 else {}
+    check(rows.get(BSHOWN, {}).get("readable") is True and rows[BSHOWN]["pid"] == nsvc.pid, f"ls lists a non-UTF-8 name as {BSHOWN}: {list(rows)}")
+    r = latte_b(b"stats", BNAME, b"--json")
+    comps = {c["component"]: c for c in json.loads(r.stdout)["components"]} if r.returncode == 0 else {}
+    check(comps.get("svc.a", {}).get("read") == 5000, f"stats reads a non-UTF-8 name: {r.returncode} {r.stderr!r}")
+    r = latte_b(b"watch", BNAME, b"--interval", b"200ms", b"--count", b"1")
+    check(r.returncode == 0 and b"id=svc.live" in r.stdout, f"watch reads a non-UTF-8 name: {r.returncode} {r.stderr!r}")
+    # On an 80-column terminal, with a live ID's row, LOST is shown.
+    code, out, err = latte_pty("watch", BNAME, "--interval", "200ms", "--count", "2", cols=80)
+    check(code == 0 and "svc.live" in out and "LOST" in out, f"watch on 80 columns keeps LOST: {out!r}")
+    # trace -o - writes to standard output; filters by ID, thread and time.
+    r = latte_b(b"trace", BNAME, b"-o", b"-")
+    full = [e for e in json.loads(r.stdout) if e["ph"] == "X"] if r.returncode == 0 else []
+    check([e["name"] for e in full].count("svc.a") == 5000 and not os.path.exists("-"), f"trace -o - of a non-UTF-8 name to stdout: {r.returncode} {r.stderr!r}")
+    r = latte_b(b"trace", BNAME, b"-o", b"-", b"--id", b"svc.b", b"--id", b"svc.inner")
+    got = [e["name"] for e in json.loads(r.stdout) if e["ph"] == "X"] if r.returncode == 0 else []
+    check(got.count("svc.b") == 300 and got.count("svc.inner") == 100 and len(got) == 400, f"trace --id: {len(got)} events")
+    r = latte_b(b"trace", BNAME, b"-o", b"-", b"--thread", str(nsvc.pid).encode())
+    evs = json.loads(r.stdout) if r.returncode == 0 else []
+    xs = [e for e in evs if e["ph"] == "X"]
+    check(xs and all(e["tid"] == nsvc.pid for e in xs) and "svc.a" not in {e["name"] for e in xs}
+          and {e["tid"] for e in evs if e["name"] == "thread_name"} == {nsvc.pid}, "trace --thread: the main thread's samples only")
+    if full:
+        ts = sorted(e["ts"] for e in full)
+        lo, hi = ts[len(ts) // 4], ts[3 * len(ts) // 4]
+        r = latte_b(b"trace", BNAME, b"-o", b"-", b"--from", f"{lo / 1e6!r}s".encode(), b"--to", f"{hi / 1e6!r}s".encode())
+        win = [e for e in json.loads(r.stdout) if e["ph"] == "X"] if r.returncode == 0 else []
+        want = [e for e in full if lo - 0.001 <= e["ts"] < hi + 0.001]
+        check(win and all(lo - 0.001 <= e["ts"] < hi + 0.001 for e in win) and abs(len(win) - len(want)) <= 2,
+              f"trace --from/--to: {len(win)} events in [{lo}, {hi}) us, {len(want)} expected: {r.stderr!r}")
+    # serve exports it (the name named on its command line).
+    sv = subprocess.Popen([LATTE.encode(), b"serve", b"--listen", b"127.0.0.1:0", BNAME], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        for _ in range(20):
+            line = sv.stderr.readline()
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/metrics", line)
+            if m:
+                port = int(m.group(1))
+                break
+        body = ""
+        if port:
+            import urllib.request
+            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20).read().decode()
+        check(f'latte_producer_up{{region="{BSHOWN[1:].replace(chr(92), chr(92) * 2)}"}} 1' in body, f"serve exports a non-UTF-8 name: port {port}")
+    finally:
+        sv.terminate()
+        sv.wait(timeout=10)
+finally:
+    nsvc.stdin.close()
+    nsvc.wait(timeout=30)
+os.unlink(b"/dev/shm" + BNAME)
+
 # watch against a producer of known count and rate: 500,000 spans of
 # about 1 us on one thread into rings of 4,096 samples (lapped every few
 # ms). Over its intervals watch's recorded counts add up to exactly
@@ -351,9 +416,6 @@ bc = {c["component"]: c for c in doc["components"]}.get("svc.burst", {})
 check(doc.get("switch_tracking") is False and "switched" in bc and bc["switched"] is None, f"stats --json: switched null when not tracked: {bc}")
 r = latte("stats", BURST, "--wide")
 check("not tracked" in r.stdout, "stats: SWITCHED not tracked")
-# On an 80-column terminal the loss is shown.
-code, out, err = latte_pty("watch", NAME, "--interval", "200ms", "--count", "1", cols=80)
-check(code == 0 and "LOST" in out, f"watch on 80 columns keeps LOST: {out!r}")
 os.unlink("/dev/shm" + BURST)
 
 for p in [SHM, foreign, SHM + "-trunc", SHM + "-ver", fileimg]:
