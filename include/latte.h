@@ -754,7 +754,8 @@ uint32_t latte_calibration_iterations(void);
 const char *latte_calibration_id(void);
 
 // The calibrated overheads in cycles: `out9` gets `[start][stop]` for the 9
-// mode pairs, `out_pulse` the pulse. Zeros before calibration.
+// mode pairs, `out_pulse` the pulse. Zeros before calibration. -EINVAL
+// (nothing written) when either is NULL.
 int latte_calibration_get_overheads(double *out9, double *out_pulse);
 
 // TSC cycles per ns, kept once known: the ratio of the region's anchor
@@ -808,7 +809,8 @@ int latte_time_format(double ns, char *buf, size_t len);
 
 // The outlier rule of reports on `n` values: writes the kept values sorted
 // into `out_values` (room for `n`), their count, the outlier count, and the
-// cutoff (`*out_has_cutoff` = 0 when there is none). NULL outputs are skipped.
+// cutoff (`*out_has_cutoff` = 0 when there is none). -EINVAL (nothing
+// written) when an output is NULL (`out_values` may be NULL when `n` is 0).
 int latte_samples_clean(const double *values, size_t n, double *out_values, size_t *out_kept, size_t *out_outliers, double *out_cutoff, int *out_has_cutoff);
 
 // Starts writing the region to `fd` (a regular file open for writing,
@@ -1026,7 +1028,7 @@ int latte_sched_diff(const struct latte_sched_point *before, const struct latte_
 // (preempted 0.00 ns, blocked 1.05 ms); 1 switch-out (0 preempted); 1 CPU,
 // 0 migrations"), NUL-terminated in `buf`. `*out_n` gets its length
 // without the NUL; -ERANGE (nothing written) when `cap` is not more than
-// that; -EINVAL when `d` is NULL.
+// that; -EINVAL when `d` or `out_n` is NULL, or `buf` is with `cap` over 0.
 int latte_sched_format(const struct latte_sched_delta *d, char *buf, size_t cap, size_t *out_n);
 
 #ifdef __cplusplus

@@ -20,15 +20,16 @@ pub extern "C" fn latte_samples_snapshot(id: *const c_char, out: *mut u64, cap: 
         // After the thread's thread-locals were destroyed (an atexit
         // handler, a static destructor) a local buffer serves.
         let mut local = Vec::new();
+        if !outs_ok(out, cap, out_n) {
+            return Error::INVAL.code();
+        }
         let fill_out = |raw: &mut Vec<latte_raw_sample>| {
             // SAFETY: NULL or a NUL-terminated string (API contract).
             if let Err(e) = unsafe { crate::extract::snapshot_into(id, raw) } {
                 return e.code();
             }
-            if !out_n.is_null() {
-                // SAFETY: checked non-null; writable by contract.
-                unsafe { *out_n = raw.len() };
-            }
+            // SAFETY: checked non-null; writable by contract.
+            unsafe { *out_n = raw.len() };
             if raw.len() > cap || (out.is_null() && !raw.is_empty()) {
                 return Error::RANGE.code();
             }
@@ -75,6 +76,9 @@ pub struct latte_sample_record {
 #[no_mangle]
 pub extern "C" fn latte_samples_extract(out: *mut latte_sample_record, cap: usize, out_n: *mut usize) -> c_int {
     guard(PANICKED, || {
+        if !outs_ok(out, cap, out_n) {
+            return Error::INVAL.code();
+        }
         let mut all = Vec::new();
         if let Err(e) = crate::extract::extract_all(&mut all) {
             return e.code();
@@ -170,7 +174,8 @@ pub extern "C" fn latte_time_format(ns: f64, buf: *mut c_char, len: usize) -> c_
 
 /// The outlier rule of reports on `n` values: writes the kept values sorted
 /// into `out_values` (room for `n`), their count, the outlier count, and the
-/// cutoff (`*out_has_cutoff` = 0 when there is none). NULL outputs are skipped.
+/// cutoff (`*out_has_cutoff` = 0 when there is none). -EINVAL (nothing
+/// written) when an output is NULL (`out_values` may be NULL when `n` is 0).
 #[no_mangle]
 pub extern "C" fn latte_samples_clean(
     values: *const f64,
@@ -182,7 +187,10 @@ pub extern "C" fn latte_samples_clean(
     out_has_cutoff: *mut c_int,
 ) -> c_int {
     guard(PANICKED, || {
-        if values.is_null() && n > 0 {
+        if (values.is_null() || out_values.is_null()) && n > 0 {
+            return -libc::EINVAL;
+        }
+        if out_kept.is_null() || out_outliers.is_null() || out_cutoff.is_null() || out_has_cutoff.is_null() {
             return -libc::EINVAL;
         }
         let input = if n == 0 {
