@@ -276,7 +276,9 @@ typedef struct latte_flush_status {
   uint32_t _pad;
   // Bytes written so far by the current or last flush.
   uint64_t bytes_written;
-  // Bytes the image has.
+  // Bytes the flush writes in all: `bytes_written` reaches it when the
+  // flush completes. (The image's size may be larger: the padding of
+  // rings and of the ID table is never written and reads as zeros.)
   uint64_t bytes_total;
 } latte_flush_status;
 
@@ -830,13 +832,18 @@ int latte_flush_async(int fd, latte_unit unit);
 // also moves the flush along (reaps completions, submits the next writes).
 int latte_poll_flush(void);
 
-// Cancels the pending asynchronous flush: 1 when one was pending (it
-// stops after the writes already in flight; `latte_poll_flush` then
-// returns -ECANCELED and the file holds no valid image), 0 when none was;
-// LATTE_ERR_NOT_SUPPORTED without the `uring` feature.
+// Cancels the pending asynchronous flush without waiting: 1 when one was
+// pending (nothing more is submitted; `latte_poll_flush` then returns
+// -ECANCELED and the file holds no valid image; the writes already with
+// the kernel are reaped by later calls, and `latte_flush_async` returns
+// -EBUSY until they are), 0 when none was; LATTE_ERR_NOT_SUPPORTED
+// without the `uring` feature. A fork child's flush state is its own: it
+// starts idle, and nothing it calls touches its parent's flush.
 int latte_flush_cancel(void);
 
-// Bytes written and total of the current or last asynchronous flush.
+// State, bytes written and bytes to write of the current or last
+// asynchronous flush (`bytes_written` equals `bytes_total` once it
+// completed). -EINVAL when `out` is NULL.
 int latte_flush_get_status(struct latte_flush_status *out);
 
 // Writes the same image as `latte_flush_async`, synchronously, with pwrite
