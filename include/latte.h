@@ -386,8 +386,12 @@ typedef struct LATTE_ALIGNED(64) latte_slot_header {
   // with release ordering after the sample it publishes.
   uint64_t write_idx;
   // Only in a flushed image: `write_idx` read again after the samples
-  // were written out (the live reader's second load). Never written in a
-  // live region, so `write_idx` has its line to itself there.
+  // were written out (the live reader's second load); and in a fork
+  // child's private copy of a shared region: the parent's `write_idx`
+  // read after the copy (samples it may have overwritten meanwhile are
+  // counted lost). Never written in a live region, so `write_idx` has
+  // its line to itself there; a live reader takes the larger of the two
+  // as its second load.
   uint64_t flushed_end_idx;
   uint64_t _pad0[6];
   // 0 while unassigned or being reassigned; otherwise changes every time

@@ -556,16 +556,18 @@ impl<'a> View<'a> {
         // SAFETY: the samples of slot i lie inside the validated mapping.
         let ring = unsafe { self.base.add((o + LATTE_SLOT_HEADER_SIZE as u64) as usize) } as *const u64;
         // The writer's index as the check after a chunk sees it. A flushed
-        // image's was taken by the flush after the samples were written out.
+        // image's was taken by the flush after the samples were written out;
+        // a fork child's copy carries its parent's, taken after the copy
+        // (`flushed_end_idx`, 0 in a live region): the larger one counts.
         let head = || -> Result<u64, Error> {
+            let end = self.atomic_u64(o + f!(S, flushed_end_idx) as u64).load(Ordering::Relaxed);
             if flushed {
-                let w = self.atomic_u64(o + f!(S, flushed_end_idx) as u64).load(Ordering::Relaxed);
-                if w < w1 || w >= LATTE_MAX_WRITE_IDX {
+                if end < w1 || end >= LATTE_MAX_WRITE_IDX {
                     return Err(Error::Corrupt);
                 }
-                Ok(w)
+                Ok(end)
             } else {
-                Ok(widx.load(Ordering::Relaxed))
+                Ok(widx.load(Ordering::Relaxed).max(end.min(LATTE_MAX_WRITE_IDX - 1)))
             }
         };
         // R5-R6 (`ring::copy_checked`): index j goes to out[j - first kept];

@@ -80,6 +80,36 @@ pub struct Region {
     geo: Geometry,
 }
 
+/// Each slot's generation and write index, and the header's `slots_used`
+/// and `ids_used`, taken in the parent before a fork (its fork handler,
+/// under the registry lock: no slot or ID is handed out meanwhile), for
+/// `privatize_after_fork` to cut the child's copy there.
+#[derive(Debug, Default)]
+pub struct ForkCut {
+    pub slots_used: u32,
+    pub ids_used: u32,
+    /// Per slot below `slots_used`: (generation, write index).
+    pub slots: Vec<(u32, u64)>,
+}
+
+impl ForkCut {
+    /// Takes the cut of `r` now (reusing this cut's memory).
+    pub fn take(&mut self, r: &Region) {
+        let h = r.header();
+        // Acquire: every counted slot's and ID's metadata is visible.
+        self.slots_used = h.slots_used.load(Ordering::Acquire).min(r.geo.slot_capacity);
+        self.ids_used = h.ids_used.load(Ordering::Acquire).min(r.geo.id_capacity);
+        self.slots.clear();
+        for i in 0..self.slots_used {
+            // SAFETY: i < slots_used <= capacity: a slot header inside the region.
+            let sh = unsafe { &*r.slot(i) };
+            // Acquire (both): the samples below this index, and this
+            // generation's metadata, are visible to the child's copy.
+            self.slots.push((sh.generation.load(Ordering::Acquire), sh.write_idx.load(Ordering::Acquire)));
+        }
+    }
+}
+
 /// Removes a shm name when dropped, unless disarmed: the temporary name
 /// of an object being made, on every failure path.
 struct UnlinkOnDrop<'a>(Option<&'a CStr>);
@@ -237,9 +267,10 @@ impl Region {
     }
 
     /// In a fork child: replace the shared mapping by a private copy of what
-    /// it held at the fork, at the same address, so that nothing the child
-    /// writes reaches the parent, nothing the parent writes afterwards shows
-    /// in the child, and every cached pointer stays valid.
+    /// it held at the fork (`cut`, taken before it), at the same address, so
+    /// that nothing the child writes reaches the parent, nothing the parent
+    /// writes afterwards shows in the child, and every cached pointer stays
+    /// valid.
     ///
     /// The copy (`replace_with_anonymous_copy`) costs the child time in
     /// proportion to what was recorded. Should it fail (no memory), the
@@ -247,13 +278,13 @@ impl Region {
     /// still never writes into the parent's rings, but pages it has not
     /// touched keep following the object. Should that fail too, its view
     /// is made read-only.
-    pub fn privatize_after_fork(&mut self) {
+    pub fn privatize_after_fork(&mut self, cut: &ForkCut) {
         let Backing::Shared { fd, _fault: fault, .. } = core::mem::replace(&mut self.backing, Backing::Anonymous) else {
             return; // anonymous private memory is already copy-on-write.
         };
         let len = self.geo.total_size as usize;
         let base = self.base() as *mut libc::c_void;
-        if !self.replace_with_anonymous_copy() {
+        if !self.replace_with_anonymous_copy(cut) {
             // SAFETY: remaps exactly our own mapping (same base and length)
             // with MAP_FIXED; the object is still sized as before.
             let p = unsafe { libc::mmap(base, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_FIXED, fd.as_raw_fd(), 0) };
@@ -268,17 +299,19 @@ impl Region {
         self.backing = Backing::ForkedCopy { _fault: fault };
     }
 
-    /// Copies what the region holds into fresh anonymous memory and moves
-    /// that over the shared mapping, at the same address: the header and ID
-    /// table, and for each slot handed out its header and the samples
-    /// written so far (a ring that wrapped: all of it). The parent's other
-    /// threads may be writing meanwhile, so words are read with atomic
-    /// loads; a slot's header is copied before its samples, so a sample the
-    /// parent writes meanwhile lies above the copied index (invisible), and
-    /// only a ring the parent wraps during the copy may show a newer sample
-    /// in an older place. Zero words are not written, so untouched pages
-    /// stay uncommitted.
-    fn replace_with_anonymous_copy(&self) -> bool {
+    /// Copies what the region held at the fork into fresh anonymous memory
+    /// and moves that over the shared mapping, at the same address: the
+    /// header and ID table, and for each slot handed out before the fork
+    /// (`cut`) its header and the samples below its write index at the fork
+    /// (a ring that wrapped: all of it). The parent records meanwhile, so
+    /// words are read with atomic loads, the copy's `slots_used`,
+    /// `ids_used` and write indices are the cut's, and each ring's
+    /// `flushed_end_idx` is the parent's write index read after its samples
+    /// were copied: a reader drops (counts lost) what the parent may have
+    /// overwritten in the meantime, exactly as for a flushed image. A slot
+    /// the parent gave to another owner meanwhile keeps nothing. Zero words
+    /// are not written, so untouched pages stay uncommitted.
+    fn replace_with_anonymous_copy(&self, cut: &ForkCut) -> bool {
         // Relaxed: a test switch, read on its own.
         if FAIL_FORK_COPY.load(Ordering::Relaxed) {
             return false;
@@ -307,21 +340,36 @@ impl Region {
         };
         let g = self.geo;
         copy(0, g.slots_offset as usize);
-        // Acquire: every counted slot's metadata is visible.
-        let used = self.header().slots_used.load(Ordering::Acquire).min(g.slot_capacity);
-        for i in 0..used {
-            // SAFETY: i < slots_used <= capacity: a slot header inside the region.
+        type H = latte_region_header;
+        // SAFETY: inside the fresh mapping's header: the counts at the fork.
+        unsafe {
+            (tmp.add(core::mem::offset_of!(H, slots_used)) as *mut u32).write(cut.slots_used);
+            (tmp.add(core::mem::offset_of!(H, ids_used)) as *mut u32).write(cut.ids_used);
+        }
+        let cap = g.samples_per_slot as u64;
+        for (i, &(generation, w)) in cut.slots.iter().enumerate() {
+            let i = i as u32;
+            // SAFETY: i < the cut's slots_used <= capacity: a slot header inside the region.
             let sh = unsafe { &*self.slot(i) };
-            // Acquire: the samples below this index are visible to the copy.
-            let w = sh.write_idx.load(Ordering::Acquire);
             let off = (g.slots_offset + i as u64 * g.slot_stride) as usize;
             copy(off, LATTE_SLOT_HEADER_SIZE as usize);
-            // The header's copied index may be older than `w` (copied after):
-            // store `w` itself, the index whose samples are copied below.
-            // SAFETY: inside the fresh mapping; the write_idx word of slot i.
-            unsafe { (tmp.add(off) as *mut u64).write(w) };
-            let samples = w.min(g.samples_per_slot as u64) as usize * LATTE_SAMPLE_SIZE as usize;
+            let samples = w.min(cap) as usize * LATTE_SAMPLE_SIZE as usize;
             copy(off + LATTE_SLOT_HEADER_SIZE as usize, samples);
+            // Acquire (both): pairs with the owner's release stores; a
+            // reassignment since the cut shows as another generation.
+            let w_after = sh.write_idx.load(Ordering::Acquire);
+            let same_owner = sh.generation.load(Ordering::Acquire) == generation;
+            // The parent's index after the copy (a reader drops what lies
+            // below it minus a ring); a new owner may have written over
+            // anything: everything counts as lost.
+            let end = if same_owner { w_after.max(w) } else { w.saturating_add(cap) };
+            type S = latte_slot_header;
+            // SAFETY: inside the fresh mapping: slot i's header words.
+            unsafe {
+                (tmp.add(off + core::mem::offset_of!(S, write_idx)) as *mut u64).write(w);
+                (tmp.add(off + core::mem::offset_of!(S, flushed_end_idx)) as *mut u64).write(if end > w { end } else { 0 });
+                (tmp.add(off + core::mem::offset_of!(S, generation)) as *mut u32).write(generation);
+            }
         }
         // SAFETY: moves our fresh mapping over exactly our own region mapping.
         let r = unsafe { libc::mremap(tmp as *mut libc::c_void, len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, self.base() as *mut libc::c_void) };
