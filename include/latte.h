@@ -787,6 +787,13 @@ int latte_samples_snapshot(const char *id, uint64_t *out, size_t cap, size_t *ou
 // again with room for a little more (threads may record meanwhile).
 int latte_samples_extract(struct latte_sample_record *out, size_t cap, size_t *out_n);
 
+// `latte_samples_extract` in one pass whatever the threads record
+// meanwhile: writes as many as fit in `out` (the first `cap`, in the same
+// order), their count to `*out_n`, and how many more there were to
+// `*out_missed` (0 when everything fit). -EINVAL when `out_n` or
+// `out_missed` is NULL, or `out` is with `cap` over 0.
+int latte_samples_extract_some(struct latte_sample_record *out, size_t cap, size_t *out_n, size_t *out_missed);
+
 // The first ID pointer a Start or pulse of this process passed for
 // `token` (the address the program used for that name); NULL when none
 // did. The C++ `Manager::ExtractSamplesGlobal` keys its map with it.

@@ -80,6 +80,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_id_name(token, buf, len) latte__off_str(sizeof(token), (buf), (len))
 #define latte_samples_snapshot(id, out, cap, out_n) latte__off_count(sizeof(id) + sizeof(out) + sizeof(cap), (out_n))
 #define latte_samples_extract(out, cap, out_n) latte__off_count(sizeof(out) + sizeof(cap), (out_n))
+#define latte_samples_extract_some(out, cap, out_n, missed) latte__off_count(sizeof(out) + sizeof(cap) + (size_t)((*(missed) = 0), 0), (out_n))
 #define latte_id_key(token) ((const char *)latte__off_string(sizeof(token)))
 #define latte_tsc_epoch() latte__off_u64(0)
 #define latte_report_string(unit, data) latte__off_string(sizeof(unit) + sizeof(data))

@@ -83,24 +83,53 @@ pub extern "C" fn latte_samples_extract(out: *mut latte_sample_record, cap: usiz
         if let Err(e) = crate::extract::extract_all(&mut all) {
             return e.code();
         }
-        let recs: Vec<latte_sample_record> = all
-            .iter()
-            .map(|(token, r)| {
-                let s = r.decode();
-                latte_sample_record {
-                    duration: s.duration,
-                    start_tsc: s.start_tsc,
-                    token: *token,
-                    depth: s.depth as u8,
-                    start_mode: s.start_mode as u8,
-                    stop_mode: s.stop_mode as u8,
-                    switched: s.switched as u8,
-                }
-            })
-            .collect();
+        let recs: Vec<latte_sample_record> = all.iter().map(|(token, r)| record(*token, r)).collect();
         // SAFETY: out is NULL or writable for cap records, out_n NULL or writable (API contract).
         unsafe { fill(&recs, out, cap, out_n) }
     })
+}
+
+/// `latte_samples_extract` in one pass whatever the threads record
+/// meanwhile: writes as many as fit in `out` (the first `cap`, in the same
+/// order), their count to `*out_n`, and how many more there were to
+/// `*out_missed` (0 when everything fit). -EINVAL when `out_n` or
+/// `out_missed` is NULL, or `out` is with `cap` over 0.
+#[no_mangle]
+pub extern "C" fn latte_samples_extract_some(out: *mut latte_sample_record, cap: usize, out_n: *mut usize, out_missed: *mut usize) -> c_int {
+    guard(PANICKED, || {
+        if !outs_ok(out, cap, out_n) || out_missed.is_null() {
+            return Error::INVAL.code();
+        }
+        let mut all = Vec::new();
+        if let Err(e) = crate::extract::extract_all(&mut all) {
+            return e.code();
+        }
+        let take = all.len().min(cap);
+        for (k, (token, r)) in all[..take].iter().enumerate() {
+            // SAFETY: out is writable for cap >= take records (contract; non-null when cap > 0).
+            unsafe { out.add(k).write(record(*token, r)) };
+        }
+        // SAFETY: both checked non-null; writable by contract.
+        unsafe {
+            *out_n = take;
+            *out_missed = all.len() - take;
+        }
+        0
+    })
+}
+
+/// A sample as `latte_samples_extract` gives it.
+fn record(token: u32, r: &latte_raw_sample) -> latte_sample_record {
+    let s = r.decode();
+    latte_sample_record {
+        duration: s.duration,
+        start_tsc: s.start_tsc,
+        token,
+        depth: s.depth as u8,
+        start_mode: s.start_mode as u8,
+        stop_mode: s.stop_mode as u8,
+        switched: s.switched as u8,
+    }
 }
 
 /// The first ID pointer a Start or pulse of this process passed for
