@@ -358,6 +358,10 @@ fn row_cells(r: &Row, units: &Units, extended: bool) -> Vec<String> {
 /// The self-offset matrix's lines (without borders), each `width` wide:
 /// a label in 10, three values right-aligned in 14, then padding.
 fn self_offset_lines(units: &Units, cal: &Calibration, width: usize) -> Vec<String> {
+    if !cal.calibrated {
+        // No figures to show: not a matrix of zeros that reads as measured.
+        return vec![pad("NOT CALIBRATED: no overhead was measured; nothing is subtracted (the figures are raw)", width, true)];
+    }
     let line = |label: &str, vals: [String; 3]| {
         let body = format!("{}{}{}{}", pad(label, 10, true), pad(&vals[0], 14, false), pad(&vals[1], 14, false), pad(&vals[2], 14, false));
         pad(&body, width, true)

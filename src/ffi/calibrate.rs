@@ -26,7 +26,7 @@ pub extern "C" fn latte_calibration_end() -> c_int {
 /// Iterations per mode pair the calibration loops run.
 #[no_mangle]
 pub extern "C" fn latte_calibration_iterations() -> u32 {
-    crate::calibrate::CALIBRATION_ITERS
+    crate::calibrate::iterations()
 }
 
 /// The ID calibration records under.

@@ -416,6 +416,10 @@ bc = {c["component"]: c for c in doc["components"]}.get("svc.burst", {})
 check(doc.get("switch_tracking") is False and "switched" in bc and bc["switched"] is None, f"stats --json: switched null when not tracked: {bc}")
 r = latte("stats", BURST, "--wide")
 check("not tracked" in r.stdout, "stats: SWITCHED not tracked")
+# The burst producer never calibrated: a calibrated table says so (no matrix of zeros).
+r = latte("stats", BURST, "--calibrated", "--wide")
+check(r.returncode == 0 and "NOT CALIBRATED" in r.stdout and "SELF-OFFSET" not in r.stdout and "never calibrated" in r.stderr,
+      f"stats --calibrated of an uncalibrated region says so: {r.stdout[:400]!r}")
 os.unlink("/dev/shm" + BURST)
 
 for p in [SHM, foreign, SHM + "-trunc", SHM + "-ver", fileimg]:
