@@ -399,8 +399,9 @@ inline void DumpToStream(std::ostream &os, Parameter::Unit unit = Parameter::Cyc
                          Parameter::Data data = Parameter::Raw) {
   Manager &m = Manager::Get();
   if (unit == Parameter::Time || data == Parameter::Calibrated) m.EnsureCalibrated();
-  char *s = latte_report_string(unit == Parameter::Time ? LATTE_UNIT_TIME : LATTE_UNIT_CYCLE,
-                                data == Parameter::Calibrated ? LATTE_DATA_CALIBRATED : LATTE_DATA_RAW);
+  // The original's bytes, gray borders included.
+  char *s = latte_report_string_color(unit == Parameter::Time ? LATTE_UNIT_TIME : LATTE_UNIT_CYCLE,
+                                      data == Parameter::Calibrated ? LATTE_DATA_CALIBRATED : LATTE_DATA_RAW);
   if (s) {
     os << s << std::flush;
     latte_string_free(s);

@@ -804,10 +804,16 @@ const char *latte_id_key(uint32_t token);
 // on first need; 0 when it cannot be made.
 uint64_t latte_tsc_epoch(void);
 
-// The report table as a NUL-terminated string (free it with
-// `latte_string_free`); NULL on error. Calibrates first when `unit` is
-// TIME or `data` is CALIBRATED.
+// The report table as a NUL-terminated string of plain text, no escape
+// sequences (free it with `latte_string_free`); NULL on error. Calibrates
+// first when `unit` is TIME or `data` is CALIBRATED.
+// `latte_report_string_color` gives the same table with the original's
+// gray borders.
 char *latte_report_string(latte_unit unit, latte_data data);
+
+// `latte_report_string` with the original Latte's gray borders (ANSI
+// escapes): the bytes its `DumpToStream` printed, for a terminal.
+char *latte_report_string_color(latte_unit unit, latte_data data);
 
 // Frees a string returned by latte. NULL is ignored.
 void latte_string_free(char *s);

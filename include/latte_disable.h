@@ -84,6 +84,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_id_key(token) ((const char *)latte__off_string(sizeof(token)))
 #define latte_tsc_epoch() latte__off_u64(0)
 #define latte_report_string(unit, data) latte__off_string(sizeof(unit) + sizeof(data))
+#define latte_report_string_color(unit, data) latte__off_string(sizeof(unit) + sizeof(data))
 #define latte_string_free(s) latte__off_void(sizeof(s))
 #define latte_trace_write(path) latte__off_int(sizeof(path))
 #define latte_time_format(ns, buf, len) latte__off_str(sizeof(ns), (buf), (len))

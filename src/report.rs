@@ -397,14 +397,16 @@ fn title(opts: &Options) -> String {
     )
 }
 
-/// The original Latte's table, as `DumpToStream` prints it: ASCII borders in
-/// gray (`#`/`=` around the title and at the end, `|`/`-` elsewhere), a
-/// leading line feed, cells joined by a gray ` | `, width 136 between the
-/// border characters. Only the standard columns.
-pub fn render_classic(rows: &[Row], unit: latte_unit, data: latte_data, cal: &Calibration) -> String {
-    let opts = Options { unit, data, extended: false, color: true, max_width: None };
+/// The original Latte's table, as `DumpToStream` prints it: ASCII borders
+/// (`#`/`=` around the title and at the end, `|`/`-` elsewhere; in gray
+/// with `color`, the original's bytes), a leading line feed, cells joined
+/// by ` | `, width 136 between the border characters. Only the standard
+/// columns.
+pub fn render_classic(rows: &[Row], unit: latte_unit, data: latte_data, cal: &Calibration, color: bool) -> String {
+    let opts = Options { unit, data, extended: false, color, max_width: None };
     let units = Units { unit, cycles_per_ns: cal.cycles_per_ns };
-    let g = |s: &str| format!("{GRAY}{s}{RESET}");
+    let (gray, reset) = paint(color);
+    let g = |s: &str| format!("{gray}{s}{reset}");
     let rule = |c: char| format!("{}{}{}\n", g(if c == '=' { "#" } else { "|" }), g(&c.to_string().repeat(WIDTH)), g(if c == '=' { "#" } else { "|" }));
     let row = |cells: &[String]| {
         let joined = cells.join(&g(" | "));
@@ -622,9 +624,14 @@ mod tests {
             clean: false,
             tracked: false,
         }];
+        // Calibrated (zero overheads): the self-offset matrix is shown.
+        let cal = Calibration { calibrated: true, ..Calibration::default() };
         for data in [LATTE_DATA_RAW, LATTE_DATA_CALIBRATED] {
-            let boxed = render(&rows, &Options { unit: LATTE_UNIT_CYCLE, data, extended: false, color: true, max_width: None }, &Calibration::default(), None);
-            let classic = render_classic(&rows, LATTE_UNIT_CYCLE, data, &Calibration::default());
+            let boxed = render(&rows, &Options { unit: LATTE_UNIT_CYCLE, data, extended: false, color: true, max_width: None }, &cal, None);
+            let classic = render_classic(&rows, LATTE_UNIT_CYCLE, data, &cal, true);
+            let plain_classic = render_classic(&rows, LATTE_UNIT_CYCLE, data, &cal, false);
+            assert_eq!(plain_classic, classic.replace(GRAY, "").replace(RESET, ""), "without colour: the same text, no escape");
+            assert!(!plain_classic.contains('\x1b'));
             assert!(classic.starts_with('\n') && classic.is_ascii());
             for (t, name_cell) in [(&boxed, "│ a_very_long_componen │"), (&classic, "| a_very_long_componen | ")] {
                 for line in t.lines().filter(|l| !l.is_empty()) {

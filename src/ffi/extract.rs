@@ -153,15 +153,28 @@ pub extern "C" fn latte_tsc_epoch() -> u64 {
     })
 }
 
-/// The report table as a NUL-terminated string (free it with
-/// `latte_string_free`); NULL on error. Calibrates first when `unit` is
-/// TIME or `data` is CALIBRATED.
+/// The report table as a NUL-terminated string of plain text, no escape
+/// sequences (free it with `latte_string_free`); NULL on error. Calibrates
+/// first when `unit` is TIME or `data` is CALIBRATED.
+/// `latte_report_string_color` gives the same table with the original's
+/// gray borders.
 #[no_mangle]
 pub extern "C" fn latte_report_string(unit: latte_unit, data: latte_data) -> *mut c_char {
-    guard(core::ptr::null_mut(), || match crate::api::own_report(unit, data) {
+    guard(core::ptr::null_mut(), || report_string(unit, data, false))
+}
+
+/// `latte_report_string` with the original Latte's gray borders (ANSI
+/// escapes): the bytes its `DumpToStream` printed, for a terminal.
+#[no_mangle]
+pub extern "C" fn latte_report_string_color(unit: latte_unit, data: latte_data) -> *mut c_char {
+    guard(core::ptr::null_mut(), || report_string(unit, data, true))
+}
+
+fn report_string(unit: latte_unit, data: latte_data, color: bool) -> *mut c_char {
+    match crate::api::own_report_with(unit, data, color) {
         Ok(s) => std::ffi::CString::new(s).map(|c| c.into_raw()).unwrap_or(core::ptr::null_mut()),
         Err(_) => core::ptr::null_mut(),
-    })
+    }
 }
 
 /// Frees a string returned by latte. NULL is ignored.
