@@ -93,6 +93,10 @@ struct Series {
     /// Samples read that carry `LATTE_SAMPLE_SWITCHED` (their thread was
     /// switched out during them).
     switched: u64,
+    /// Of `buckets` and `sum_seconds`: the switched samples' share, for the
+    /// histogram split by `switched` (`--split-switched`).
+    switched_buckets: [u64; FINITE_BUCKETS + 1],
+    switched_sum_seconds: f64,
     /// With `--per-thread`: when the thread was first found holding no open
     /// ring (step 5).
     ended: Option<Instant>,
@@ -100,7 +104,15 @@ struct Series {
 
 impl Default for Series {
     fn default() -> Series {
-        Series { buckets: [0; FINITE_BUCKETS + 1], sum_seconds: 0.0, lost: 0, switched: 0, ended: None }
+        Series {
+            buckets: [0; FINITE_BUCKETS + 1],
+            sum_seconds: 0.0,
+            lost: 0,
+            switched: 0,
+            switched_buckets: [0; FINITE_BUCKETS + 1],
+            switched_sum_seconds: 0.0,
+            ended: None,
+        }
     }
 }
 
@@ -156,6 +168,9 @@ pub struct Options {
     pub regions: Vec<Vec<u8>>,
     pub per_thread: bool,
     pub keep_gone: Duration,
+    /// The duration histogram in two series per (ID, thread): label
+    /// `switched` "true" (samples whose thread was switched out) and "false".
+    pub split_switched: bool,
 }
 
 /// The state the read passes build and the scrapes encode.
@@ -367,18 +382,36 @@ impl State {
 
         let mut m = enc.encode_descriptor(
             "latte_span_duration",
-            "Span durations (raw, calibration overheads included) read since the exporter began watching the region; buckets 4 ns * 2^(k/2)",
+            if self.opts.split_switched {
+                "Span durations (raw, calibration overheads included) read since the exporter began watching the region; buckets 4 ns * 2^(k/2); switched=\"true\": samples whose thread was switched out during them"
+            } else {
+                "Span durations (raw, calibration overheads included) read since the exporter began watching the region; buckets 4 ns * 2^(k/2)"
+            },
             Some(&Unit::Seconds),
             MetricType::Histogram,
         )?;
         let mut buckets: Vec<(f64, u64)> = Vec::with_capacity(FINITE_BUCKETS + 1);
         for (region, r) in seen() {
             for ((id, t), s) in &r.series {
-                buckets.clear();
-                buckets.extend((0..FINITE_BUCKETS).map(|k| (bound_ns(k) / 1e9, s.buckets[k])));
-                buckets.push((f64::INFINITY, s.buckets[FINITE_BUCKETS]));
                 let labels = series_labels(region, id, &thread_text(*t));
-                m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(s.sum_seconds, s.count(), &buckets, None)?;
+                // (label, per-bucket counts, sum): all samples, or the two
+                // halves by `switched`.
+                let parts: Vec<(Option<&str>, [u64; FINITE_BUCKETS + 1], f64)> = if self.opts.split_switched {
+                    let not: [u64; FINITE_BUCKETS + 1] = std::array::from_fn(|k| s.buckets[k] - s.switched_buckets[k]);
+                    vec![(Some("false"), not, (s.sum_seconds - s.switched_sum_seconds).max(0.0)), (Some("true"), s.switched_buckets, s.switched_sum_seconds)]
+                } else {
+                    vec![(None, s.buckets, s.sum_seconds)]
+                };
+                for (label, counts, sum) in parts {
+                    buckets.clear();
+                    buckets.extend((0..FINITE_BUCKETS).map(|k| (bound_ns(k) / 1e9, counts[k])));
+                    buckets.push((f64::INFINITY, counts[FINITE_BUCKETS]));
+                    let mut l = labels.clone();
+                    if let Some(v) = label {
+                        l.push(("switched", v.to_string()));
+                    }
+                    m.encode_family(&l)?.encode_histogram::<NoLabelSet>(sum, counts.iter().sum(), &buckets, None)?;
+                }
             }
         }
 
@@ -595,14 +628,20 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
             continue;
         }
         let series = r.series.entry(key).or_default();
-        let mut cycles = 0u128;
+        let (mut cycles, mut switched_cycles) = (0u128, 0u128);
         for x in buf.iter() {
             let d = x.packed & LATTE_MAX_DURATION;
+            let k = o.bounds.partition_point(|&b| b < d as f64);
             cycles += d as u128;
-            series.switched += (x.packed & latte::layout::LATTE_SAMPLE_SWITCHED != 0) as u64;
-            series.buckets[o.bounds.partition_point(|&b| b < d as f64)] += 1;
+            series.buckets[k] += 1;
+            if x.packed & latte::layout::LATTE_SAMPLE_SWITCHED != 0 {
+                series.switched += 1;
+                series.switched_buckets[k] += 1;
+                switched_cycles += d as u128;
+            }
         }
         series.sum_seconds += cycles as f64 / cpn / 1e9;
+        series.switched_sum_seconds += switched_cycles as f64 / cpn / 1e9;
         series.lost += got.lost;
     }
     // Step 5: a thread's series ends when no open ring holds its (ID,
@@ -665,7 +704,7 @@ mod tests {
 
     #[test]
     fn histogram_is_cumulative_in_seconds_with_escaped_labels() {
-        let mut st = State::new(Options { regions: Vec::new(), per_thread: false, keep_gone: Duration::from_secs(1) }, 1.0);
+        let mut st = State::new(Options { regions: Vec::new(), per_thread: false, keep_gone: Duration::from_secs(1), split_switched: false }, 1.0);
         let mut r = Region { seen: true, pid: 77, ..Default::default() };
         let mut s = Series::default();
         s.buckets[0] = 2;

@@ -117,6 +117,12 @@ enum Cmd {
         /// or its ring went to another thread) stay exported.
         #[arg(long, default_value = "5m", value_parser = parse_interval, value_name = "DURATION")]
         keep_gone: Duration,
+        /// The duration histogram in two series per ID (and thread), label
+        /// `switched` "true" (samples whose thread was switched out during
+        /// them, from producers with switch tracking on) and "false": twice
+        /// the histogram series.
+        #[arg(long)]
+        split_switched: bool,
     },
     /// Write a Chrome trace (Perfetto, chrome://tracing) of every sample
     /// (or of those the filters keep).
@@ -372,12 +378,14 @@ fn main() -> ExitCode {
             };
             done(trace(&target, &output, &filter))
         }
-        Cmd::Serve { regions, listen, per_thread, interval, keep_gone } => done(serve_cmd(regions, listen, per_thread, interval, keep_gone)),
+        Cmd::Serve { regions, listen, per_thread, interval, keep_gone, split_switched } => {
+            done(serve_cmd(regions, listen, export::Options { regions: Vec::new(), per_thread, keep_gone, split_switched }, interval))
+        }
     }
 }
 
 /// `latte serve`: checks the names, then serves until killed.
-fn serve_cmd(regions: Vec<OsString>, listen: std::net::SocketAddr, per_thread: bool, interval: Duration, keep_gone: Duration) -> Result<(), ExitCode> {
+fn serve_cmd(regions: Vec<OsString>, listen: std::net::SocketAddr, export: export::Options, interval: Duration) -> Result<(), ExitCode> {
     let mut names = Vec::new();
     for r in regions {
         let text = shown(r.as_bytes());
@@ -389,7 +397,7 @@ fn serve_cmd(regions: Vec<OsString>, listen: std::net::SocketAddr, per_thread: b
     }
     names.sort();
     names.dedup();
-    serve::run(serve::ServeOpts { listen, interval, export: export::Options { regions: names, per_thread, keep_gone } })
+    serve::run(serve::ServeOpts { listen, interval, export: export::Options { regions: names, ..export } })
 }
 
 /// `1.5 KiB`, `128.0 MiB`.

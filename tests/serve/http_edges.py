@@ -236,6 +236,31 @@ def main():
         procs.stop(pt)
         os.unlink(shm("pt"))
 
+        # --- --split-switched: the histogram in two series by `switched` ---
+        # A producer with switch tracking: 20 of its 40 spans sleep (switched
+        # out). The switched="true" series counts exactly the samples
+        # latte_samples_switched_total counts, and the two add up to what was
+        # recorded; without the option there is no `switched` label.
+        sport, sserve, _ = h.start_serve(procs, LATTE, "--split-switched", "/" + name("sched"))
+        sc_ = h.start_service(procs, SERVICE, "/" + name("sched"), "sched")
+
+        def split():
+            s = samples(sport)
+            c = {l.get("switched"): v for n, l, v in s if n == "latte_span_duration_seconds_count" and l.get("id") == "svc.sched"}
+            sw = h.value(s, "latte_samples_switched_total", region=name("sched"), id="svc.sched")
+            rec = h.value(s, "latte_samples_recorded_total", region=name("sched"), id="svc.sched")
+            return (c, sw, rec) if rec == 40 else None
+
+        got = h.wait_for("--split-switched: svc.sched's 40 samples read", split, 5)
+        if got:
+            c, sw, rec = got
+            h.check(set(c) == {"true", "false"} and c["true"] == sw and c["true"] + c["false"] == rec and 20 <= sw <= 40,
+                    f"--split-switched: switched series {c}, switched_total {sw}, recorded {rec}")
+        h.check(not any("switched" in l for n, l, v in samples(port) if n.startswith("latte_span_duration")), "no `switched` label without --split-switched")
+        procs.stop(sserve)
+        procs.stop(sc_)
+        os.unlink(shm("sched"))
+
         # --- --per-thread with thread churn: series retire after --keep-gone
         # 3 s of short-lived threads over 8 rings, most rings handed to a
         # new thread before a pass sees them closed: every thread's series

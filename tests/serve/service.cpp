@@ -17,6 +17,9 @@
 //          after another (4 at a time), each recording 20 svc.churn spans,
 //          so that rings are handed from exited threads to new ones; then
 //          DONE, and waits for stdin to close.
+//   sched  switch tracking on (SchedEnable), 40 svc.sched spans, every
+//          other one around a 200 us sleep (switched out), then READY and
+//          SchedEnable's result, and waits for stdin to close.
 #include "Latte.hpp"
 
 #include <poll.h>
@@ -136,9 +139,22 @@ static int churn() {
   return 0;
 }
 
+static int sched() {
+  int rc = Latte::SchedEnable();
+  for (int i = 0; i < 40; i++) {
+    Latte::Fast::Start("svc.sched");
+    if (i % 2 == 0) usleep(200);
+    Latte::Fast::Stop(nullptr);
+  }
+  std::printf("READY %d\n", rc);
+  std::fflush(stdout);
+  wait_for_stdin_eof();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: service REGION known|live|small|churn\n");
+    std::fprintf(stderr, "usage: service REGION known|live|small|churn|sched\n");
     return 2;
   }
   const char *mode = argv[2];
@@ -154,6 +170,7 @@ int main(int argc, char **argv) {
   if (std::strcmp(mode, "live") == 0) return live();
   if (std::strcmp(mode, "small") == 0) return small();
   if (std::strcmp(mode, "churn") == 0) return churn();
+  if (std::strcmp(mode, "sched") == 0) return sched();
   std::fprintf(stderr, "service: unknown mode %s\n", mode);
   return 2;
 }
