@@ -22,7 +22,9 @@
 //! 4. When a region's name goes away or comes to refer to another object
 //!    (its producer restarted), the old object gets a last pass (step 2)
 //!    before its mapping is dropped, and the new object starts at 0 (step
-//!    3). Series are keyed by region and ID names, not by object, so they
+//!    3). The names are looked at again at once when /dev/shm changes
+//!    (`serve`, `shm_watch`), so that each incarnation of a quickly
+//!    restarting service is seen. Series are keyed by region and ID names, not by object, so they
 //!    go on across restarts.
 //! 5. Series of a region whose name is gone (and, with `--per-thread`, of
 //!    a thread that no open ring of the region holds any more: its ring
@@ -241,6 +243,12 @@ impl State {
             }
         }
         self.passes += 1;
+    }
+
+    /// The next pass looks at the names again (something changed in
+    /// /dev/shm), whenever the last look was.
+    pub fn scan_next_pass(&mut self) {
+        self.last_scan = None;
     }
 
     /// Read passes ended so far (what a scrape shows changes only with it).

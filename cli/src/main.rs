@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 mod export;
 mod serve;
+mod shm_watch;
 
 #[derive(Parser)]
 #[command(name = "latte", version, about = "Read latte regions of running services (read-only)")]

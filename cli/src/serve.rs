@@ -50,6 +50,9 @@ const WATCHDOG_TICK: Duration = Duration::from_millis(250);
 const MAX_CONNECTIONS: usize = 256;
 const MAX_PER_ADDRESS: usize = 64;
 const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// After a change in /dev/shm, how long the reader lets the burst settle
+/// before it looks at the names.
+const CHANGE_SETTLE: Duration = Duration::from_millis(2);
 const ENCODERS: usize = 4;
 
 pub struct ServeOpts {
@@ -140,13 +143,38 @@ pub fn run(o: ServeOpts) -> Result<(), ExitCode> {
     rt.block_on(accept(listener, registry, cache)).map_err(|e| crate::fail("serve", &e, crate::EXIT_OTHER))
 }
 
-/// The read pass, once per `every` (never two back to back after a slow one).
+/// The read pass, once per `every` (never two back to back after a slow
+/// one), and at once, with a look at the names, when /dev/shm changes
+/// (`ShmWatch`): a region is opened when it is published and read one last
+/// time when its name goes or is taken over, however fast a service
+/// restarts.
 fn reader(state: &Mutex<State>, every: Duration) {
+    let watch = crate::shm_watch::ShmWatch::new();
     let mut next = Instant::now() + every;
     loop {
         let now = Instant::now();
         if next > now {
-            std::thread::sleep(next - now);
+            let changed = match &watch {
+                Some(w) => w.wait(next - now),
+                None => {
+                    std::thread::sleep(next - now);
+                    false
+                }
+            };
+            if changed {
+                // A burst of changes (a service publishing its region makes
+                // several) gives one look.
+                std::thread::sleep(CHANGE_SETTLE);
+                if let Some(w) = &watch {
+                    w.wait(Duration::ZERO);
+                }
+                let mut st = lock(state);
+                st.scan_next_pass();
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| st.pass(Instant::now()))).is_err() {
+                    say("a read pass failed; the next one goes on");
+                }
+                continue;
+            }
         }
         next = (next + every).max(Instant::now());
         let mut st = lock(state);

@@ -236,6 +236,29 @@ def main():
         procs.stop(pt)
         os.unlink(shm("pt"))
 
+        # --- a service restarting faster than the rescan ------------------
+        # Ten incarnations 300 ms apart, 10,000 spans each, each taking the
+        # name over from the last: serve sees each one published (inotify)
+        # and reads it whole before it is replaced: 100,000 recorded, none lost.
+        iport, iserve, _ = h.start_serve(procs, LATTE, "/" + name("inc"))
+        for _ in range(10):
+            p_ = h.start_service(procs, SERVICE, "/" + name("inc"), "inc")
+            p_.wait()
+            time.sleep(0.3)
+
+        def incarnations():
+            s = samples(iport)
+            v = [h.value(s, n, region=name("inc"), id="svc.inc") for n in ("latte_samples_recorded_total", "latte_samples_lost_total")]
+            return v if v[0] == 100000 else None
+
+        got = h.wait_for("10 incarnations 300 ms apart: recorded 100,000", incarnations, 5)
+        if got is None:
+            s = samples(iport)
+            print("recorded:", h.value(s, "latte_samples_recorded_total", region=name("inc"), id="svc.inc"))
+        h.check(got is not None and got[1] == 0, f"10 incarnations: nothing lost ({got})")
+        procs.stop(iserve)
+        os.unlink(shm("inc"))
+
         # --- --split-switched: the histogram in two series by `switched` ---
         # A producer with switch tracking: 20 of its 40 spans sleep (switched
         # out). The switched="true" series counts exactly the samples

@@ -17,6 +17,9 @@
 //          after another (4 at a time), each recording 20 svc.churn spans,
 //          so that rings are handed from exited threads to new ones; then
 //          DONE, and waits for stdin to close.
+//   inc    one incarnation of a service that restarts: takes the name over
+//          from the previous one, records 10,000 svc.inc spans, prints
+//          READY and exits.
 //   sched  switch tracking on (SchedEnable), 40 svc.sched spans, every
 //          other one around a 200 us sleep (switched out), then READY and
 //          SchedEnable's result, and waits for stdin to close.
@@ -139,6 +142,16 @@ static int churn() {
   return 0;
 }
 
+static int inc() {
+  for (int i = 0; i < 10000; i++) {
+    Latte::Fast::Start("svc.inc");
+    Latte::Fast::Stop(nullptr);
+  }
+  std::printf("READY\n");
+  std::fflush(stdout);
+  return 0;
+}
+
 static int sched() {
   int rc = Latte::SchedEnable();
   for (int i = 0; i < 40; i++) {
@@ -154,13 +167,14 @@ static int sched() {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: service REGION known|live|small|churn|sched\n");
+    std::fprintf(stderr, "usage: service REGION known|live|small|churn|sched|inc\n");
     return 2;
   }
   const char *mode = argv[2];
   int rc = std::strcmp(mode, "known") == 0  ? Latte::InitSharedRegion(argv[1])
            : std::strcmp(mode, "small") == 0 ? init(argv[1], 4, 64, 8)
            : std::strcmp(mode, "churn") == 0 ? init(argv[1], 8, 64, 8)
+           : std::strcmp(mode, "inc") == 0   ? init(argv[1], 4, 16384, 8)
                                              : init(argv[1], 0, 4096, 0);
   if (rc != 0) {
     std::fprintf(stderr, "service: %s: %s\n", argv[1], latte_strerror(rc));
@@ -171,6 +185,7 @@ int main(int argc, char **argv) {
   if (std::strcmp(mode, "small") == 0) return small();
   if (std::strcmp(mode, "churn") == 0) return churn();
   if (std::strcmp(mode, "sched") == 0) return sched();
+  if (std::strcmp(mode, "inc") == 0) return inc();
   std::fprintf(stderr, "service: unknown mode %s\n", mode);
   return 2;
 }
