@@ -391,14 +391,15 @@ BURST = NAME + "-burst"
 bsvc = subprocess.Popen([SERVICE, BURST, "burst"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 check(bsvc.stdout.readline().strip() == "READY", "burst service ready")
 bwatch = subprocess.Popen([LATTE, "watch", BURST, "--interval", "200ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=BASE_ENV)
-import time  # noqa: E402
-time.sleep(0.5)
+# Its first line: watch has skipped what was there and reads from now on.
+first = bwatch.stdout.readline()
 bsvc.stdin.write("go\n")
 bsvc.stdin.flush()
 done = bsvc.stdout.readline().split()
 bsvc.stdin.close()
 bsvc.wait(timeout=30)
 bout, berr = bwatch.communicate(timeout=60)
+bout = first + bout
 check(done[:1] == ["DONE"] and bwatch.returncode == 0, f"burst done {done}, watch exit {bwatch.returncode} {berr!r}")
 blines = [fields(l) for l in bout.splitlines() if "id=svc.burst" in l]
 rec = [int(l.get("recorded", -1)) for l in blines]
