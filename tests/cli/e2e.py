@@ -167,6 +167,11 @@ try:
     # On a terminal: a redrawn table whose cells carry the unit.
     code, out, err = latte_pty("watch", NAME, "--interval", "200ms", "--count", "2")
     check(code == 0 and ESC + "2J" in out and "P99.9" in out and " cycles" in out, f"watch on a terminal: {out!r} {err!r}")
+    # --clean: svc.nap's samples are all switched out: its line says none is left.
+    r = latte("watch", NAME, "--interval", "300ms", "--count", "2", "--clean")
+    naps = [fields(l) for l in r.stdout.splitlines() if "id=svc.nap" in l]
+    check(r.returncode == 0 and naps and all(l.get("p50") == "none-left" and l.get("left") == "0" and l.get("read") == l.get("switched") for l in naps),
+          f"watch --clean: an ID with nothing left says so: {naps}")
     code, out, err = latte_pty("watch", NAME, "--interval", "200ms", "--count", "1", env={"TERM": "dumb"})
     check(code == 0 and ESC not in out and "time=" in out, f"watch with TERM=dumb is plain: {out!r}")
 
@@ -230,7 +235,7 @@ try:
     # ls counts the program's IDs only (the reserved latte.calibrate is left out).
     r = latte("ls", "--json")
     regions = {x["name"]: x for x in json.loads(r.stdout)}
-    check(regions[NAME]["ids"] == 7, f"ls ids without the reserved one: {regions[NAME]}")
+    check(regions[NAME]["ids"] == 8, f"ls ids (svc.nap too), without the reserved one: {regions[NAME]}")
 
     # Output path errors name the output path.
     r = latte("trace", NAME, "-o", "/missing/dir/t.json")
