@@ -167,6 +167,11 @@ try:
     # On a terminal: a redrawn table whose cells carry the unit.
     code, out, err = latte_pty("watch", NAME, "--interval", "200ms", "--count", "2")
     check(code == 0 and ESC + "2J" in out and "P99.9" in out and " cycles" in out, f"watch on a terminal: {out!r} {err!r}")
+    # --clean: svc.nap's samples are all switched out: its line says none is left.
+    r = latte("watch", NAME, "--interval", "300ms", "--count", "2", "--clean")
+    naps = [fields(l) for l in r.stdout.splitlines() if "id=svc.nap" in l]
+    check(r.returncode == 0 and naps and all(l.get("p50") == "none-left" and l.get("left") == "0" and l.get("read") == l.get("switched") for l in naps),
+          f"watch --clean: an ID with nothing left says so: {naps}")
     code, out, err = latte_pty("watch", NAME, "--interval", "200ms", "--count", "1", env={"TERM": "dumb"})
     check(code == 0 and ESC not in out and "time=" in out, f"watch with TERM=dumb is plain: {out!r}")
 
@@ -230,7 +235,7 @@ try:
     # ls counts the program's IDs only (the reserved latte.calibrate is left out).
     r = latte("ls", "--json")
     regions = {x["name"]: x for x in json.loads(r.stdout)}
-    check(regions[NAME]["ids"] == 7, f"ls ids without the reserved one: {regions[NAME]}")
+    check(regions[NAME]["ids"] == 8, f"ls ids (svc.nap too), without the reserved one: {regions[NAME]}")
 
     # Output path errors name the output path.
     r = latte("trace", NAME, "-o", "/missing/dir/t.json")
@@ -391,14 +396,15 @@ BURST = NAME + "-burst"
 bsvc = subprocess.Popen([SERVICE, BURST, "burst"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 check(bsvc.stdout.readline().strip() == "READY", "burst service ready")
 bwatch = subprocess.Popen([LATTE, "watch", BURST, "--interval", "200ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=BASE_ENV)
-import time  # noqa: E402
-time.sleep(0.5)
+# Its first line: watch has skipped what was there and reads from now on.
+first = bwatch.stdout.readline()
 bsvc.stdin.write("go\n")
 bsvc.stdin.flush()
 done = bsvc.stdout.readline().split()
 bsvc.stdin.close()
 bsvc.wait(timeout=30)
 bout, berr = bwatch.communicate(timeout=60)
+bout = first + bout
 check(done[:1] == ["DONE"] and bwatch.returncode == 0, f"burst done {done}, watch exit {bwatch.returncode} {berr!r}")
 blines = [fields(l) for l in bout.splitlines() if "id=svc.burst" in l]
 rec = [int(l.get("recorded", -1)) for l in blines]

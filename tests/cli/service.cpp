@@ -1,7 +1,8 @@
 // A small instrumented service for the `latte` command's end-to-end test:
 // records known counts into the shared region argv[1] (some with switch
 // tracking on), calibrates, prints READY and the result of SchedEnable, then pulses "svc.live" about every millisecond until stdin closes,
-// from its main thread, named "svc-main".
+// from its main thread, named "svc-main", with a span "svc.nap" around a
+// 200 us sleep every 20th time.
 //
 // With argv[2] "burst": a region of rings of 4,096 samples, READY, then on
 // a line from stdin 500,000 svc.burst spans of about 1 us each on one
@@ -95,6 +96,7 @@ int main(int argc, char **argv) {
   pthread_setname_np(pthread_self(), "svc-main");
   std::printf("READY %d\n", sched);
   std::fflush(stdout);
+  unsigned n = 0;
   for (;;) {
     pollfd p{0, POLLIN, 0};
     int r = poll(&p, 1, 1);
@@ -103,6 +105,13 @@ int main(int argc, char **argv) {
       if (read(0, &c, 1) <= 0) break;
     }
     LATTE_PULSE("svc.live");
+    // Every 20th: a span around a sleep, always switched out (nothing left
+    // of it with --clean).
+    if (++n % 20 == 0) {
+      Latte::Fast::Start("svc.nap");
+      usleep(200);
+      Latte::Fast::Stop(nullptr);
+    }
   }
   return 0;
 }
