@@ -1,0 +1,215 @@
+//! Review of layout 4 (regions that grow): cases that show defects of the
+//! change. Each case runs in a child process of its own (a process installs
+//! one shared region, and a case may crash). The cases that fail on the
+//! reviewed code say so in their doc comment.
+
+mod common;
+use common::*;
+use latte::internals::region::latte_region_config;
+use latte::layout::*;
+use latte::reader::Mapping;
+use std::ffi::CString;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+fn small_rings(first: u32) -> latte_region_config {
+    latte_region_config { slot_capacity: first, samples_per_slot: 64, id_capacity: 0, mode: 0, replace_stale: 0 }
+}
+
+fn region_name(what: &str) -> String {
+    format!("/latte-review4-{what}-{}", std::process::id())
+}
+
+/// Fails on the reviewed code: `flush::Plan::new` loads `ids_used` before
+/// it captures the slots, so a slot given meanwhile to a new ID (an exited
+/// thread's ring reused by a new thread, or a fresh one) is written into
+/// the image with a token the image does not name, and the whole image is
+/// refused as corrupt (`View::slot_info_if_mapped`: token >= ids_used).
+#[test]
+fn a_flush_while_new_ids_are_made_writes_a_readable_image() {
+    let name = region_name("flushrace");
+    let path = std::env::temp_dir().join(format!("latte-review4-flushrace-{}.img", std::process::id()));
+    let path2 = path.clone();
+    in_child(move || {
+        latte::internals::recorder::install_shared(name.as_bytes(), &small_rings(16)).unwrap();
+        let done = AtomicBool::new(false);
+        let (bad, flushes) = std::thread::scope(|s| {
+            s.spawn(|| {
+                // Short threads, each with an ID of its own: once exited
+                // threads hold half the region their rings are reused.
+                // IDs stay valid while recorded under: kept to the end.
+                let mut ids = Vec::new();
+                let mut k = 0;
+                while !done.load(Ordering::Acquire) && k < 50_000 {
+                    ids.push(CString::new(format!("race.{k}")).unwrap());
+                    let id = ids.last().unwrap();
+                    std::thread::scope(|t| {
+                        t.spawn(|| span(id, LATTE_MODE_FAST, LATTE_MODE_FAST));
+                    });
+                    k += 1;
+                }
+            });
+            let mut bad = Vec::new();
+            let mut flushes = 0;
+            while flushes < 500 && bad.is_empty() {
+                let f = std::fs::File::create(&path2).unwrap();
+                latte::internals::flush::flush_sync(f.as_raw_fd(), LATTE_UNIT_CYCLE).unwrap();
+                drop(f);
+                flushes += 1;
+                if let Err(e) = Mapping::open_file(&path2) {
+                    bad.push(format!("{e:?}"));
+                }
+            }
+            done.store(true, Ordering::Release);
+            (bad, flushes)
+        });
+        eprintln!("flushes {flushes}, unreadable images {}: {:?}", bad.len(), bad);
+        latte::shm::unlink(name.as_bytes()).unwrap();
+        bad.is_empty()
+    });
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Fails on the reviewed code: in a fork child a shared region is a
+/// `Backing::ForkedCopy`, which `Region::grow_locked` refuses to grow
+/// (Error::NOMEM), so a child that needs a ring or a name past the chunks
+/// made before the fork drops its spans (`no_slot_drops`) and is told "out
+/// of memory" although its region is private anonymous memory that could
+/// grow like a private region.
+#[test]
+fn a_fork_child_of_a_shared_region_can_grow_it() {
+    let name = region_name("forkgrow");
+    in_child(move || {
+        latte::internals::recorder::install_shared(name.as_bytes(), &small_rings(2)).unwrap();
+        span(c"parent.only", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        // SAFETY: the child records, reports through its exit code and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let ids: Vec<CString> = (0..20).map(|k| CString::new(format!("child.{k}")).unwrap()).collect();
+            for id in &ids {
+                span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);
+            }
+            let c = counters();
+            let recorded = ids.iter().filter(|id| snapshot(id).len() == 1).count();
+            eprintln!("fork child: recorded {recorded}/20 no_slot_drops {} unfit {}", c.no_slot_drops, c.unfit_id_drops);
+            // SAFETY: leave the child at once.
+            unsafe { libc::_exit(if recorded == 20 && c.no_slot_drops == 0 { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: our child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        latte::shm::unlink(name.as_bytes()).unwrap();
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    });
+}
+
+/// A header that passes every check before `total_size`, with a
+/// `total_size` past any object.
+fn lying_header() -> Vec<u8> {
+    use core::mem::offset_of as o;
+    type H = latte_region_header;
+    let mut b = vec![0u8; 4096];
+    let g = Geometry::new(1, 64).unwrap();
+    b[0..8].copy_from_slice(&LATTE_MAGIC);
+    let p32 = |b: &mut Vec<u8>, off: usize, v: u32| b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    let p64 = |b: &mut Vec<u8>, off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    p32(&mut b, o!(H, version), LATTE_LAYOUT_VERSION);
+    p32(&mut b, o!(H, header_size), LATTE_HEADER_SIZE);
+    p32(&mut b, o!(H, slot_header_size), LATTE_SLOT_HEADER_SIZE);
+    p32(&mut b, o!(H, sample_size), LATTE_SAMPLE_SIZE);
+    p32(&mut b, o!(H, first_name_bytes), LATTE_FIRST_NAME_BYTES);
+    p32(&mut b, o!(H, first_slots), 1);
+    p32(&mut b, o!(H, samples_per_slot), 64);
+    p64(&mut b, o!(H, slot_stride), g.slot_stride);
+    p64(&mut b, o!(H, total_size), 1u64 << 50);
+    b
+}
+
+/// Fails (the child dies of a stack overflow) on the reviewed code:
+/// `Mapping::from_fd` calls itself again, without a bound, whenever the
+/// header's `total_size` is past the mapping and the object grew since it
+/// was measured. Anyone who can write the object keeps both true (a
+/// `total_size` that lies, and an `ftruncate` loop), and the reader
+/// (`latte ls`, `latte_reader_open`, a Python reader) recurses until its
+/// stack runs out instead of returning LATTE_ERR_TRUNCATED.
+#[test]
+fn an_object_that_keeps_growing_under_a_lying_header_is_refused() {
+    let name = region_name("lyinggrow");
+    in_child(move || {
+        let c = CString::new(name.clone()).unwrap();
+        // SAFETY: a valid C string; a fresh object of ours.
+        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600) };
+        assert!(fd >= 0);
+        let h = lying_header();
+        // SAFETY: fd is open; h is readable for its length.
+        unsafe { libc::pwrite(fd, h.as_ptr() as *const libc::c_void, h.len(), 0) };
+        let stop = AtomicBool::new(false);
+        let r = std::thread::scope(|s| {
+            s.spawn(|| {
+                // Grows the (sparse) object a page at a time, up to 64 GiB.
+                let mut len: i64 = 4096;
+                while !stop.load(Ordering::Relaxed) && len < (64i64 << 30) {
+                    len += 4096;
+                    // SAFETY: fd is open.
+                    unsafe { libc::ftruncate(fd, len) };
+                }
+            });
+            // A reader on a thread with the default 2 MiB stack.
+            let r = std::thread::Builder::new().stack_size(2 << 20).spawn_scoped(s, || Mapping::open_shm(name.as_bytes()).map(|_| ())).unwrap().join().unwrap();
+            stop.store(true, Ordering::Relaxed);
+            r
+        });
+        eprintln!("open under a growing lying object: {r:?}");
+        latte::shm::unlink(name.as_bytes()).unwrap();
+        r.is_err()
+    });
+}
+
+/// Peak resident memory of this process (KiB).
+fn hwm_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).unwrap().parse().unwrap()
+}
+
+/// Fails on the reviewed code: validating an object reads every name
+/// (`View::new_held` calls `ids()`), one `IdInfo` (32 bytes, plus the
+/// `Vec`'s doubling) per 4-byte record, so opening an object of N MiB of
+/// empty names takes about 8-12 x N MiB: a hostile object of a few GiB in
+/// `/dev/shm` makes `latte ls` or any reader abort on allocation failure.
+/// The bound here (4 x the object) is generous.
+#[test]
+fn opening_an_object_full_of_empty_names_takes_memory_in_proportion() {
+    let name = region_name("names");
+    in_child(move || {
+        use core::mem::offset_of as o;
+        type H = latte_region_header;
+        let mut h = lying_header();
+        // Name chunks 0..=8 back to back after the header page: 32 MiB of records.
+        let mut off = 4096u64;
+        for k in 0..9u32 {
+            let e = o!(H, name_chunks) + 8 * k as usize;
+            h[e..e + 8].copy_from_slice(&off.to_le_bytes());
+            off += name_chunk_bytes(k);
+        }
+        let total = off;
+        let records = (total - 4096) / 4;
+        h[o!(H, total_size)..o!(H, total_size) + 8].copy_from_slice(&total.to_le_bytes());
+        h[o!(H, ids_used)..o!(H, ids_used) + 4].copy_from_slice(&(records as u32).to_le_bytes());
+        let c = CString::new(name.clone()).unwrap();
+        // SAFETY: a valid C string; a fresh object of ours.
+        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600) };
+        assert!(fd >= 0);
+        let mut body = h;
+        // Every record: length word 1 (an empty name).
+        body.extend(std::iter::repeat_n(1u32.to_le_bytes(), records as usize).flatten());
+        // SAFETY: fd is open; body is readable for its length.
+        assert_eq!(unsafe { libc::pwrite(fd, body.as_ptr() as *const libc::c_void, body.len(), 0) }, body.len() as isize);
+        drop(body);
+        let before = hwm_kib();
+        let r = Mapping::open_shm(name.as_bytes()).map(|m| m.view().ids_used());
+        let grew = hwm_kib().saturating_sub(before);
+        eprintln!("object {} MiB, {records} empty names: open {r:?}, peak memory grew {} MiB", total >> 20, grew >> 10);
+        latte::shm::unlink(name.as_bytes()).unwrap();
+        grew < 4 * (total >> 10)
+    });
+}
