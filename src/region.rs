@@ -299,8 +299,8 @@ impl Region {
                 };
                 (map, Some(fault))
             }
-            Backing::Anonymous => (Mmap::anonymous(len as usize)?, None),
-            Backing::ForkedCopy => return Err(Error::NOMEM),
+            // A fork child's copy is private memory: it grows as a private region does.
+            Backing::Anonymous | Backing::ForkedCopy => (Mmap::anonymous(len as usize)?, None),
         };
         let base = map.as_ptr();
         g.chunks.push(Chunk { _fault: fault, map, offset, slots });
