@@ -213,3 +213,71 @@ fn opening_an_object_full_of_empty_names_takes_memory_in_proportion() {
         grew < 4 * (total >> 10)
     });
 }
+
+/// Fails on the reviewed code: a reader that mapped the object after the
+/// producer reserved a chunk (the object is already larger) but before it
+/// published `total_size` never sees that chunk. `Mapping::grown` compares
+/// the published size with the size of the *mapping*, which already
+/// covers the chunk, so `refresh` keeps the view validated at open, whose
+/// chunk table left the chunk out: the slots (and names) in it stay
+/// invisible until the region grows once more, possibly never. The state
+/// is made by hand here from a real region: chunk 1 reserved and its
+/// directory entry stored, `total_size` not yet; then published.
+#[test]
+fn a_reader_that_mapped_a_reserved_chunk_before_it_was_published_sees_it_after_refresh() {
+    use core::mem::offset_of as o;
+    type H = latte_region_header;
+    let name = region_name("racechunk");
+    let copy = region_name("racechunk-copy");
+    in_child(move || {
+        latte::internals::recorder::install_shared(name.as_bytes(), &small_rings(2)).unwrap();
+        // Two rings: slot chunk 0 (2 slots) full.
+        std::thread::scope(|s| {
+            s.spawn(|| span(c"race.a", LATTE_MODE_FAST, LATTE_MODE_FAST)).join().unwrap();
+        });
+        span(c"race.b", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        let m = Mapping::open_shm(name.as_bytes()).unwrap();
+        let total = m.view().published_size();
+        // SAFETY: the mapping is readable for its published size.
+        let mut bytes = unsafe { std::slice::from_raw_parts(m.view().base(), total as usize) }.to_vec();
+        assert_eq!(m.view().slots().unwrap().len(), 2);
+        let geo = m.view().geo();
+        drop(m);
+        // The copy, with chunk 1 reserved after it and its entry stored,
+        // total_size not yet moved (the producer between the two stores).
+        let chunk = geo.slot_chunk_bytes(1).unwrap();
+        bytes[o!(H, slot_chunks) + 8..o!(H, slot_chunks) + 16].copy_from_slice(&total.to_le_bytes());
+        let c = CString::new(copy.clone()).unwrap();
+        // SAFETY: a valid C string; a fresh object of ours.
+        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600) };
+        assert!(fd >= 0);
+        // SAFETY: fd is open; bytes readable for their length.
+        unsafe {
+            assert_eq!(libc::posix_fallocate(fd, 0, (total + chunk) as libc::off_t), 0);
+            assert_eq!(libc::pwrite(fd, bytes.as_ptr() as *const libc::c_void, bytes.len(), 0), bytes.len() as isize);
+        }
+        let mut reader = Mapping::open_shm(copy.as_bytes()).unwrap();
+        let before = reader.view().slots().unwrap().len();
+        // The producer publishes the chunk, then hands out slot 2 in it.
+        // SAFETY: a fresh shared mapping of our object, written by this thread only.
+        let w = unsafe { libc::mmap(core::ptr::null_mut(), (total + chunk) as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) } as *mut u8;
+        assert!(w as isize != -1);
+        // SAFETY: inside the mapping; the reader maps it read-only and reads atomically.
+        unsafe {
+            (w.add(o!(H, total_size)) as *mut u64).write_volatile(total + chunk);
+            let slot2 = w.add(total as usize);
+            type S = latte_slot_header;
+            (slot2.add(o!(S, id_token)) as *mut u32).write_volatile(0);
+            (slot2.add(o!(S, state)) as *mut u32).write_volatile(LATTE_SLOT_LIVE);
+            (slot2.add(o!(S, generation)) as *mut u32).write_volatile(1);
+            (w.add(o!(H, slots_used)) as *mut u32).write_volatile(3);
+        }
+        let refreshed = reader.refresh().unwrap();
+        let after = reader.view().slots().unwrap().len();
+        let fresh = Mapping::open_shm(copy.as_bytes()).unwrap().view().slots().unwrap().len();
+        eprintln!("slots before {before}; after refresh (remapped {refreshed}) {after}; a new reader sees {fresh}");
+        latte::shm::unlink(name.as_bytes()).unwrap();
+        latte::shm::unlink(copy.as_bytes()).unwrap();
+        before == 2 && fresh == 3 && after == 3
+    });
+}
