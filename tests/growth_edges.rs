@@ -1,7 +1,8 @@
-//! Review of layout 4 (regions that grow): cases that show defects of the
-//! change. Each case runs in a child process of its own (a process installs
-//! one shared region, and a case may crash). The cases that fail on the
-//! reviewed code say so in their doc comment.
+//! The edges of a region that grows: a flush while new IDs are made, a fork
+//! child that grows its copy, an object that keeps growing under a lying
+//! header, an object full of empty names, a reader that mapped a chunk
+//! before it was published. Each case runs in a child process of its own
+//! (a process installs one shared region, and a case may crash).
 
 mod common;
 use common::*;
@@ -17,18 +18,17 @@ fn small_rings(first: u32) -> latte_region_config {
 }
 
 fn region_name(what: &str) -> String {
-    format!("/latte-review4-{what}-{}", std::process::id())
+    format!("/latte-growth-edge-{what}-{}", std::process::id())
 }
 
-/// Fails on the reviewed code: `flush::Plan::new` loads `ids_used` before
-/// it captures the slots, so a slot given meanwhile to a new ID (an exited
-/// thread's ring reused by a new thread, or a fresh one) is written into
-/// the image with a token the image does not name, and the whole image is
-/// refused as corrupt (`View::slot_info_if_mapped`: token >= ids_used).
+/// A flush taken while threads keep making new IDs (fresh rings and
+/// exited threads' rings handed on) writes an image every reader opens: the
+/// image names every token its captured slots carry (the names are counted
+/// after the slots are captured).
 #[test]
 fn a_flush_while_new_ids_are_made_writes_a_readable_image() {
     let name = region_name("flushrace");
-    let path = std::env::temp_dir().join(format!("latte-review4-flushrace-{}.img", std::process::id()));
+    let path = std::env::temp_dir().join(format!("latte-growth-edge-flushrace-{}.img", std::process::id()));
     let path2 = path.clone();
     in_child(move || {
         latte::internals::recorder::install_shared(name.as_bytes(), &small_rings(16)).unwrap();
@@ -70,12 +70,9 @@ fn a_flush_while_new_ids_are_made_writes_a_readable_image() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// Fails on the reviewed code: in a fork child a shared region is a
-/// `Backing::ForkedCopy`, which `Region::grow_locked` refuses to grow
-/// (Error::NOMEM), so a child that needs a ring or a name past the chunks
-/// made before the fork drops its spans (`no_slot_drops`) and is told "out
-/// of memory" although its region is private anonymous memory that could
-/// grow like a private region.
+/// A fork child's copy of a shared region is private memory, and grows
+/// like a private region when the child needs rings past the chunks made
+/// before the fork.
 #[test]
 fn a_fork_child_of_a_shared_region_can_grow_it() {
     let name = region_name("forkgrow");
@@ -125,13 +122,9 @@ fn lying_header() -> Vec<u8> {
     b
 }
 
-/// Fails (the child dies of a stack overflow) on the reviewed code:
-/// `Mapping::from_fd` calls itself again, without a bound, whenever the
-/// header's `total_size` is past the mapping and the object grew since it
-/// was measured. Anyone who can write the object keeps both true (a
-/// `total_size` that lies, and an `ftruncate` loop), and the reader
-/// (`latte ls`, `latte_reader_open`, a Python reader) recurses until its
-/// stack runs out instead of returning LATTE_ERR_TRUNCATED.
+/// An object whose header claims more than it holds while someone keeps
+/// growing it: the reader measures it again a few times, then returns
+/// LATTE_ERR_TRUNCATED (never recurses without bound).
 #[test]
 fn an_object_that_keeps_growing_under_a_lying_header_is_refused() {
     let name = region_name("lyinggrow");
@@ -171,14 +164,11 @@ fn hwm_kib() -> u64 {
     s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).unwrap().parse().unwrap()
 }
 
-/// Fails on the reviewed code: validating an object reads every name
-/// (`View::new_held` calls `ids()`), one `IdInfo` (32 bytes, plus the
-/// `Vec`'s doubling) per 4-byte record, so opening an object of N MiB of
-/// empty names takes about 8-12 x N MiB: a hostile object of a few GiB in
-/// `/dev/shm` makes `latte ls` or any reader abort on allocation failure.
-/// The bound here (4 x the object) is generous.
+/// Opening an object full of empty names walks them without keeping them:
+/// a hostile object in `/dev/shm` costs a reader no memory in proportion to
+/// its name count. The bound here (4 x the object) is generous.
 #[test]
-fn opening_an_object_full_of_empty_names_takes_memory_in_proportion() {
+fn opening_an_object_full_of_empty_names_keeps_none_of_them() {
     let name = region_name("names");
     in_child(move || {
         use core::mem::offset_of as o;
@@ -214,15 +204,12 @@ fn opening_an_object_full_of_empty_names_takes_memory_in_proportion() {
     });
 }
 
-/// Fails on the reviewed code: a reader that mapped the object after the
-/// producer reserved a chunk (the object is already larger) but before it
-/// published `total_size` never sees that chunk. `Mapping::grown` compares
-/// the published size with the size of the *mapping*, which already
-/// covers the chunk, so `refresh` keeps the view validated at open, whose
-/// chunk table left the chunk out: the slots (and names) in it stay
-/// invisible until the region grows once more, possibly never. The state
-/// is made by hand here from a real region: chunk 1 reserved and its
-/// directory entry stored, `total_size` not yet; then published.
+/// A reader that mapped the object after the producer reserved a chunk
+/// (the object already larger) but before it published `total_size` sees
+/// that chunk after a refresh: `Mapping::grown` compares the published size
+/// with the size the view validated, not with the mapping's. The state is
+/// made by hand here from a real region: chunk 1 reserved and its directory
+/// entry stored, `total_size` not yet; then published.
 #[test]
 fn a_reader_that_mapped_a_reserved_chunk_before_it_was_published_sees_it_after_refresh() {
     use core::mem::offset_of as o;
