@@ -58,7 +58,7 @@ pub mod shm;
 pub mod stats;
 pub mod trace;
 
-pub use api::{init_shared_region, own_report, pulse_at, snapshot, Mode, PulseSite, Span};
+pub use api::{init_shared_region, own_report, own_report_with, pulse_at, snapshot, Mode, PulseSite, Span};
 pub use error::Error;
 pub use reader::{Mapping, ReadMode, View};
 pub use tsc::measure_cycles_per_ns;

@@ -260,9 +260,16 @@ impl View<'_> {
         self.producer_pid
     }
 
-    /// `LATTE_REGION_SHARED`, `LATTE_REGION_FLUSHED`.
+    /// `LATTE_REGION_SHARED`, `LATTE_REGION_FLUSHED` (as at the view's
+    /// creation).
     pub fn flags(&self) -> u32 {
         self.flags
+    }
+
+    /// Whether the producer tracked switches (`LATTE_REGION_SWITCHES_TRACKED`,
+    /// read now: it may be set after the view was made).
+    pub fn switches_tracked(&self) -> bool {
+        self.u32_at(core::mem::offset_of!(latte_region_header, flags) as u64) & LATTE_REGION_SWITCHES_TRACKED != 0
     }
 
     /// TSC of the producer's anchor (its region's creation).
@@ -759,16 +766,18 @@ impl<'a> View<'a> {
         // SAFETY: the samples of slot i lie inside the validated mapping.
         let ring = unsafe { p.add(LATTE_SLOT_HEADER_SIZE as usize) } as *const u64;
         // The writer's index as the check after a chunk sees it. A flushed
-        // image's was taken by the flush after the samples were written out.
+        // image's was taken by the flush after the samples were written out;
+        // a fork child's copy carries its parent's, taken after the copy
+        // (`flushed_end_idx`, 0 in a live region): the larger one counts.
         let head = || -> Result<u64, Error> {
+            let end = flushed_end.load(Ordering::Relaxed);
             if flushed {
-                let w = flushed_end.load(Ordering::Relaxed);
-                if w < w1 || w >= LATTE_MAX_WRITE_IDX {
+                if end < w1 || end >= LATTE_MAX_WRITE_IDX {
                     return Err(Error::Corrupt);
                 }
-                Ok(w)
+                Ok(end)
             } else {
-                Ok(widx.load(Ordering::Relaxed))
+                Ok(widx.load(Ordering::Relaxed).max(end.min(LATTE_MAX_WRITE_IDX - 1)))
             }
         };
         // R5-R6 (`ring::copy_checked`): index j goes to out[j - first kept];
