@@ -112,9 +112,7 @@ impl Plan {
     /// Captures the slots and lists the sample writes (step 1).
     pub fn new(region: &'static Region, unit: latte_unit) -> Plan {
         let g = *region.geometry();
-        // Acquire (both counts): the names below ids_used, and the metadata
-        // of every counted slot, are visible.
-        let n_ids = region.header().ids_used.load(Ordering::Acquire);
+        // Acquire: the metadata of every counted slot is visible.
         let n = (region.header().slots_used.load(Ordering::Acquire) as u64).min(region.slot_capacity()) as u32;
         let mut slots = Vec::with_capacity(n as usize);
         let mut total = LATTE_HEADER_SIZE as u64;
@@ -128,6 +126,10 @@ impl Plan {
             slots.push(Captured { index: i, generation, write_idx });
             total = total.max(region.slot_offset(i) + LATTE_SLOT_HEADER_SIZE as u64 + g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64);
         }
+        // Acquire, after every slot was captured: the name of each captured
+        // slot's token (interned before the slot was assigned) lies below it,
+        // and every name below it lies in a chunk listed next.
+        let n_ids = region.header().ids_used.load(Ordering::Acquire);
         let names = region.name_chunks();
         for &(_, off, len) in &names {
             total = total.max(off + len);

@@ -97,7 +97,12 @@ struct Growth {
     name_pos: u64,
     /// The program was told that the region could not grow.
     told: bool,
+    /// CLOCK_MONOTONIC (ns) of the last failed growth; 0: none.
+    failed_ns: u64,
 }
+
+/// How long after a failed growth the region tries again (1 s).
+const GROW_RETRY_NS: u64 = 1_000_000_000;
 
 /// A mapped region owned by this process. Dropping it releases everything
 /// it took (chunks and their protection, descriptor and lock, header
@@ -288,11 +293,21 @@ impl Region {
     /// `LATTE_QUIET=1`).
     fn grow(&self, slots: bool) -> Result<(), Error> {
         let mut g = self.growth();
+        // After a failure, the next attempts within GROW_RETRY_NS fail at
+        // once: a thread whose new rings cannot be had pays no system call
+        // per span (each is counted all the same).
+        let now = tsc::clock_ns(libc::CLOCK_MONOTONIC);
+        if g.failed_ns != 0 && now.wrapping_sub(g.failed_ns) < GROW_RETRY_NS {
+            return Err(Error::NOMEM);
+        }
         let r = self.grow_locked(&mut g, slots);
         if let Err(e) = r {
-            if !g.told && self.header().magic == LATTE_MAGIC && g.slot_chunks > 0 {
-                g.told = true;
-                tell_once(e, slots);
+            if g.slot_chunks > 0 {
+                g.failed_ns = now.max(1);
+                if !g.told {
+                    g.told = true;
+                    tell_once(e, slots);
+                }
             }
         }
         r
@@ -312,14 +327,12 @@ impl Region {
         let offset = h.total_size.load(Ordering::Relaxed);
         let (map, fault) = match &self.backing {
             Backing::Shared { fd, .. } => {
+                // Mapped first (a range past the object's end may be
+                // mapped; nothing touches it before it is reserved): a
+                // process out of address space fails here, cheaply, before
+                // it takes /dev/shm that others may need.
+                let map = Mmap::shared_at(fd.as_fd(), offset, len as usize, true)?;
                 reserve(fd.as_fd(), offset, len)?;
-                let map = match Mmap::shared_at(fd.as_fd(), offset, len as usize, true) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        unreserve(fd.as_fd(), offset);
-                        return Err(e);
-                    }
-                };
                 let fault = match crate::fault::protect(&map, true) {
                     Ok(f) => f,
                     Err(e) => {
@@ -330,8 +343,7 @@ impl Region {
                 };
                 (map, Some(fault))
             }
-            Backing::Anonymous => (Mmap::anonymous(len as usize)?, None),
-            Backing::ForkedCopy => return Err(Error::NOMEM),
+            Backing::Anonymous | Backing::ForkedCopy => (Mmap::anonymous(len as usize)?, None),
         };
         let base = map.as_ptr();
         g.chunks.push(Chunk { _fault: fault, map, offset, slots });
