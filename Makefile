@@ -25,7 +25,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src cli/src -name '*.rs') Cargo.toml cli/Cargo.toml build.rs
 
-.PHONY: lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
+.PHONY: compare-test lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
 
 all: lib
 
@@ -83,7 +83,7 @@ test:
 	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
 	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
 
-test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test speedtest-test install-test readme-test
+test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test compare-test speedtest-test install-test readme-test
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -95,6 +95,21 @@ $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A
 cli-test: lib $(B)/cli/service
 	@[ "$$(id -u)" = 0 ] || { echo "make: cli-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=512m tmpfs /dev/shm && exec $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service'
+
+# `latte record`, `diff` and `plot` end to end (tests/compare/run.py):
+# synthetic recordings written by a Python writer of the format
+# (tests/compare/latte_file.py), a producer writing known span counts for
+# `record`, and the plot rendered to PNG by rsvg-convert (Debian's
+# librsvg2-bin; plot's labels are measured with DejaVu Sans,
+# fonts-dejavu-core), both installed when missing and make runs as root.
+$(B)/compare/producer: tests/compare/producer.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+compare-test: lib $(B)/compare/producer
+	@$(call need,rsvg-convert,librsvg2-bin)
+	@$(call need_file,/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf,fonts-dejavu-core)
+	$(PYTHON) tests/compare/run.py $(REL)/latte $(B)/compare/producer
 
 # `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), then
 # a real Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
@@ -283,6 +298,14 @@ need = command -v $(1) >/dev/null 2>&1 || { \
     echo "make: $(1) not found: installing the $(2) package"; \
     if [ ! -e $(B)/.apt-updated ]; then apt-get update -qq && mkdir -p $(B) && touch $(B)/.apt-updated; fi && \
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(2) >/dev/null && command -v $(1) >/dev/null; \
+  else echo "make: $(1) not found: install the $(2) package (apt-get install $(2))"; exit 1; fi; }
+
+# $(call need_file,PATH,PACKAGE): as need, for a file a package installs.
+need_file = test -e $(1) || { \
+  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+    echo "make: $(1) not found: installing the $(2) package"; \
+    if [ ! -e $(B)/.apt-updated ]; then apt-get update -qq && mkdir -p $(B) && touch $(B)/.apt-updated; fi && \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(2) >/dev/null && test -e $(1); \
   else echo "make: $(1) not found: install the $(2) package (apt-get install $(2))"; exit 1; fi; }
 
 test-tools:
