@@ -27,13 +27,15 @@ from latte_file import lognormal, read_slots, trailer, write_recording  # noqa: 
 
 LATTE, PRODUCER = sys.argv[1], sys.argv[2]
 TMP = tempfile.mkdtemp(prefix="latte-compare-")
-failures = 0
+failures = passes = 0
 
 
 def check(cond, what):
-    global failures
+    global failures, passes
     print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
+    if cond:
+        passes += 1
+    else:
         failures += 1
 
 
@@ -355,5 +357,5 @@ def test_record():
 for test in (test_shift, test_false_positives, test_sides_and_options, test_plot, test_record):
     print(f"== compare: {test.__name__}")
     test()
-print(f"compare: {'all passed' if failures == 0 else f'{failures} failed'}")
+print(f"compare: {passes} passed, {failures} failed")
 sys.exit(1 if failures else 0)

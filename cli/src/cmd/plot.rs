@@ -1,10 +1,10 @@
 //! `latte plot FILE... -o OUT.svg|OUT.png`: per ID, a row of two panels:
 //! the percentile spectrum of every run (HdrHistogram's: x is the
 //! percentile on a log scale of 1 / (1 - p), from 0 to 99.999, y the
-//! latency), one curve per run; and the latency over time of one run, a
+//! latency, linear), one curve per run; and the latency over time of one run, a
 //! heat map of samples per (time, latency) cell with the switched samples
-//! marked. Drawn with `plotters`: SVG as it is, PNG with a TrueType font
-//! read at run time.
+//! marked. Drawn with `plotters` as SVG or PNG; both measure their text
+//! with a TrueType font read at run time (`FONT_FILES`).
 
 use crate::samples::{self, Source};
 use crate::{fail, EXIT_OTHER, EXIT_OUTPUT, EXIT_USAGE};
@@ -102,14 +102,13 @@ where
 {
     let curves: Vec<(usize, &String, Vec<(f64, f64)>)> =
         runs.iter().enumerate().filter(|(_, (_, v))| !v.is_empty()).map(|(k, (name, v))| (k, name, spectrum(v))).collect();
-    let lo = curves.iter().flat_map(|c| c.2.iter().map(|p| p.1)).fold(f64::INFINITY, f64::min).max(0.1);
-    let hi = curves.iter().flat_map(|c| c.2.iter().map(|p| p.1)).fold(0.0, f64::max).max(lo * 2.0);
+    let hi = curves.iter().flat_map(|c| c.2.iter().map(|p| p.1)).fold(0.0, f64::max).max(1.0);
     let mut chart = ChartBuilder::on(area)
         .caption(format!("{}: percentile spectrum", short(id, 28)), (FONT, 17))
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(78)
-        .build_cartesian_2d(0f64..X_MAX, (lo * 0.8..hi * 1.25).log_scale())?;
+        .build_cartesian_2d(0f64..X_MAX, 0f64..hi * 1.08)?;
     chart
         .configure_mesh()
         .x_labels(6)
@@ -156,15 +155,13 @@ where
     DB::ErrorType: 'static,
 {
     let t_end = pts.iter().map(|p| p.0).fold(0.0, f64::max).max(1e-6);
-    let lo = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min).max(0.1);
-    let hi = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(lo * 2.0);
-    let (ylo, yhi) = (lo * 0.9, hi * 1.1);
+    let yhi = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.05;
     let mut chart = ChartBuilder::on(area)
         .caption(format!("{}: latency over time, {}", short(id, 20), short(run, 20)), (FONT, 17))
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(78)
-        .build_cartesian_2d(0f64..t_end, (ylo..yhi).log_scale())?;
+        .build_cartesian_2d(0f64..t_end, 0f64..yhi)?;
     chart
         .configure_mesh()
         .disable_mesh()
@@ -178,15 +175,14 @@ where
         .axis_desc_style((FONT, 14))
         .draw()?;
     let (cx, cy) = CELLS;
-    let (ly0, ly1) = (ylo.ln(), yhi.ln());
     let mut cells = vec![0u32; cx * cy];
     for p in pts {
         let i = ((p.0 / t_end * cx as f64) as usize).min(cx - 1);
-        let j = (((p.1.ln() - ly0) / (ly1 - ly0) * cy as f64) as usize).min(cy - 1);
+        let j = ((p.1 / yhi * cy as f64) as usize).min(cy - 1);
         cells[j * cx + i] += 1;
     }
     let most = cells.iter().copied().max().unwrap_or(1).max(1) as f64;
-    let edge = |j: usize| (ly0 + (ly1 - ly0) * j as f64 / cy as f64).exp();
+    let edge = |j: usize| yhi * j as f64 / cy as f64;
     chart.draw_series(cells.iter().enumerate().filter(|(_, &n)| n > 0).map(|(k, &n)| {
         let (i, j) = (k % cx, k / cx);
         let share = (1.0 + n as f64).ln() / (1.0 + most).ln();
@@ -235,7 +231,7 @@ where
     Ok(())
 }
 
-/// Registers the first TrueType font found as "sans-serif" for PNG output.
+/// Registers the first TrueType font found as "sans-serif".
 fn load_font() -> Result<(), String> {
     for f in FONT_FILES {
         if let Ok(bytes) = std::fs::read(f) {
@@ -246,7 +242,7 @@ fn load_font() -> Result<(), String> {
             }
         }
     }
-    Err(format!("PNG output needs a TrueType font ({}; Debian: fonts-dejavu-core); SVG output does not", FONT_FILES[0]))
+    Err(format!("plot needs a TrueType font to place its labels ({}; Debian: fonts-dejavu-core)", FONT_FILES[0]))
 }
 
 pub fn run(o: &PlotOpts) -> Result<(), ExitCode> {
@@ -273,10 +269,11 @@ pub fn run(o: &PlotOpts) -> Result<(), ExitCode> {
     // Created first, so that an unwritable path fails before the drawing.
     std::fs::File::create(&o.output).map_err(|e| fail(&shown, &crate::output_error(&o.output, &e), EXIT_OUTPUT))?;
     let size = (PANEL.0 * 2, PANEL.1 * ids.len() as u32);
+    // Both backends measure text with the font (to place labels).
+    load_font().map_err(|e| fail(&shown, &e, EXIT_OTHER))?;
     let r = if ext == "svg" {
         draw(SVGBackend::new(&o.output, size).into_drawing_area(), &ids, &runs, o)
     } else {
-        load_font().map_err(|e| fail(&shown, &e, EXIT_OTHER))?;
         draw(BitMapBackend::new(&o.output, size).into_drawing_area(), &ids, &runs, o)
     };
     r.map_err(|e| {
