@@ -5,8 +5,9 @@
 //! reader of an image (`latte stats`, `trace`, `latte_reader_open_file`)
 //! opens it as it is. Each slot of the file holds up to one ring's worth of
 //! consecutive samples that one owner (thread, ID) wrote: an owner followed
-//! for longer than a ring fills several slots, in order, each closed, its
-//! `write_idx` and `flushed_end_idx` the number of samples it holds. A file
+//! for longer than a ring fills several slots, in order (interleaved with
+//! other owners' slots), each closed, its `write_idx` and
+//! `flushed_end_idx` the number of samples it holds. A file
 //! slot's generation is the 1-based number of the followed incarnation it
 //! belongs to, in the trailer's `incarnations` list.
 //!
@@ -37,8 +38,11 @@ pub struct Writer {
     geo: Geometry,
     /// File slots written so far.
     slots: u32,
-    /// Slot headers to write at the end: (generation, id, thread_idx, os_tid, samples).
+    /// Slot headers to write at the end: (generation, id, thread_idx,
+    /// os_tid, samples held), one per file slot, in file order.
     headers: Vec<[u64; 5]>,
+    /// Per incarnation number: its last file slot (index into `headers`).
+    open: std::collections::HashMap<u32, usize>,
 }
 
 fn put(buf: &mut [u8], off: usize, bytes: &[u8]) {
@@ -50,27 +54,37 @@ impl Writer {
     /// `id_capacity` IDs (the followed region's).
     pub fn create(file: File, id_capacity: u32, samples_per_slot: u32) -> std::io::Result<Writer> {
         let geo = Geometry::new(id_capacity, 1, samples_per_slot).ok_or_else(|| std::io::Error::other("unusable geometry"))?;
-        Ok(Writer { file, geo, slots: 0, headers: Vec::new() })
+        Ok(Writer { file, geo, slots: 0, headers: Vec::new(), open: Default::default() })
     }
 
-    /// Samples one file slot holds.
-    pub fn slot_samples(&self) -> usize {
-        self.geo.samples_per_slot as usize
-    }
-
-    /// Writes one file slot: `samples` (at most `slot_samples`) of
-    /// incarnation number `generation` (1-based).
-    pub fn write_slot(&mut self, generation: u32, id_token: u32, thread_idx: u32, os_tid: u32, samples: &[latte_raw_sample]) -> std::io::Result<()> {
-        debug_assert!(samples.len() <= self.slot_samples());
-        let off = self.geo.slots_offset + self.slots as u64 * self.geo.slot_stride + LATTE_SLOT_HEADER_SIZE as u64;
-        // The file's samples are the region's: two little-endian u64 words.
-        // SAFETY: latte_raw_sample is repr(C), two u64 (16 bytes, no
-        // padding, every byte initialised); the byte view borrows `samples`
-        // for this call only; x86-64 (the only target) is little-endian.
-        let bytes = unsafe { core::slice::from_raw_parts(samples.as_ptr() as *const u8, core::mem::size_of_val(samples)) };
-        self.file.write_all_at(bytes, off)?;
-        self.headers.push([generation as u64, id_token as u64, thread_idx as u64, os_tid as u64, samples.len() as u64]);
-        self.slots += 1;
+    /// Appends `samples` of incarnation number `generation` (1-based) to
+    /// the file: into its current file slot while it has room, then into
+    /// new ones. Written where they belong at once (no copy in between).
+    pub fn append(&mut self, generation: u32, id_token: u32, thread_idx: u32, os_tid: u32, mut samples: &[latte_raw_sample]) -> std::io::Result<()> {
+        let cap = self.geo.samples_per_slot as u64;
+        while !samples.is_empty() {
+            let k = match self.open.get(&generation) {
+                Some(&k) if self.headers[k][4] < cap => k,
+                _ => {
+                    self.headers.push([generation as u64, id_token as u64, thread_idx as u64, os_tid as u64, 0]);
+                    self.slots += 1;
+                    self.open.insert(generation, self.headers.len() - 1);
+                    self.headers.len() - 1
+                }
+            };
+            let held = self.headers[k][4];
+            let n = samples.len().min((cap - held) as usize);
+            let off = self.geo.slots_offset + k as u64 * self.geo.slot_stride + LATTE_SLOT_HEADER_SIZE as u64 + held * LATTE_SAMPLE_SIZE as u64;
+            // The file's samples are the region's: two little-endian u64 words.
+            // SAFETY: latte_raw_sample is repr(C), two u64 (16 bytes, no
+            // padding, every byte initialised); the byte view borrows
+            // `samples` for this call only; x86-64 (the only target) is
+            // little-endian.
+            let bytes = unsafe { core::slice::from_raw_parts(samples.as_ptr() as *const u8, core::mem::size_of_val(&samples[..n])) };
+            self.file.write_all_at(bytes, off)?;
+            self.headers[k][4] += n as u64;
+            samples = &samples[n..];
+        }
         Ok(())
     }
 

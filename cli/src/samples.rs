@@ -88,10 +88,5 @@ pub fn load(target: &str) -> Result<Source, ExitCode> {
     }
     let own = v.calibration().cycles_per_ns;
     let ids = ids.into_iter().zip(hidden).filter(|(i, h)| !h && !i.samples.is_empty()).map(|(i, _)| i).collect();
-    Ok(Source {
-        label: target.to_string(),
-        cycles_per_ns: crate::cycles_per_ns(&v),
-        producer_frequency: own > 0.0,
-        ids,
-    })
+    Ok(Source { label: target.to_string(), cycles_per_ns: crate::cycles_per_ns(&v), producer_frequency: own > 0.0, ids })
 }

@@ -125,6 +125,7 @@ fn ci_text(i: Option<Interval>) -> String {
 
 fn p_text(t: Option<UTest>) -> String {
     match t {
+        Some(t) if t.p < 1e-15 => "<1e-15".into(),
         Some(t) if t.p < 1e-4 => format!("{:.0e}", t.p),
         Some(t) => format!("{:.4}", t.p),
         None => "-".into(),

@@ -25,8 +25,14 @@ pub struct PlotOpts {
 
 /// Curve colours, one per run, in order: distinct on white and from the
 /// heat map's shades (docs/recording.md lists them; the tests count them).
-pub const PALETTE: [RGBColor; 6] =
-    [RGBColor(0x1f, 0x77, 0xb4), RGBColor(0xd6, 0x27, 0x28), RGBColor(0x2c, 0xa0, 0x2c), RGBColor(0xff, 0x7f, 0x0e), RGBColor(0x94, 0x67, 0xbd), RGBColor(0x8c, 0x56, 0x4b)];
+pub const PALETTE: [RGBColor; 6] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+];
 /// Marks of switched samples in the heat map.
 const SWITCHED: RGBColor = RGBColor(0xe7, 0x29, 0x8a);
 /// The spectrum's x range: log10(1 / (1 - p)) up to p = 99.999 %.
@@ -96,12 +102,14 @@ fn spectrum(sorted_ns: &[f64]) -> Vec<(f64, f64)> {
 
 type Err = Box<dyn std::error::Error>;
 
+/// A run's curve: its index (colour), label and points.
+type Curve<'a> = (usize, &'a String, Vec<(f64, f64)>);
+
 fn draw_spectrum<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, id: &str, runs: &[(String, Vec<f64>)]) -> Result<(), Err>
 where
     DB::ErrorType: 'static,
 {
-    let curves: Vec<(usize, &String, Vec<(f64, f64)>)> =
-        runs.iter().enumerate().filter(|(_, (_, v))| !v.is_empty()).map(|(k, (name, v))| (k, name, spectrum(v))).collect();
+    let curves: Vec<Curve> = runs.iter().enumerate().filter(|(_, (_, v))| !v.is_empty()).map(|(k, (name, v))| (k, name, spectrum(v))).collect();
     let hi = curves.iter().flat_map(|c| c.2.iter().map(|p| p.1)).fold(0.0, f64::max).max(1.0);
     let mut chart = ChartBuilder::on(area)
         .caption(format!("{}: percentile spectrum", short(id, 28)), (FONT, 17))
@@ -217,7 +225,10 @@ where
         let pts: Vec<Point> = match s.id(id) {
             Some(x) => {
                 let t0 = x.samples.iter().map(|r| r.start_tsc).min().unwrap_or(0);
-                x.samples.iter().map(|r| ((r.start_tsc - t0) as f64 / s.cycles_per_ns / 1e9, samples::duration(r) as f64 / s.cycles_per_ns, samples::switched(r))).collect()
+                x.samples
+                    .iter()
+                    .map(|r| ((r.start_tsc - t0) as f64 / s.cycles_per_ns / 1e9, samples::duration(r) as f64 / s.cycles_per_ns, samples::switched(r)))
+                    .collect()
             }
             None => Vec::new(),
         };

@@ -45,15 +45,15 @@ fn catch_signals() {
     }
 }
 
-/// Samples of one incarnation not yet written (less than a file slot).
+/// An incarnation being recorded.
 struct Pending {
     /// 1-based number of the incarnation in the file (its slots' generation).
     number: u32,
+    /// Its figures as of the last batch.
     inc: Incarnation,
-    buf: Vec<latte_raw_sample>,
 }
 
-/// The sink's state: what is pending per incarnation, the file, the ID filter.
+/// The sink's state: the incarnations recorded, the file, the ID filter.
 struct Store {
     writer: Writer,
     pending: HashMap<(u32, u32), Pending>,
@@ -83,7 +83,6 @@ impl Store {
     }
 
     fn take(&mut self, v: &View, inc: &Incarnation, samples: &[latte_raw_sample]) {
-
         if self.error.is_some() || !self.kept(v, inc.id_token) {
             return;
         }
@@ -91,21 +90,15 @@ impl Store {
         if !self.pending.contains_key(&key) {
             let number = self.order.len() as u32 + 1;
             self.order.push(key);
-            self.pending.insert(key, Pending { number, inc: Incarnation { read: 0, lost: 0, ..*inc }, buf: Vec::new() });
+            self.pending.insert(key, Pending { number, inc: Incarnation { read: 0, lost: 0, ..*inc } });
         }
         let Some(p) = self.pending.get_mut(&key) else { return };
         // The figures are running totals: add what this batch added.
         self.read += inc.read - p.inc.read;
         self.lost += inc.lost - p.inc.lost;
         p.inc = *inc;
-        p.buf.extend_from_slice(samples);
-        let cap = self.writer.slot_samples();
-        while p.buf.len() >= cap {
-            if let Err(e) = self.writer.write_slot(p.number, inc.id_token, inc.thread_idx, inc.os_tid, &p.buf[..cap]) {
-                self.error = Some(e);
-                return;
-            }
-            p.buf.drain(..cap);
+        if let Err(e) = self.writer.append(p.number, inc.id_token, inc.thread_idx, inc.os_tid, samples) {
+            self.error = Some(e);
         }
     }
 }
@@ -119,8 +112,7 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     let shown = o.output.display().to_string();
     let file = std::fs::File::create(&o.output).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
     let writer = Writer::create(file, v.geo().id_capacity, v.geo().samples_per_slot).map_err(|e| fail(&shown, &e.to_string(), EXIT_OUTPUT))?;
-    let mut store =
-        Store { writer, pending: HashMap::new(), order: Vec::new(), keep: Vec::new(), wanted: o.ids.clone(), read: 0, lost: 0, error: None };
+    let mut store = Store { writer, pending: HashMap::new(), order: Vec::new(), keep: Vec::new(), wanted: o.ids.clone(), read: 0, lost: 0, error: None };
     catch_signals();
     let mut follower = Follower::new(FollowOptions { from_start: o.from_start, ..Default::default() });
     let started = Instant::now();
@@ -160,19 +152,18 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     if progress {
         eprintln!();
     }
-    // Every incarnation's last samples, and its final figures.
+    if let Some(e) = store.error.take() {
+        return Err(fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT));
+    }
+    // Every incarnation's final figures, in file order.
     let all = follower.incarnations();
-    let mut order = std::mem::take(&mut store.order);
     let mut incs = Vec::new();
-    for (k, key) in order.drain(..).enumerate() {
-        let mut p = store.pending.remove(&key).expect("every numbered incarnation is pending");
-        if let Some(f) = all.iter().find(|i| (i.slot, i.generation) == key) {
-            p.inc = *f;
+    for key in &store.order {
+        let mut inc = store.pending[key].inc;
+        if let Some(f) = all.iter().find(|i| (i.slot, i.generation) == *key) {
+            inc = *f;
         }
-        if !p.buf.is_empty() {
-            store.writer.write_slot(k as u32 + 1, p.inc.id_token, p.inc.thread_idx, p.inc.os_tid, &p.buf).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
-        }
-        incs.push(p.inc);
+        incs.push(inc);
     }
     let name = |t: u32| v.id_name(t).map(|n| String::from_utf8_lossy(latte::name::name_bytes(&n)).into_owned()).unwrap_or_default();
     let list: Vec<_> = incs
