@@ -1,7 +1,7 @@
 //! `latte plot FILE... -o OUT.svg|OUT.png`: per ID, a row of two panels:
 //! the percentile spectrum of every run (HdrHistogram's: x is the
 //! percentile on a log scale of 1 / (1 - p), from 0 to 99.999, y the
-//! latency, linear), one curve per run; and the latency over time of one run, a
+//! latency, linear or, over a wide span, logarithmic), one curve per run; and the latency over time of one run, a
 //! heat map of samples per (time, latency) cell with the switched samples
 //! marked. Drawn with `plotters` as SVG or PNG; both measure their text
 //! with a TrueType font read at run time (`FONT_FILES`).
@@ -81,8 +81,61 @@ fn percentile_label(x: &f64) -> String {
     }
 }
 
-fn ns_label(v: &f64) -> String {
-    latte::report::format_time(*v)
+/// The latency axis: linear, or log10 of ns when the values span more than
+/// `LOG_SPAN` times (a tail of preempted samples would flatten the rest).
+#[derive(Clone, Copy)]
+struct YScale {
+    log: bool,
+}
+
+/// Span (largest over smallest value) from which the latency axis is logarithmic.
+const LOG_SPAN: f64 = 20.0;
+
+impl YScale {
+    fn of(values: impl Iterator<Item = f64>) -> YScale {
+        let (lo, hi) = values.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        YScale { log: hi > LOG_SPAN * lo.max(0.1) }
+    }
+
+    /// Axis position of a latency in ns.
+    fn to(self, ns: f64) -> f64 {
+        if self.log {
+            ns.max(0.1).log10()
+        } else {
+            ns
+        }
+    }
+
+    /// Latency in ns at an axis position.
+    fn from(self, y: f64) -> f64 {
+        if self.log {
+            10f64.powf(y)
+        } else {
+            y
+        }
+    }
+
+    /// The axis range for values from `lo` to `hi` ns.
+    fn range(self, lo: f64, hi: f64) -> std::ops::Range<f64> {
+        if self.log {
+            let (a, b) = (self.to(lo), self.to(hi));
+            a - 0.04 * (b - a).max(0.1)..b + 0.04 * (b - a).max(0.1)
+        } else {
+            0.0..hi.max(1.0) * 1.06
+        }
+    }
+
+    fn label(self, y: &f64) -> String {
+        latte::report::format_time(self.from(*y))
+    }
+
+    fn desc(self) -> &'static str {
+        if self.log {
+            "latency (log scale)"
+        } else {
+            "latency"
+        }
+    }
 }
 
 /// (x, latency in ns) points of a run's spectrum, up to the percentile its
@@ -110,21 +163,23 @@ where
     DB::ErrorType: 'static,
 {
     let curves: Vec<Curve> = runs.iter().enumerate().filter(|(_, (_, v))| !v.is_empty()).map(|(k, (name, v))| (k, name, spectrum(v))).collect();
-    let hi = curves.iter().flat_map(|c| c.2.iter().map(|p| p.1)).fold(0.0, f64::max).max(1.0);
+    let all = || curves.iter().flat_map(|c| c.2.iter().map(|p| p.1));
+    let ys = YScale::of(all());
+    let (lo, hi) = (all().fold(f64::INFINITY, f64::min), all().fold(0.0, f64::max));
     let mut chart = ChartBuilder::on(area)
         .caption(format!("{}: percentile spectrum", short(id, 28)), (FONT, 17))
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(78)
-        .build_cartesian_2d(0f64..X_MAX, 0f64..hi * 1.08)?;
+        .build_cartesian_2d(0f64..X_MAX, ys.range(lo, hi))?;
     chart
         .configure_mesh()
         .x_labels(6)
         .x_label_formatter(&percentile_label)
         .y_labels(6)
-        .y_label_formatter(&ns_label)
+        .y_label_formatter(&|y| ys.label(y))
         .x_desc("percentile (%)")
-        .y_desc("latency")
+        .y_desc(ys.desc())
         .label_style((FONT, 13))
         .axis_desc_style((FONT, 14))
         .light_line_style(WHITE)
@@ -133,7 +188,7 @@ where
     for (k, name, pts) in curves {
         let c = PALETTE[k % PALETTE.len()];
         chart
-            .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
+            .draw_series(LineSeries::new(pts.into_iter().map(|(x, y)| (x, ys.to(y))), c.stroke_width(2)))?
             .label(name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(3)));
     }
@@ -163,22 +218,24 @@ where
     DB::ErrorType: 'static,
 {
     let t_end = pts.iter().map(|p| p.0).fold(0.0, f64::max).max(1e-6);
-    let yhi = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.05;
+    let ys = YScale::of(pts.iter().map(|p| p.1));
+    let (lo, hi) = (pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min), pts.iter().map(|p| p.1).fold(0.0, f64::max));
+    let yr = ys.range(lo, hi);
     let mut chart = ChartBuilder::on(area)
         .caption(format!("{}: latency over time, {}", short(id, 20), short(run, 20)), (FONT, 17))
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(78)
-        .build_cartesian_2d(0f64..t_end, 0f64..yhi)?;
+        .build_cartesian_2d(0f64..t_end, yr.clone())?;
     chart
         .configure_mesh()
         .disable_mesh()
         .x_labels(6)
         .y_labels(6)
         .x_label_formatter(&|s| format!("{s:.3} s"))
-        .y_label_formatter(&ns_label)
+        .y_label_formatter(&|y| ys.label(y))
         .x_desc("time since the first sample (magenta: switched out)")
-        .y_desc("latency")
+        .y_desc(ys.desc())
         .label_style((FONT, 13))
         .axis_desc_style((FONT, 14))
         .draw()?;
@@ -186,11 +243,11 @@ where
     let mut cells = vec![0u32; cx * cy];
     for p in pts {
         let i = ((p.0 / t_end * cx as f64) as usize).min(cx - 1);
-        let j = ((p.1 / yhi * cy as f64) as usize).min(cy - 1);
+        let j = (((ys.to(p.1) - yr.start) / (yr.end - yr.start) * cy as f64).max(0.0) as usize).min(cy - 1);
         cells[j * cx + i] += 1;
     }
     let most = cells.iter().copied().max().unwrap_or(1).max(1) as f64;
-    let edge = |j: usize| yhi * j as f64 / cy as f64;
+    let edge = |j: usize| yr.start + (yr.end - yr.start) * j as f64 / cy as f64;
     chart.draw_series(cells.iter().enumerate().filter(|(_, &n)| n > 0).map(|(k, &n)| {
         let (i, j) = (k % cx, k / cx);
         let share = (1.0 + n as f64).ln() / (1.0 + most).ln();
@@ -200,7 +257,7 @@ where
     }))?;
     let switched: Vec<&Point> = pts.iter().filter(|p| p.2).collect();
     let step = switched.len().div_ceil(MAX_MARKS).max(1);
-    chart.draw_series(switched.iter().step_by(step).map(|p| Cross::new((p.0, p.1), 3, SWITCHED.stroke_width(1))))?;
+    chart.draw_series(switched.iter().step_by(step).map(|p| Cross::new((p.0, ys.to(p.1)), 3, SWITCHED.stroke_width(1))))?;
     Ok(())
 }
 
