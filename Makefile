@@ -237,9 +237,13 @@ $(B)/speedtest.uring: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $
 	@mkdir -p $(@D)
 	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
 
-speedtest: lib $(HOT_OURS) $(B)/speedtest.static $(B)/speedtest.uring $(if $(ORIGINAL),$(HOT_ORIGINAL))
+# Then `latte record` following a thread that records flat out and `latte
+# diff` of two 10 M-sample recordings (speedtest/compare.py: figures with
+# their goals; exit 1 when one fails).
+speedtest: lib $(HOT_OURS) $(B)/speedtest.static $(B)/speedtest.uring $(B)/compare/producer $(if $(ORIGINAL),$(HOT_ORIGINAL))
 	$(SPEED_RUN) --ours $(B)/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
 	  --extra "./$(B)/speedtest.static --shared /latte-speedtest-$$$$" --extra "./$(B)/speedtest.uring --flush-only"
+	$(PYTHON) speedtest/compare.py $(REL)/latte $(B)/compare/producer
 
 # The ORIGINAL= mechanism end to end, against a stand-in engine written for
 # this test (tests/speedtest/standin/Latte.hpp), in a quick run: every row is
