@@ -190,3 +190,19 @@ pub fn trailer(path: &std::path::Path) -> Result<Option<serde_json::Value>, Stri
     }
     Ok(Some(v))
 }
+
+/// Adds to each row of a recording's report the samples its followed rings
+/// lost (the image's own slots hold only what was read, so they count
+/// none). Nothing for a region or an image.
+pub fn add_lost(target: &str, rows: &mut [latte::report::Row]) -> Result<(), String> {
+    if latte::shm::is_region_name(target) {
+        return Ok(());
+    }
+    let Some(t) = trailer(std::path::Path::new(target))? else { return Ok(()) };
+    for inc in t["incarnations"].as_array().into_iter().flatten() {
+        if let Some(r) = rows.iter_mut().find(|r| inc["id"] == r.name.as_str()) {
+            r.lost += inc["lost"].as_u64().unwrap_or(0);
+        }
+    }
+    Ok(())
+}

@@ -362,6 +362,8 @@ def test_record():
     if lines.get("rec.slow") and int(lines["rec.slow"].group(4)) == 0:
         check(same, f"stats of rec.slow agree on the file and the live region ({fs['rec.slow']['p50']} / {ls['rec.slow']['p50']})")
     check(fj["cycles_per_ns"] == lj["cycles_per_ns"], "the file keeps the producer's frequency")
+    check(fs["rec.fast"]["read"] == n_fast - lost_fast and fs["rec.fast"]["lost"] == lost_fast,
+          f"stats on the file: rec.fast read {fs['rec.fast']['read']}, lost {fs['rec.fast']['lost']} (record's figures)")
     r = latte("diff", rec_file, region)
     check(r.returncode == 3, "diff of a region that is gone: exit 3")
     r = latte("record", rec_file, "-o", path("x.rec"))

@@ -32,6 +32,8 @@ const QUANTILES: [(f64, &str, &str); 5] = [(0.5, "p50", "P50"), (0.9, "p90", "P9
 /// One side of one ID.
 struct Side {
     count: usize,
+    /// Samples of the ID the source knows were lost (not compared).
+    lost: u64,
     /// QUANTILES' values in ns.
     values: [f64; 5],
 }
@@ -77,8 +79,8 @@ fn durations(s: &Source, name: &str, factor: f64, clean: bool) -> Vec<u64> {
     v
 }
 
-fn side(v: &[u64], scale: f64) -> Option<Side> {
-    (!v.is_empty()).then(|| Side { count: v.len(), values: QUANTILES.map(|(q, _, _)| diffstats::percentile(v, q) as f64 * scale) })
+fn side(v: &[u64], lost: u64, scale: f64) -> Option<Side> {
+    (!v.is_empty()).then(|| Side { count: v.len(), lost, values: QUANTILES.map(|(q, _, _)| diffstats::percentile(v, q) as f64 * scale) })
 }
 
 fn compare(name: &str, a: &Source, b: &Source, unit: &Unit, o: &DiffOpts) -> IdDiff {
@@ -87,7 +89,15 @@ fn compare(name: &str, a: &Source, b: &Source, unit: &Unit, o: &DiffOpts) -> IdD
         let vb = durations(b, name, unit.to_common[1], o.clean);
         (ha.join().unwrap_or_default(), vb)
     });
-    let mut d = IdDiff { name: name.to_string(), a: side(&va, unit.scale), b: side(&vb, unit.scale), test: None, median_ci: None, p99_ci: None, verdict: "" };
+    let mut d = IdDiff {
+        name: name.to_string(),
+        a: side(&va, lost(a, name), unit.scale),
+        b: side(&vb, lost(b, name), unit.scale),
+        test: None,
+        median_ci: None,
+        p99_ci: None,
+        verdict: "",
+    };
     d.verdict = match (va.len(), vb.len()) {
         (0, _) => "only in B",
         (_, 0) => "only in A",
@@ -107,6 +117,10 @@ fn compare(name: &str, a: &Source, b: &Source, unit: &Unit, o: &DiffOpts) -> IdD
         }
     };
     d
+}
+
+fn lost(s: &Source, name: &str) -> u64 {
+    s.id(name).map(|i| i.lost).unwrap_or(0)
 }
 
 /// Relative change of QUANTILES[k] from A to B (None: a side missing or A's 0).
@@ -182,6 +196,7 @@ fn side_json(s: &Option<Side>) -> serde_json::Value {
         Some(s) => {
             let mut m = serde_json::Map::new();
             m.insert("count".into(), s.count.into());
+            m.insert("lost".into(), s.lost.into());
             for (k, (_, key, _)) in QUANTILES.iter().enumerate() {
                 m.insert((*key).into(), s.values[k].into());
             }
