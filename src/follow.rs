@@ -28,8 +28,10 @@ use crate::reader::{latte_cursor, latte_raw_sample, ReadMode, View};
 pub struct FollowOptions {
     /// Shortest time between two looks at one slot (ns).
     pub min_interval_ns: u64,
-    /// Longest time between two looks at one slot (ns): the look that
-    /// notices a writer that was idle and starts.
+    /// Longest time between two looks at one slot (ns), and between two
+    /// looks for new slots: the look that notices a writer that was idle,
+    /// or new, and starts (1 ms: a thread writing 36 M samples/s fills
+    /// about 36,000, half a default ring, in that time).
     pub max_interval_ns: u64,
     /// Share of the ring the fastest writer seen lately may fill between
     /// two looks (0 < fill <= 1).
@@ -42,7 +44,7 @@ pub struct FollowOptions {
 
 impl Default for FollowOptions {
     fn default() -> Self {
-        FollowOptions { min_interval_ns: 50_000, max_interval_ns: 2_000_000, fill: 0.25, from_start: false }
+        FollowOptions { min_interval_ns: 50_000, max_interval_ns: 1_000_000, fill: 0.25, from_start: false }
     }
 }
 
@@ -265,8 +267,8 @@ mod tests {
         let iv = f.interval(Some(0.036), 65536);
         assert!((440_000..470_000).contains(&iv), "{iv}");
         assert_eq!(f.interval(None, 65536), 50_000, "unknown rate: look soon");
-        assert_eq!(f.interval(Some(0.0), 65536), 2_000_000, "idle: the longest interval");
-        assert_eq!(f.interval(Some(1e-9), 65536), 2_000_000);
+        assert_eq!(f.interval(Some(0.0), 65536), 1_000_000, "idle: the longest interval");
+        assert_eq!(f.interval(Some(1e-9), 65536), 1_000_000);
         assert_eq!(f.interval(Some(10.0), 65536), 50_000, "never faster than the minimum");
     }
 }
