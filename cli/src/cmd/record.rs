@@ -3,6 +3,12 @@
 //! (`crate::recording`), until the duration, the count, the producer's exit
 //! or SIGINT/SIGTERM ends it. Loss is counted per incarnation of each ring,
 //! from its writer's index: `read + lost == recorded`.
+//!
+//! The file is written by a thread of its own, behind a bounded queue of
+//! batches (`QUEUE_BATCHES`), so that a write held up by the page cache's
+//! writeback never holds up the follower; a queue that stays full (a disk
+//! slower than the producers) holds the follower up instead, and the rings
+//! it then cannot read in time count their loss as always.
 
 use crate::recording::Writer;
 use crate::{fail, open, output_error, EXIT_NOT_REGION, EXIT_OUTPUT, EXIT_USAGE};
@@ -13,7 +19,39 @@ use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// Batches (each at most one ring: 1 MiB at the default 65,536 samples)
+/// queued for the writing thread.
+const QUEUE_BATCHES: usize = 128;
+
+/// One batch for the writing thread: the incarnation's number in the file,
+/// its ring's owner and ID, and the samples.
+struct Batch {
+    number: u32,
+    id_token: u32,
+    thread_idx: u32,
+    os_tid: u32,
+    samples: Vec<latte_raw_sample>,
+}
+
+/// The writing thread: appends every batch, hands each buffer back for
+/// reuse, and returns the writer (for its headers) with the first error.
+fn write_batches(mut w: Writer, rx: mpsc::Receiver<Batch>, pool: mpsc::Sender<Vec<latte_raw_sample>>, failed: &AtomicBool) -> (Writer, Option<std::io::Error>) {
+    let mut error = None;
+    for b in rx {
+        if error.is_none() {
+            if let Err(e) = w.append(b.number, b.id_token, b.thread_idx, b.os_tid, &b.samples) {
+                error = Some(e);
+                // Relaxed: a flag read on its own by the recording loop.
+                failed.store(true, Ordering::Relaxed);
+            }
+        }
+        let _ = pool.send(b.samples);
+    }
+    (w, error)
+}
 
 /// What to record.
 pub struct RecordOpts {
@@ -53,9 +91,11 @@ struct Pending {
     inc: Incarnation,
 }
 
-/// The sink's state: the incarnations recorded, the file, the ID filter.
+/// The sink's state: the incarnations recorded, the queue to the writing
+/// thread and its buffers, the ID filter.
 struct Store {
-    writer: Writer,
+    queue: mpsc::SyncSender<Batch>,
+    pool: mpsc::Receiver<Vec<latte_raw_sample>>,
     pending: HashMap<(u32, u32), Pending>,
     /// Order of first sight: (slot, generation) of incarnation number k+1.
     order: Vec<(u32, u32)>,
@@ -64,26 +104,26 @@ struct Store {
     wanted: Vec<String>,
     read: u64,
     lost: u64,
-    error: Option<std::io::Error>,
 }
 
 impl Store {
+    /// Whether samples of `token` are recorded: not the reserved IDs
+    /// (calibration's), and with `--id` only those named.
     fn kept(&mut self, v: &View, token: u32) -> bool {
-        if self.wanted.is_empty() {
-            return true;
-        }
         let t = token as usize;
         if self.keep.len() <= t {
             self.keep.resize(t + 1, None);
         }
+        let wanted = &self.wanted;
         *self.keep[t].get_or_insert_with(|| {
-            let name = v.id_name(token).map(|n| String::from_utf8_lossy(latte::name::name_bytes(&n)).into_owned()).unwrap_or_default();
-            self.wanted.contains(&name)
+            let Ok(n) = v.id_name(token) else { return false };
+            let name = latte::name::name_bytes(&n);
+            !latte::name::is_reserved_name(name) && (wanted.is_empty() || wanted.iter().any(|w| w.as_bytes() == name))
         })
     }
 
     fn take(&mut self, v: &View, inc: &Incarnation, samples: &[latte_raw_sample]) {
-        if self.error.is_some() || !self.kept(v, inc.id_token) {
+        if !self.kept(v, inc.id_token) {
             return;
         }
         let key = (inc.slot, inc.generation);
@@ -97,9 +137,12 @@ impl Store {
         self.read += inc.read - p.inc.read;
         self.lost += inc.lost - p.inc.lost;
         p.inc = *inc;
-        if let Err(e) = self.writer.append(p.number, inc.id_token, inc.thread_idx, inc.os_tid, samples) {
-            self.error = Some(e);
-        }
+        let mut buf = self.pool.try_recv().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(samples);
+        // Blocks while the queue is full; fails only once the writing
+        // thread is gone (after an error, which the loop reports).
+        let _ = self.queue.send(Batch { number: p.number, id_token: inc.id_token, thread_idx: inc.thread_idx, os_tid: inc.os_tid, samples: buf });
     }
 }
 
@@ -112,7 +155,12 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     let shown = o.output.display().to_string();
     let file = std::fs::File::create(&o.output).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
     let writer = Writer::create(file, v.geo().id_capacity, v.geo().samples_per_slot).map_err(|e| fail(&shown, &e.to_string(), EXIT_OUTPUT))?;
-    let mut store = Store { writer, pending: HashMap::new(), order: Vec::new(), keep: Vec::new(), wanted: o.ids.clone(), read: 0, lost: 0, error: None };
+    let (queue, rx) = mpsc::sync_channel(QUEUE_BATCHES);
+    let (pool_tx, pool) = mpsc::channel();
+    let failed = std::sync::Arc::new(AtomicBool::new(false));
+    let f2 = failed.clone();
+    let writing = std::thread::spawn(move || write_batches(writer, rx, pool_tx, &f2));
+    let mut store = Store { queue, pool, pending: HashMap::new(), order: Vec::new(), keep: Vec::new(), wanted: o.ids.clone(), read: 0, lost: 0 };
     catch_signals();
     let mut follower = Follower::new(FollowOptions { from_start: o.from_start, ..Default::default() });
     let started = Instant::now();
@@ -125,8 +173,9 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
         // reads the last samples there will ever be.
         let alive = m.producer_alive();
         let wait = follower.poll(&v, &mut |inc, s| store.take(&v, inc, s)).map_err(read_err)?;
-        if let Some(e) = store.error.take() {
-            return Err(fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT));
+        // Relaxed: the flag alone (the error itself comes with the thread's join).
+        if failed.load(Ordering::Relaxed) {
+            break "the file could not be written";
         }
         if progress && shown_at.elapsed() >= Duration::from_millis(250) {
             shown_at = Instant::now();
@@ -152,14 +201,17 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     if progress {
         eprintln!();
     }
-    if let Some(e) = store.error.take() {
+    let Store { queue, pending, order, .. } = store;
+    drop(queue); // the writing thread ends with the last batch
+    let (writer, error) = writing.join().map_err(|_| fail(&shown, "the writing thread failed", EXIT_OUTPUT))?;
+    if let Some(e) = error {
         return Err(fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT));
     }
     // Every incarnation's final figures, in file order.
     let all = follower.incarnations();
     let mut incs = Vec::new();
-    for key in &store.order {
-        let mut inc = store.pending[key].inc;
+    for key in &order {
+        let mut inc = pending[key].inc;
         if let Some(f) = all.iter().find(|i| (i.slot, i.generation) == *key) {
             inc = *f;
         }
@@ -186,7 +238,7 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
         "recorded": read + lost, "read": read, "lost": lost,
         "incarnations": list,
     });
-    let bytes = store.writer.finish(&v, &trailer).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
+    let bytes = writer.finish(&v, &trailer).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
     // One line per ID, then the totals (key=value, like `watch --plain`).
     let mut ids: Vec<String> = incs.iter().map(|i| name(i.id_token)).collect();
     ids.sort();
