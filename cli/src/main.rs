@@ -128,7 +128,7 @@ enum Cmd {
         /// --count: when the producer exits or on Ctrl-C.
         #[arg(long = "for", value_parser = parse_interval, value_name = "DURATION")]
         duration: Option<Duration>,
-        /// Stop once this many samples were read.
+        /// Stop once this many samples were read (whole batches: at least this many).
         #[arg(long)]
         count: Option<u64>,
         /// Record only this ID (repeat for more).

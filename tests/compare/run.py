@@ -371,7 +371,43 @@ def test_record():
     print(f"     ({time.time() - t0:.1f} s)")
 
 
-for test in (test_shift, test_false_positives, test_sides_and_options, test_plot, test_record):
+def test_record_options():
+    """--id keeps one ID; --count stops once that many were read; --for
+    stops after the duration while the producer lives."""
+    t0 = time.time()
+    region = f"/latte-compare-opt-{os.getpid()}"
+    prod = subprocess.Popen([PRODUCER, region, "200000", "20000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        check(prod.stdout.readline().strip() == "READY", "producer ready")
+        only = subprocess.Popen([LATTE, "record", region, "-o", path("only.rec"), "--id", "rec.slow"], stdout=subprocess.PIPE, text=True)
+        count = subprocess.Popen([LATTE, "record", region, "-o", path("count.rec"), "--count", "1000"], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        prod.stdin.write("go\n")
+        prod.stdin.flush()
+        prod.stdout.readline()
+        out, _ = count.communicate(timeout=30)
+        check(count.returncode == 0 and 'ended="the count was reached"' in out, f"--count 1000 ends the recording ({out.strip().splitlines()[-1:]})")
+        m = re.search(r"^total recorded=(\d+) read=(\d+)", out, re.M)
+        check(m is not None and int(m.group(2)) >= 1000, "--count: at least that many read")
+        r = latte("record", region, "-o", path("for.rec"), "--for", "300ms")
+        check(r.returncode == 0 and 'ended="the duration elapsed"' in r.stdout, "--for 300ms ends the recording while the producer lives")
+        prod.stdin.close()
+        prod.wait(timeout=30)
+        out, _ = only.communicate(timeout=30)
+    finally:
+        if prod.poll() is None:
+            prod.kill()
+        try:
+            os.remove("/dev/shm" + region)
+        except OSError:
+            pass
+    ids = {i for i, _, _, _ in read_slots(path("only.rec"))}
+    check(ids == {"rec.slow"} and "id=rec.fast" not in out, f"--id rec.slow records that ID only ({ids})")
+    check(re.search(r"^id=rec.slow recorded=20000 ", out, re.M) is not None, "--id: rec.slow's 20,000 spans accounted for")
+    print(f"     ({time.time() - t0:.1f} s)")
+
+
+for test in (test_shift, test_false_positives, test_sides_and_options, test_plot, test_record, test_record_options):
     print(f"== compare: {test.__name__}")
     test()
 print(f"compare: {passes} passed, {failures} failed")
