@@ -44,6 +44,8 @@ const CELLS: (usize, usize) = (120, 60);
 /// Switched samples marked at most (evenly thinned beyond).
 const MAX_MARKS: usize = 4000;
 const PANEL: (u32, u32) = (640, 420);
+/// IDs drawn at most in one picture (one row of 420 px each).
+const MAX_IDS: usize = 24;
 const FONT: &str = "sans-serif";
 
 /// Font files tried for PNG output, in order.
@@ -333,6 +335,9 @@ pub fn run(o: &PlotOpts) -> Result<(), ExitCode> {
     }
     if ids.is_empty() {
         return Err(fail("plot", "no samples to plot (of the IDs asked for)", EXIT_OTHER));
+    }
+    if ids.len() > MAX_IDS {
+        return Err(fail("plot", &format!("{} IDs to draw, at most {MAX_IDS} in one picture: choose with --id", ids.len()), EXIT_USAGE));
     }
     // Created first, so that an unwritable path fails before the drawing.
     std::fs::File::create(&o.output).map_err(|e| fail(&shown, &crate::output_error(&o.output, &e), EXIT_OUTPUT))?;
