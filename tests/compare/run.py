@@ -323,6 +323,8 @@ def test_record():
         prod.stdin.close()
         prod.wait(timeout=30)
         out, err = rec.communicate(timeout=30)
+        # A live region (its producer gone, its rings still there) against the file.
+        _, live_diff = diff_json(region, rec_file)
     finally:
         if prod.poll() is None:
             prod.kill()
@@ -330,6 +332,9 @@ def test_record():
             os.remove("/dev/shm" + region)
         except OSError:
             pass
+    slow = by_id(live_diff)["rec.slow"] if live_diff else None
+    check(slow is not None and slow["a"]["count"] == n_slow and slow["b"]["count"] <= n_slow and slow["verdict"] == "no change",
+          f"diff of the region and its recording: rec.slow the same ({slow and slow['verdict']})")
     check(rec.returncode == 0, f"record exits 0 when the producer exits ({err.strip()})")
     lines = {m.group(1): m for m in re.finditer(r"^id=(\S+) recorded=(\d+) read=(\d+) lost=(\d+)", out, re.M)}
     written = {"rec.fast": n_fast, "rec.slow": n_slow}
