@@ -193,6 +193,9 @@ impl Follower {
         let info = view.slot_info(i)?;
         let f = &mut self.slots[i as usize];
         if info.generation == 0 {
+            // Unassigned or being reassigned: looked at again after the
+            // longest interval, the bound for finding any new owner.
+            f.rate = Some(0.0);
             return Ok(());
         }
         let before = f.cur.generation;
@@ -202,7 +205,8 @@ impl Follower {
         self.buf.clear();
         let r = view.read_slot(i, &mut f.cur, &mut self.buf, ReadMode::Live)?;
         if f.cur.generation == 0 {
-            return Ok(()); // being reassigned: the next look sees its new owner
+            f.rate = Some(0.0);
+            return Ok(()); // being reassigned: a later look sees its new owner
         }
         if f.cur.generation != before || !f.active {
             if f.active {
