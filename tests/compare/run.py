@@ -20,7 +20,7 @@ record: against tests/compare/producer.cpp writing a known number of spans
 what it says it read, the last ring's samples are in the file as they were
 in the region, and `latte stats` on the file and on the live region agree
 for an ID both hold whole."""
-import collections, json, math, os, re, struct, subprocess, sys, tempfile, time, zlib
+import collections, json, math, os, pty, re, select, struct, subprocess, sys, tempfile, time, zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from latte_file import lognormal, read_slots, trailer, write_recording  # noqa: E402
@@ -394,8 +394,22 @@ def test_record_options():
         check(count.returncode == 0 and 'ended="the count was reached"' in out, f"--count 1000 ends the recording ({out.strip().splitlines()[-1:]})")
         m = re.search(r"^total recorded=(\d+) read=(\d+)", out, re.M)
         check(m is not None and int(m.group(2)) >= 1000, "--count: at least that many read")
-        r = latte("record", region, "-o", path("for.rec"), "--for", "300ms")
-        check(r.returncode == 0 and 'ended="the duration elapsed"' in r.stdout, "--for 300ms ends the recording while the producer lives")
+        # Standard error a terminal: the progress line.
+        master, slave = pty.openpty()
+        r = subprocess.run([LATTE, "record", region, "-o", path("for.rec"), "--for", "600ms"], stdout=subprocess.PIPE, stderr=slave, text=True, timeout=30)
+        os.close(slave)
+        shown = b""
+        while select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+        os.close(master)
+        check(r.returncode == 0 and 'ended="the duration elapsed"' in r.stdout, "--for 600ms ends the recording while the producer lives")
+        check(b"\rlatte record: " in shown and b"samples read" in shown, f"a progress line on a terminal ({shown[:60]!r})")
         prod.stdin.close()
         prod.wait(timeout=30)
         out, _ = only.communicate(timeout=30)
