@@ -201,7 +201,7 @@ pub fn add_lost(target: &str, rows: &mut [latte::report::Row]) -> Result<(), Str
     let Some(t) = trailer(std::path::Path::new(target))? else { return Ok(()) };
     for inc in t["incarnations"].as_array().into_iter().flatten() {
         if let Some(r) = rows.iter_mut().find(|r| inc["id"] == r.name.as_str()) {
-            r.lost += inc["lost"].as_u64().unwrap_or(0);
+            r.lost = r.lost.saturating_add(inc["lost"].as_u64().unwrap_or(0));
         }
     }
     Ok(())

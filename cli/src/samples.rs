@@ -82,7 +82,7 @@ pub fn load(target: &str) -> Result<Source, ExitCode> {
     if let Some(rec) = &recording {
         for inc in rec["incarnations"].as_array().into_iter().flatten() {
             if let Some(id) = ids.iter_mut().find(|i| inc["id"] == i.name.as_str()) {
-                id.lost += inc["lost"].as_u64().unwrap_or(0);
+                id.lost = id.lost.saturating_add(inc["lost"].as_u64().unwrap_or(0));
             }
         }
     }
