@@ -72,7 +72,7 @@ pub fn load(target: &str) -> Result<Source, ExitCode> {
         }
         let mut cur = latte_cursor::default();
         let r = v.read_slot(s.index, &mut cur, &mut ids[t].samples, ReadMode::Live).map_err(bad)?;
-        ids[t].lost += s.write_idx.saturating_sub(r.read);
+        ids[t].lost = ids[t].lost.saturating_add(s.write_idx.saturating_sub(r.read));
     }
     let recording = if latte::shm::is_region_name(target) {
         None
