@@ -25,7 +25,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src cli/src -name '*.rs') Cargo.toml cli/Cargo.toml build.rs
 
-.PHONY: compare-test lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
+.PHONY: compare-test python python-test python-lint lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
 
 all: lib
 
@@ -75,6 +75,13 @@ lint: tools
 	$(CARGO) clippy --workspace --all-targets --features latte/uring -- -D warnings -D clippy::undocumented_unsafe_blocks
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps -p latte --document-private-items
 	$(PYTHON) tests/module_graph.py
+	@$(MAKE) --no-print-directory python-lint
+
+# The Python package's crate (python/, a workspace of its own: see
+# python/Cargo.toml): rustfmt and clippy with the same gates.
+python-lint: tools
+	$(CARGO) fmt --manifest-path python/Cargo.toml --check
+	$(CARGO) clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
 
 # Every suite, its output also kept in build/test.log, then one line with
 # the counts summed over the suites (tests/summary.py).
@@ -83,7 +90,7 @@ test:
 	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
 	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
 
-test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test compare-test speedtest-test install-test readme-test
+test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test compare-test speedtest-test install-test readme-test python-test
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -111,8 +118,9 @@ compare-test: lib $(B)/compare/producer
 	@$(call need_file,/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf,fonts-dejavu-core)
 	$(PYTHON) tests/compare/run.py $(REL)/latte $(B)/compare/producer
 
-# `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), then
-# a real Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
+# `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), a
+# region that grows while serve and watch read it (tests/serve/growth.py),
+# then a real Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
 # Debian package prometheus, installed when missing and make runs as root;
 # its service is never started). In a mount namespace with its own tmpfs on
 # /dev/shm, as cli-test.
@@ -125,7 +133,8 @@ serve-test: lib $(B)/serve/service
 	@[ "$$(id -u)" = 0 ] || { echo "make: serve-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm || exit 1; rc=0; \
 	  $(PYTHON) tests/serve/http_edges.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
-	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
+	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
+	  $(PYTHON) tests/serve/growth.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
 
 # Both builds: without and with the io_uring flush (the suites the feature
 # changes: the unit tests and the flush tests). Profile ci-test: release
@@ -201,7 +210,9 @@ $(B)/cpp/%.tsan: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_SO)
 # make speedtest: speedtest/run.py runs speedtest/hot.cpp built against our
 # header (and, with ORIGINAL=/path/to/Latte.hpp, a second time against that
 # header, alternately), then the latte-only extraction and flush goals of
-# speedtest/speedtest.cpp; it prints every goal row with PASS or FAIL and
+# speedtest/speedtest.cpp and the Python package's read of a flushed image
+# into numpy (speedtest/python_read.py, in build/python/venv); it prints
+# every goal row with PASS or FAIL and
 # exits 0 (all pass), 1 (a goal failed) or 3 (machine too busy to judge);
 # make reports a non-zero one as "Error 1" / "Error 3" (and exits 2).
 SPEED_FLAGS := -O3 -march=native -std=c++17 -Wall -Wextra -Icpp_compat -Iinclude -pthread
@@ -240,9 +251,10 @@ $(B)/speedtest.uring: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $
 # Then `latte record` following a thread that records flat out and `latte
 # diff` of two 10 M-sample recordings (speedtest/compare.py: figures with
 # their goals; exit 1 when one fails).
-speedtest: lib $(HOT_OURS) $(B)/speedtest.static $(B)/speedtest.uring $(B)/compare/producer $(if $(ORIGINAL),$(HOT_ORIGINAL))
+speedtest: lib $(HOT_OURS) $(B)/speedtest.static $(B)/speedtest.uring $(if $(ORIGINAL),$(HOT_ORIGINAL)) $(B)/python/producer $(PYVENV)/.installed $(B)/compare/producer
 	$(SPEED_RUN) --ours $(B)/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
-	  --extra "./$(B)/speedtest.static --shared /latte-speedtest-$$$$" --extra "./$(B)/speedtest.uring --flush-only"
+	  --extra "./$(B)/speedtest.static --shared /latte-speedtest-$$$$" --extra "./$(B)/speedtest.uring --flush-only" \
+	  --extra "$(PYV) speedtest/python_read.py $(B)/python/producer"
 	$(PYTHON) speedtest/compare.py $(REL)/latte $(B)/compare/producer
 
 # The ORIGINAL= mechanism end to end, against a stand-in engine written for
@@ -255,6 +267,52 @@ $(B)/hot.standin.%: speedtest/hot.cpp tests/speedtest/standin/Latte.hpp
 
 speedtest-test: lib $(B)/hot.ours.0 $(B)/hot.ours.1 $(B)/hot.standin.0 $(B)/hot.standin.1
 	$(PYTHON) tests/speedtest/check_mechanism.py $(B)/hot.ours $(B)/hot.standin
+
+# ------------------------------------------------------------- python ----
+# The Python package `latte` (python/: pyo3 and rust-numpy over the
+# library's reader, built by maturin). Its tests, its speedtest row and the
+# docs example run in a virtual environment under build/python/venv, with
+# the packages below from PyPI. `make python` builds a wheel into
+# build/python/wheels.
+PYVENV    := $(B)/python/venv
+PYV       := $(PYVENV)/bin/python
+PY_PKGS   := maturin numpy pytest pandas matplotlib
+PY_SRCS   := $(shell find python/src python/latte -name '*.rs' -o -name '*.py') python/Cargo.toml python/Cargo.lock python/pyproject.toml
+
+# The venv (Debian's python3 needs the python3-venv package for it).
+$(PYVENV)/.ready:
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: $(PYTHON) cannot make a virtual environment: installing the python3-venv package"; \
+	    if [ ! -e $(B)/.apt-updated ]; then apt-get update -qq && mkdir -p $(B) && touch $(B)/.apt-updated; fi && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null; \
+	  else echo "make: $(PYTHON) cannot make a virtual environment: install the python3-venv package"; exit 1; fi; }
+	rm -rf $(PYVENV)
+	$(PYTHON) -m venv $(PYVENV)
+	$(PYV) -m pip install -q --disable-pip-version-check $(PY_PKGS)
+	touch $@
+
+# `pip install ./python` into the venv (its own maturin as the build
+# backend, found on PATH, so nothing else is fetched).
+$(PYVENV)/.installed: $(PYVENV)/.ready $(PY_SRCS) $(SRCS)
+	PATH=$(CURDIR)/$(PYVENV)/bin:$$PATH $(PYV) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall ./python
+	touch $@
+
+python: $(PYVENV)/.ready
+	$(PYVENV)/bin/maturin build --release -m python/Cargo.toml -o $(B)/python/wheels
+
+$(B)/python/producer: python/tests/producer.c include/*.h $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@ -L$(REL) -llatte $(RPATH)
+
+# The pytest suite (python/tests) in a mount namespace with a tmpfs of its
+# own on /dev/shm, as cli-test: its hostile objects never reach the
+# machine's. Ends with "python: N passed, M failed".
+python-test: lib $(B)/python/producer $(PYVENV)/.installed
+	@[ "$$(id -u)" = 0 ] || { echo "make: python-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
+	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm && \
+	  LATTE_PRIVATE_SHM=1 LATTE_BIN=$(CURDIR)/$(REL)/latte LATTE_PRODUCER=$(CURDIR)/$(B)/python/producer \
+	  exec $(PYV) -m pytest -q -p no:cacheprovider --color=no python/tests'
 
 # ------------------------------------------------------------ install ----
 # make install PREFIX=/usr/local DESTDIR= (LIBDIR, INCLUDEDIR, BINDIR, MANDIR

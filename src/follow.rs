@@ -155,7 +155,10 @@ impl Follower {
 
     fn pass(&mut self, view: &View, sink: &mut Sink, all: bool) -> Result<u64, Error> {
         let now = crate::tsc::clock_ns(libc::CLOCK_MONOTONIC);
-        let used = view.slots_used() as usize;
+        // The slots handed out that this view maps (a region that grew
+        // since: the caller refreshes its mapping, `Mapping::refresh`, and
+        // the cursors carry over, being per slot index).
+        let used = (view.slots_used() as u64).min(view.slot_capacity()) as usize;
         let first = !self.started;
         if self.slots.len() < used {
             self.slots.resize(used, Followed::default());

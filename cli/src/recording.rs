@@ -3,7 +3,10 @@
 //! A recording is a flushed image (the region's own layout, magic
 //! `LATTEREG`, `LATTE_REGION_FLUSHED`) followed by a trailer, so that every
 //! reader of an image (`latte stats`, `trace`, `latte_reader_open_file`)
-//! opens it as it is. Each slot of the file holds up to one ring's worth of
+//! opens it as it is. Its slot chunks are laid out one after the other as
+//! the slots fill (chunk `k` of `FILE_FIRST_SLOTS << k` slots), then one
+//! chunk of name records per `LATTE_FIRST_NAME_BYTES << k` bytes needed.
+//! Each slot of the file holds up to one ring's worth of
 //! consecutive samples that one owner (thread, ID) wrote: an owner followed
 //! for longer than a ring fills several slots, in order (interleaved with
 //! other owners' slots), each closed, its `write_idx` and
@@ -31,13 +34,18 @@ pub const RECORDING_VERSION: u64 = 1;
 /// The trailer's JSON is refused above this size (a hostile file).
 const MAX_TRAILER: u64 = 256 << 20;
 
+/// Slots of the file's first slot chunk; chunk `k` holds `<< k`.
+const FILE_FIRST_SLOTS: u32 = 16;
+
 /// Writes a recording: samples as they come, the headers and the trailer at
 /// the end.
 pub struct Writer {
     file: File,
     geo: Geometry,
-    /// File slots written so far.
-    slots: u32,
+    /// File offset of each slot chunk made so far.
+    chunks: Vec<u64>,
+    /// The file's first free page-aligned offset.
+    end: u64,
     /// Slot headers to write at the end: (generation, id, thread_idx,
     /// os_tid, samples held), one per file slot, in file order.
     headers: Vec<[u64; 5]>,
@@ -49,12 +57,27 @@ fn put(buf: &mut [u8], off: usize, bytes: &[u8]) {
     buf[off..off + bytes.len()].copy_from_slice(bytes);
 }
 
+fn other(text: &str) -> std::io::Error {
+    std::io::Error::other(text.to_string())
+}
+
 impl Writer {
-    /// A writer of slots of `samples_per_slot` samples with room for
-    /// `id_capacity` IDs (the followed region's).
-    pub fn create(file: File, id_capacity: u32, samples_per_slot: u32) -> std::io::Result<Writer> {
-        let geo = Geometry::new(id_capacity, 1, samples_per_slot).ok_or_else(|| std::io::Error::other("unusable geometry"))?;
-        Ok(Writer { file, geo, slots: 0, headers: Vec::new(), open: Default::default() })
+    /// A writer of slots of `samples_per_slot` samples (the followed
+    /// region's).
+    pub fn create(file: File, samples_per_slot: u32) -> std::io::Result<Writer> {
+        let geo = Geometry::new(FILE_FIRST_SLOTS, samples_per_slot).ok_or_else(|| other("unusable geometry"))?;
+        Ok(Writer { file, geo, chunks: Vec::new(), end: LATTE_PAGE_SIZE, headers: Vec::new(), open: Default::default() })
+    }
+
+    /// File offset of slot `i`, making its chunk when it is the next one.
+    fn slot_offset(&mut self, i: u32) -> std::io::Result<u64> {
+        let (k, j) = self.geo.slot_place(i);
+        while self.chunks.len() <= k as usize {
+            let bytes = self.geo.slot_chunk_bytes(self.chunks.len() as u32).ok_or_else(|| other("too many slots"))?;
+            self.chunks.push(self.end);
+            self.end += bytes;
+        }
+        Ok(self.chunks[k as usize] + j * self.geo.slot_stride)
     }
 
     /// Appends `samples` of incarnation number `generation` (1-based) to
@@ -67,14 +90,13 @@ impl Writer {
                 Some(&k) if self.headers[k][4] < cap => k,
                 _ => {
                     self.headers.push([generation as u64, id_token as u64, thread_idx as u64, os_tid as u64, 0]);
-                    self.slots += 1;
                     self.open.insert(generation, self.headers.len() - 1);
                     self.headers.len() - 1
                 }
             };
             let held = self.headers[k][4];
             let n = samples.len().min((cap - held) as usize);
-            let off = self.geo.slots_offset + k as u64 * self.geo.slot_stride + LATTE_SLOT_HEADER_SIZE as u64 + held * LATTE_SAMPLE_SIZE as u64;
+            let off = self.slot_offset(k as u32)? + LATTE_SLOT_HEADER_SIZE as u64 + held * LATTE_SAMPLE_SIZE as u64;
             // The file's samples are the region's: two little-endian u64 words.
             // SAFETY: latte_raw_sample is repr(C), two u64 (16 bytes, no
             // padding, every byte initialised); the byte view borrows
@@ -88,14 +110,18 @@ impl Writer {
         Ok(())
     }
 
-    /// Writes the slot headers, the ID table, the trailer and, last, the
-    /// file header (copied from `view`'s: calibration, anchors, counters).
-    pub fn finish(self, view: &View, trailer: &serde_json::Value) -> std::io::Result<u64> {
-        let geo = Geometry::new(self.geo.id_capacity, self.slots.max(1), self.geo.samples_per_slot).ok_or_else(|| std::io::Error::other("too many slots"))?;
+    /// Writes the slot headers, the name records, the trailer and, last,
+    /// the file header (copied from `view`'s: calibration, anchors,
+    /// counters).
+    pub fn finish(mut self, view: &View, trailer: &serde_json::Value) -> std::io::Result<u64> {
         use core::mem::offset_of as o;
         type S = latte_slot_header;
         type H = latte_region_header;
-        for (k, h) in self.headers.iter().enumerate() {
+        let slots = self.headers.len() as u32;
+        if slots == 0 {
+            self.slot_offset(0)?; // one empty chunk: a region has slots
+        }
+        for (k, h) in self.headers.clone().iter().enumerate() {
             let mut b = [0u8; LATTE_SLOT_HEADER_SIZE as usize];
             put(&mut b, o!(S, write_idx), &h[4].to_le_bytes());
             put(&mut b, o!(S, flushed_end_idx), &h[4].to_le_bytes());
@@ -104,21 +130,40 @@ impl Writer {
             put(&mut b, o!(S, thread_idx), &(h[2] as u32).to_le_bytes());
             put(&mut b, o!(S, os_tid), &(h[3] as u32).to_le_bytes());
             put(&mut b, o!(S, state), &LATTE_SLOT_CLOSED.to_le_bytes());
-            self.file.write_all_at(&b, geo.slots_offset + k as u64 * geo.slot_stride)?;
+            let off = self.slot_offset(k as u32)?;
+            self.file.write_all_at(&b, off)?;
         }
-        let ids = view.ids().map_err(|e| std::io::Error::other(e.to_string()))?;
-        let mut table = vec![0u8; ids.len() * LATTE_ID_NAME_SIZE as usize];
-        for (k, id) in ids.iter().enumerate() {
-            put(&mut table, k * LATTE_ID_NAME_SIZE as usize, &id.name);
+        // Name records in token order, chunk after chunk.
+        let ids = view.ids().map_err(|e| other(&e.to_string()))?;
+        let mut name_chunks: Vec<u64> = Vec::new();
+        let mut chunk: Vec<u8> = Vec::new();
+        let flush_chunk = |w: &mut Writer, chunk: &mut Vec<u8>, dirs: &mut Vec<u64>| -> std::io::Result<()> {
+            let off = w.end;
+            w.file.write_all_at(chunk, off)?;
+            dirs.push(off);
+            w.end += name_chunk_bytes(dirs.len() as u32 - 1);
+            chunk.clear();
+            Ok(())
+        };
+        for id in &ids {
+            let len = id.name.len() as u64;
+            let rec = name_record_bytes(len) as usize;
+            if chunk.len() + rec > name_chunk_bytes(name_chunks.len() as u32) as usize {
+                flush_chunk(&mut self, &mut chunk, &mut name_chunks)?;
+            }
+            chunk.extend_from_slice(&(len as u32 + 1).to_le_bytes());
+            chunk.extend_from_slice(&id.name);
+            chunk.resize(chunk.len().next_multiple_of(LATTE_NAME_ALIGN as usize), 0);
         }
-        self.file.write_all_at(&table, geo.id_table_offset)?;
+        flush_chunk(&mut self, &mut chunk, &mut name_chunks)?;
+        let total = self.end;
         // The trailer after the image; the file is cut to its end.
         let json = serde_json::to_vec(trailer).map_err(std::io::Error::other)?;
         let mut tail = json;
         tail.extend_from_slice(&(tail.len() as u64).to_le_bytes());
         tail.extend_from_slice(&RECORDING_MAGIC);
-        self.file.set_len(geo.total_size)?;
-        self.file.write_all_at(&tail, geo.total_size)?;
+        self.file.set_len(total)?;
+        self.file.write_all_at(&tail, total)?;
         let cal = view.calibration();
         let c: latte_counters = view.counters();
         let mut h = [0u8; LATTE_HEADER_SIZE as usize];
@@ -126,20 +171,17 @@ impl Writer {
         put(&mut h, o!(H, header_size), &LATTE_HEADER_SIZE.to_le_bytes());
         put(&mut h, o!(H, slot_header_size), &LATTE_SLOT_HEADER_SIZE.to_le_bytes());
         put(&mut h, o!(H, sample_size), &LATTE_SAMPLE_SIZE.to_le_bytes());
-        put(&mut h, o!(H, id_capacity), &geo.id_capacity.to_le_bytes());
-        put(&mut h, o!(H, id_entry_size), &LATTE_ID_NAME_SIZE.to_le_bytes());
-        put(&mut h, o!(H, slot_capacity), &geo.slot_capacity.to_le_bytes());
-        put(&mut h, o!(H, samples_per_slot), &geo.samples_per_slot.to_le_bytes());
-        put(&mut h, o!(H, id_table_offset), &geo.id_table_offset.to_le_bytes());
-        put(&mut h, o!(H, slots_offset), &geo.slots_offset.to_le_bytes());
-        put(&mut h, o!(H, slot_stride), &geo.slot_stride.to_le_bytes());
-        put(&mut h, o!(H, total_size), &geo.total_size.to_le_bytes());
+        put(&mut h, o!(H, first_slots), &self.geo.first_slots.to_le_bytes());
+        put(&mut h, o!(H, samples_per_slot), &self.geo.samples_per_slot.to_le_bytes());
+        put(&mut h, o!(H, first_name_bytes), &LATTE_FIRST_NAME_BYTES.to_le_bytes());
+        put(&mut h, o!(H, slot_stride), &self.geo.slot_stride.to_le_bytes());
+        put(&mut h, o!(H, total_size), &total.to_le_bytes());
         put(&mut h, o!(H, producer_pid), &view.producer_pid().to_le_bytes());
         put(&mut h, o!(H, flags), &LATTE_REGION_FLUSHED.to_le_bytes());
         put(&mut h, o!(H, anchor_tsc), &view.anchor_tsc().to_le_bytes());
         put(&mut h, o!(H, anchor_realtime_ns), &view.anchor_realtime_ns().to_le_bytes());
         put(&mut h, o!(H, ids_used), &(ids.len() as u32).to_le_bytes());
-        put(&mut h, o!(H, slots_used), &self.slots.to_le_bytes());
+        put(&mut h, o!(H, slots_used), &slots.to_le_bytes());
         put(&mut h, o!(H, threads_seen), &c.threads_seen.to_le_bytes());
         put(&mut h, o!(H, cycles_per_ns_bits), &cal.cycles_per_ns.to_bits().to_le_bytes());
         // 2: calibration done (the figures below are the producer's).
@@ -156,11 +198,17 @@ impl Writer {
         put(&mut h, o!(H, slot_reuses), &c.slot_reuses.to_le_bytes());
         put(&mut h, o!(H, reuse_discarded), &c.reuse_discarded.to_le_bytes());
         put(&mut h, o!(H, late_drops), &c.late_drops.to_le_bytes());
+        for (k, off) in self.chunks.iter().enumerate() {
+            put(&mut h, o!(H, slot_chunks) + 8 * k, &off.to_le_bytes());
+        }
+        for (k, off) in name_chunks.iter().enumerate() {
+            put(&mut h, o!(H, name_chunks) + 8 * k, &off.to_le_bytes());
+        }
         self.file.write_all_at(&h, 0)?;
         self.file.sync_data()?;
         // The magic last: before it, the file is not an image.
         self.file.write_all_at(&LATTE_MAGIC, 0)?;
-        Ok(geo.total_size + tail.len() as u64)
+        Ok(total + tail.len() as u64)
     }
 }
 

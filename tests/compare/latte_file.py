@@ -4,22 +4,36 @@ Rust code, for the tests of `latte record`, `diff` and `plot`: a recording
 lists of samples, and a region or image read back slot by slot."""
 import json, math, mmap, os, random, struct
 
-HEADER_SIZE, SLOT_HEADER_SIZE, SAMPLE_SIZE, ID_NAME_SIZE = 512, 128, 16, 32
-LAYOUT_VERSION = 3
+HEADER_SIZE, SLOT_HEADER_SIZE, SAMPLE_SIZE = 1024, 128, 16
+LAYOUT_VERSION = 4
 FLUSHED, CLOSED = 2, 2
 MAX_DURATION = (1 << 48) - 1
 SWITCHED = 1 << 58
 SLOT_PAGE_OFFSET = 2112
+PAGE = 4096
+CHUNKS = 32
+FIRST_NAME_BYTES = 65536
+FIRST_SLOTS = 16
+# Offsets in latte_region_header (src/layout.rs, layout 4).
+H_VERSION, H_FIRST_SLOTS, H_SLOT_STRIDE, H_TOTAL, H_PID, H_ANCHOR = 8, 24, 40, 48, 56, 64
+H_IDS_USED, H_THREADS, H_CPN, H_SLOT_CHUNKS, H_NAME_CHUNKS = 80, 88, 96, 256, 512
 
 
-def geometry(id_capacity, slot_capacity, samples_per_slot):
-    """src/layout.rs Geometry::new."""
-    ids_end = HEADER_SIZE + id_capacity * ID_NAME_SIZE
-    slots_offset = (ids_end + 4095) & ~4095
+def page_round(n):
+    return (n + PAGE - 1) & ~(PAGE - 1)
+
+
+def stride_of(samples_per_slot):
+    """src/layout.rs Geometry::new: bytes from one slot to the next."""
     ring = SLOT_HEADER_SIZE + samples_per_slot * SAMPLE_SIZE
-    pad = (SLOT_PAGE_OFFSET + 4096 - ring % 4096) % 4096 if ring >= 4096 else 0
-    stride = ring + pad
-    return slots_offset, stride, slots_offset + stride * slot_capacity
+    pad = (SLOT_PAGE_OFFSET + PAGE - ring % PAGE) % PAGE if ring >= PAGE else 0
+    return ring + pad
+
+
+def slot_place(i, first_slots):
+    """(chunk, index in it) of slot i (Geometry::slot_place)."""
+    k = (i // first_slots + 1).bit_length() - 1
+    return k, i - first_slots * ((1 << k) - 1)
 
 
 def write_recording(path, ids, cycles_per_ns=3.0, samples_per_slot=16384):
@@ -29,26 +43,37 @@ def write_recording(path, ids, cycles_per_ns=3.0, samples_per_slot=16384):
     chunks = []  # (incarnation number, token, samples)
     for tok, name in enumerate(names):
         s = ids[name]
-        for k in range(0, max(len(s), 1), samples_per_slot):
-            if s[k:k + samples_per_slot]:
-                chunks.append((tok + 1, tok, s[k:k + samples_per_slot]))
-    id_capacity = 256
-    slots_offset, stride, total = geometry(id_capacity, max(len(chunks), 1), samples_per_slot)
+        for k in range(0, len(s), samples_per_slot):
+            chunks.append((tok + 1, tok, s[k:k + samples_per_slot]))
+    stride = stride_of(samples_per_slot)
+    end, slot_chunks = PAGE, []
+    while sum(FIRST_SLOTS << k for k in range(len(slot_chunks))) < max(len(chunks), 1):
+        slot_chunks.append(end)
+        end += page_round((FIRST_SLOTS << (len(slot_chunks) - 1)) * stride)
+    names_at = end
+    total = end + FIRST_NAME_BYTES
     buf = bytearray(total)
     h = struct.pack_into
     buf[0:8] = b"LATTEREG"
-    h("<IIIIIIII", buf, 8, LAYOUT_VERSION, HEADER_SIZE, SLOT_HEADER_SIZE, SAMPLE_SIZE, id_capacity, ID_NAME_SIZE, max(len(chunks), 1), samples_per_slot)
-    h("<QQQQ", buf, 40, HEADER_SIZE, slots_offset, stride, total)
-    h("<II", buf, 72, 4242, FLUSHED)
-    h("<QQ", buf, 80, 1000, 1_700_000_000_000_000_000)
-    h("<II", buf, 96, len(names), len(chunks))
-    h("<Q", buf, 104, len(names))
-    h("<d", buf, 112, cycles_per_ns)
-    for tok, name in enumerate(names):
-        raw = name.encode()[:31]
-        buf[HEADER_SIZE + tok * ID_NAME_SIZE:HEADER_SIZE + tok * ID_NAME_SIZE + len(raw)] = raw
-    for k, (gen, tok, s) in enumerate(chunks):
-        o = slots_offset + k * stride
+    h("<IIIIIIII", buf, H_VERSION, LAYOUT_VERSION, HEADER_SIZE, SLOT_HEADER_SIZE, SAMPLE_SIZE, FIRST_SLOTS, samples_per_slot, FIRST_NAME_BYTES, 0)
+    h("<QQ", buf, H_SLOT_STRIDE, stride, total)
+    h("<II", buf, H_PID, 4242, FLUSHED)
+    h("<QQ", buf, H_ANCHOR, 1000, 1_700_000_000_000_000_000)
+    h("<II", buf, H_IDS_USED, len(names), len(chunks))
+    h("<Q", buf, H_THREADS, len(names))
+    h("<d", buf, H_CPN, cycles_per_ns)
+    for k, off in enumerate(slot_chunks):
+        h("<Q", buf, H_SLOT_CHUNKS + 8 * k, off)
+    h("<Q", buf, H_NAME_CHUNKS, names_at)
+    pos = names_at
+    for name in names:
+        raw = name.encode()
+        h("<I", buf, pos, len(raw) + 1)
+        buf[pos + 4:pos + 4 + len(raw)] = raw
+        pos += (4 + len(raw) + 3) & ~3
+    for i, (gen, tok, s) in enumerate(chunks):
+        k, j = slot_place(i, FIRST_SLOTS)
+        o = slot_chunks[k] + j * stride
         h("<QQ", buf, o, len(s), len(s))
         h("<IIIII", buf, o + 64, gen, tok, tok, 1000 + tok, CLOSED)
         words = []
@@ -88,21 +113,32 @@ def read_slots(path):
     with open(path, "rb") as f:
         m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
     try:
-        assert m[0:8] == b"LATTEREG"
-        id_cap, _, slot_cap, cap = struct.unpack_from("<IIII", m, 24)
-        id_off, slots_off, stride, _ = struct.unpack_from("<QQQQ", m, 40)
-        ids_used, slots_used = struct.unpack_from("<II", m, 96)
-        names = [m[id_off + t * ID_NAME_SIZE:id_off + (t + 1) * ID_NAME_SIZE].split(b"\0")[0].decode() for t in range(ids_used)]
+        assert m[0:8] == b"LATTEREG" and struct.unpack_from("<I", m, H_VERSION)[0] == LAYOUT_VERSION
+        first, cap = struct.unpack_from("<II", m, H_FIRST_SLOTS)
+        stride, = struct.unpack_from("<Q", m, H_SLOT_STRIDE)
+        ids_used, slots_used = struct.unpack_from("<II", m, H_IDS_USED)
+        slot_chunks = struct.unpack_from("<%dQ" % CHUNKS, m, H_SLOT_CHUNKS)
+        name_chunks = struct.unpack_from("<%dQ" % CHUNKS, m, H_NAME_CHUNKS)
+        names, k, pos = [], 0, 0
+        while len(names) < ids_used:
+            base, size = name_chunks[k], FIRST_NAME_BYTES << k
+            word = struct.unpack_from("<I", m, base + pos)[0] if pos + 4 <= size else 0
+            if word == 0:
+                k, pos = k + 1, 0
+                continue
+            names.append(m[base + pos + 4:base + pos + 4 + word - 1].decode())
+            pos += (4 + word - 1 + 3) & ~3
         out = []
         for i in range(slots_used):
-            o = slots_off + i * stride
+            ck, j = slot_place(i, first)
+            o = slot_chunks[ck] + j * stride
             w, = struct.unpack_from("<Q", m, o)
             gen, tok, tidx = struct.unpack_from("<III", m, o + 64)
             if gen == 0:
                 continue
             samples = []
-            for j in range(max(0, w - cap), w):
-                samples.append(struct.unpack_from("<QQ", m, o + SLOT_HEADER_SIZE + (j & (cap - 1)) * SAMPLE_SIZE))
+            for x in range(max(0, w - cap), w):
+                samples.append(struct.unpack_from("<QQ", m, o + SLOT_HEADER_SIZE + (x & (cap - 1)) * SAMPLE_SIZE))
             out.append((names[tok], tidx, w, samples))
         return out
     finally:

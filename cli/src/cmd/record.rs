@@ -147,14 +147,14 @@ impl Store {
 }
 
 pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
-    let m = open(&o.target)?;
+    let mut m = open(&o.target)?;
     let v = m.view();
     if v.flags() & LATTE_REGION_FLUSHED != 0 {
         return Err(fail(&o.target, "is a file: record follows a live region (diff, plot and stats read files as they are)", EXIT_USAGE));
     }
     let shown = o.output.display().to_string();
     let file = std::fs::File::create(&o.output).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
-    let writer = Writer::create(file, v.geo().id_capacity, v.geo().samples_per_slot).map_err(|e| fail(&shown, &e.to_string(), EXIT_OUTPUT))?;
+    let writer = Writer::create(file, v.geo().samples_per_slot).map_err(|e| fail(&shown, &e.to_string(), EXIT_OUTPUT))?;
     let (queue, rx) = mpsc::sync_channel(QUEUE_BATCHES);
     let (pool_tx, pool) = mpsc::channel();
     let failed = std::sync::Arc::new(AtomicBool::new(false));
@@ -172,6 +172,9 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
         // Looked at before the pass: once the producer is gone, this pass
         // reads the last samples there will ever be.
         let alive = m.producer_alive();
+        // A region that grew: map its new chunks (cursors carry over).
+        m.refresh().map_err(read_err)?;
+        let v = m.view();
         let wait = follower.poll(&v, &mut |inc, s| store.take(&v, inc, s)).map_err(read_err)?;
         // Relaxed: the flag alone (the error itself comes with the thread's join).
         if failed.load(Ordering::Relaxed) {
@@ -196,6 +199,8 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
         }
         std::thread::sleep(Duration::from_nanos(wait));
     };
+    m.refresh().map_err(read_err)?;
+    let v = m.view();
     follower.drain(&v, &mut |inc, s| store.take(&v, inc, s)).map_err(read_err)?;
     let seconds = started.elapsed().as_secs_f64();
     if progress {
