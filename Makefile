@@ -9,6 +9,9 @@ REL      := target/release
 LIB_SO   := $(REL)/liblatte.so
 LIB_A    := $(REL)/liblatte.a
 B        := build
+# The Python package's virtual environment (make python-test, make speedtest).
+PYVENV   := $(B)/python/venv
+PYV      := $(PYVENV)/bin/python
 VERSION  := $(shell sed -n 's/^version = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
 MAJOR    := $(word 1,$(subst ., ,$(VERSION)))
 
@@ -25,7 +28,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src cli/src -name '*.rs') Cargo.toml cli/Cargo.toml build.rs
 
-.PHONY: python python-test python-lint lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
+.PHONY: compare-test python python-test python-lint lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
 
 all: lib
 
@@ -90,7 +93,7 @@ test:
 	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
 	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
 
-test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test speedtest-test install-test readme-test python-test
+test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test compare-test speedtest-test install-test readme-test python-test
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -102,6 +105,21 @@ $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A
 cli-test: lib $(B)/cli/service
 	@[ "$$(id -u)" = 0 ] || { echo "make: cli-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=512m tmpfs /dev/shm && exec $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service'
+
+# `latte record`, `diff` and `plot` end to end (tests/compare/run.py):
+# synthetic recordings written by a Python writer of the format
+# (tests/compare/latte_file.py), a producer writing known span counts for
+# `record`, and the plot rendered to PNG by rsvg-convert (Debian's
+# librsvg2-bin; plot's labels are measured with DejaVu Sans,
+# fonts-dejavu-core), both installed when missing and make runs as root.
+$(B)/compare/producer: tests/compare/producer.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+compare-test: lib $(B)/compare/producer
+	@$(call need,rsvg-convert,librsvg2-bin)
+	@$(call need_file,/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf,fonts-dejavu-core)
+	$(PYTHON) tests/compare/run.py $(REL)/latte $(B)/compare/producer
 
 # `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), a
 # region that grows while serve and watch read it (tests/serve/growth.py),
@@ -233,10 +251,14 @@ $(B)/speedtest.uring: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $
 	@mkdir -p $(@D)
 	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
 
-speedtest: lib $(HOT_OURS) $(B)/speedtest.static $(B)/speedtest.uring $(if $(ORIGINAL),$(HOT_ORIGINAL)) $(B)/python/producer $(PYVENV)/.installed
+# Then `latte record` following a thread that records flat out and `latte
+# diff` of two 10 M-sample recordings (speedtest/compare.py: figures with
+# their goals; exit 1 when one fails).
+speedtest: lib $(HOT_OURS) $(B)/speedtest.static $(B)/speedtest.uring $(if $(ORIGINAL),$(HOT_ORIGINAL)) $(B)/python/producer $(PYVENV)/.installed $(B)/compare/producer
 	$(SPEED_RUN) --ours $(B)/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
 	  --extra "./$(B)/speedtest.static --shared /latte-speedtest-$$$$" --extra "./$(B)/speedtest.uring --flush-only" \
 	  --extra "$(PYV) speedtest/python_read.py $(B)/python/producer"
+	$(PYTHON) speedtest/compare.py $(REL)/latte $(B)/compare/producer
 
 # The ORIGINAL= mechanism end to end, against a stand-in engine written for
 # this test (tests/speedtest/standin/Latte.hpp), in a quick run: every row is
@@ -255,8 +277,6 @@ speedtest-test: lib $(B)/hot.ours.0 $(B)/hot.ours.1 $(B)/hot.standin.0 $(B)/hot.
 # docs example run in a virtual environment under build/python/venv, with
 # the packages below from PyPI. `make python` builds a wheel into
 # build/python/wheels.
-PYVENV    := $(B)/python/venv
-PYV       := $(PYVENV)/bin/python
 PY_PKGS   := maturin numpy pytest pandas matplotlib
 PY_SRCS   := $(shell find python/src python/latte -name '*.rs' -o -name '*.py') python/Cargo.toml python/Cargo.lock python/pyproject.toml
 
@@ -341,6 +361,14 @@ need = command -v $(1) >/dev/null 2>&1 || { \
     echo "make: $(1) not found: installing the $(2) package"; \
     if [ ! -e $(B)/.apt-updated ]; then apt-get update -qq && mkdir -p $(B) && touch $(B)/.apt-updated; fi && \
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(2) >/dev/null && command -v $(1) >/dev/null; \
+  else echo "make: $(1) not found: install the $(2) package (apt-get install $(2))"; exit 1; fi; }
+
+# $(call need_file,PATH,PACKAGE): as need, for a file a package installs.
+need_file = test -e $(1) || { \
+  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+    echo "make: $(1) not found: installing the $(2) package"; \
+    if [ ! -e $(B)/.apt-updated ]; then apt-get update -qq && mkdir -p $(B) && touch $(B)/.apt-updated; fi && \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(2) >/dev/null && test -e $(1); \
   else echo "make: $(1) not found: install the $(2) package (apt-get install $(2))"; exit 1; fi; }
 
 test-tools:

@@ -50,6 +50,7 @@
 // The public API: what the `latte` command and Rust callers use.
 pub mod counters;
 pub mod error;
+pub mod follow;
 pub mod layout;
 pub mod name;
 pub mod reader;

@@ -18,7 +18,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+mod cmd;
+mod diffstats;
 mod export;
+mod recording;
+mod samples;
 mod serve;
 mod shm_watch;
 
@@ -125,6 +129,79 @@ enum Cmd {
         #[arg(long)]
         split_switched: bool,
     },
+    /// Follow a live region and write every sample it records to a file
+    /// (a recording: read by stats, trace, diff and plot like a flushed image).
+    Record {
+        /// A region name (`/name` or `name`).
+        target: String,
+        /// The recording to write.
+        #[arg(short = 'o', long = "output")]
+        output: std::path::PathBuf,
+        /// Stop after this long (e.g. 10s, 500ms, 2m); without --for and
+        /// --count: when the producer exits or on Ctrl-C.
+        #[arg(long = "for", value_parser = parse_interval, value_name = "DURATION")]
+        duration: Option<Duration>,
+        /// Stop once this many samples were read (whole batches: at least this many).
+        #[arg(long)]
+        count: Option<u64>,
+        /// Record only this ID (repeat for more).
+        #[arg(long = "id", value_name = "NAME")]
+        ids: Vec<String>,
+        /// Begin with the samples the rings hold now (what they no longer
+        /// hold counts as lost) instead of with the next one written.
+        #[arg(long)]
+        from_start: bool,
+    },
+    /// Compare two runs (regions, flushed images or recordings) per ID:
+    /// percentiles, their change, a bootstrap interval, the Mann-Whitney U
+    /// p-value and a verdict. Exit code 8 when an ID got significantly slower.
+    Diff {
+        /// The baseline.
+        a: String,
+        /// The run compared with it.
+        b: String,
+        /// Significance level of the U test; the intervals are at 1 - alpha.
+        #[arg(long, default_value_t = 0.05)]
+        alpha: f64,
+        /// Smallest change of the median that counts as slower or faster
+        /// (percent: 5 or 5%).
+        #[arg(long, default_value = "5%", value_parser = parse_percent)]
+        threshold: f64,
+        /// Leave out the samples whose thread was switched out, on both sides.
+        #[arg(long)]
+        clean: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Bootstrap replicates.
+        #[arg(long, default_value_t = 2000)]
+        replicates: usize,
+        /// Seed of the bootstrap's random stream.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Keep every column even when the terminal is narrower.
+        #[arg(long)]
+        wide: bool,
+    },
+    /// Draw runs: per ID, the percentile spectrum of each run (one curve per
+    /// run) and a heat map of one run's latency over time, as SVG or PNG.
+    Plot {
+        /// Regions, flushed images or recordings (one curve each).
+        #[arg(required = true)]
+        sources: Vec<String>,
+        /// The picture: a name ending in .svg or .png.
+        #[arg(short = 'o', long = "output")]
+        output: std::path::PathBuf,
+        /// Plot only this ID (repeat for more).
+        #[arg(long = "id", value_name = "NAME")]
+        ids: Vec<String>,
+        /// Leave out switched samples from the spectra.
+        #[arg(long)]
+        clean: bool,
+        /// Which run's heat map to draw (1 = the first given).
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        heatmap_run: usize,
+    },
     /// Write a Chrome trace (Perfetto, chrome://tracing) of every sample
     /// (or of those the filters keep).
     Trace {
@@ -156,6 +233,15 @@ fn parse_offset(s: &str) -> Result<Duration, String> {
         return Ok(Duration::ZERO);
     }
     parse_interval(s)
+}
+
+/// `5`, `5%` or `0.5%`: a share (0.05, 0.005).
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let x: f64 = s.trim().trim_end_matches('%').trim().parse().map_err(|_| format!("not a percentage: {s}"))?;
+    if !(0.0..=1000.0).contains(&x) {
+        return Err(format!("percentage out of range: {s}"));
+    }
+    Ok(x / 100.0)
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -382,6 +468,16 @@ fn main() -> ExitCode {
         Cmd::Serve { regions, listen, per_thread, interval, keep_gone, split_switched } => {
             done(serve_cmd(regions, listen, export::Options { regions: Vec::new(), per_thread, keep_gone, split_switched }, interval))
         }
+        Cmd::Record { target, output, duration, count, ids, from_start } => {
+            done(cmd::record::run(&cmd::record::RecordOpts { target, output, duration, count, ids, from_start }))
+        }
+        Cmd::Diff { a, b, alpha, threshold, clean, json, replicates, seed, wide } => done(cmd::diff::run(
+            &cmd::diff::DiffOpts { a, b, alpha, threshold, clean, json, replicates, seed },
+            if wide { Style { width: None, ..style } } else { style },
+        )),
+        Cmd::Plot { sources, output, ids, clean, heatmap_run } => {
+            done(cmd::plot::run(&cmd::plot::PlotOpts { sources, output, ids, clean, heatmap_run: heatmap_run.saturating_sub(1) }))
+        }
     }
 }
 
@@ -558,7 +654,8 @@ fn stats_cmd(raw: &OsStr, time: bool, calibrated: bool, json: bool, clean: bool,
     }
     let data = if calibrated { LATTE_DATA_CALIBRATED } else { LATTE_DATA_RAW };
     let unit = if time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE };
-    let rows = report::rows_of_view_with(&v, data, &cal, clean).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
+    let mut rows = report::rows_of_view_with(&v, data, &cal, clean).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
+    recording::add_lost(target, &mut rows).map_err(|e| fail(target, &e, EXIT_NOT_REGION))?;
     let counters = v.counters();
     if calibrated && !cal.calibrated {
         eprintln!("latte: {target}: the producer never calibrated; showing raw figures");
