@@ -437,7 +437,12 @@ typedef struct LATTE_ALIGNED(64) latte_slot_header {
   uint32_t os_tid;
   // LATTE_SLOT_LIVE or LATTE_SLOT_CLOSED (release on close).
   uint32_t state;
-  uint32_t _pad1[11];
+  uint32_t _pad_state;
+  // Samples written to this slot by its earlier owners (every earlier
+  // generation's final `write_idx`, summed): the slot's samples since it
+  // was made are `gen_base + write_idx`. Stored at assignment (A3).
+  uint64_t gen_base;
+  uint32_t _pad1[8];
 } latte_slot_header;
 
 // Per-call-site state of a pulse, kept by the caller: one per call site
@@ -477,8 +482,11 @@ typedef struct latte_slot_info {
   uint32_t os_tid;
   // LATTE_SLOT_LIVE or LATTE_SLOT_CLOSED.
   uint32_t state;
-  // Samples written to it so far.
+  // Samples written to it so far (by this owner).
   uint64_t write_idx;
+  // Samples its earlier owners wrote: the slot's samples since it was
+  // made are `gen_base + write_idx`.
+  uint64_t gen_base;
 } latte_slot_info;
 
 // A reader's position in one slot.
@@ -488,13 +496,22 @@ typedef struct latte_cursor {
   uint32_t _pad;
   // Next index to read.
   uint64_t next;
-  // Samples lost so far (overwritten before they were read).
+  // Samples of this generation lost so far (overwritten before they
+  // were read).
   uint64_t lost;
-  // Samples returned so far.
+  // Samples of this generation returned so far.
   uint64_t read;
   // CLOCK_MONOTONIC time (ns) of the last paced read that returned every
   // published sample of a live slot; 0 when the next read must look.
   uint64_t caught_up_ns;
+  // The slot's `gen_base` in this generation.
+  uint64_t base;
+  // Samples of the slot's earlier owners this cursor never read (the
+  // rest of a generation it followed when the slot got a new owner, and
+  // every generation it did not see), over the cursor's life: with the
+  // `read` and `lost` of each generation it followed, it adds up to the
+  // slot's `gen_base + write_idx`.
+  uint64_t lost_before;
 } latte_cursor;
 
 // A sample as copied out of a ring (both words as stored).

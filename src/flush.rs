@@ -186,6 +186,7 @@ impl Plan {
             put_u32(b, offset_of!(S, thread_idx), sh.thread_idx.load(Ordering::Relaxed));
             put_u32(b, offset_of!(S, os_tid), sh.os_tid.load(Ordering::Relaxed));
             put_u32(b, offset_of!(S, state), sh.state.load(Ordering::Acquire));
+            put_u64(b, offset_of!(S, gen_base), sh.gen_base.load(Ordering::Relaxed));
         }
         let slot_writes = self
             .slots

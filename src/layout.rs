@@ -192,7 +192,12 @@ pub struct latte_slot_header {
     pub os_tid: AtomicU32,
     /// LATTE_SLOT_LIVE or LATTE_SLOT_CLOSED (release on close).
     pub state: AtomicU32,
-    pub _pad1: [u32; 11],
+    pub _pad_state: u32,
+    /// Samples written to this slot by its earlier owners (every earlier
+    /// generation's final `write_idx`, summed): the slot's samples since it
+    /// was made are `gen_base + write_idx`. Stored at assignment (A3).
+    pub gen_base: AtomicU64,
+    pub _pad1: [u32; 8],
 }
 
 /// The directory header at offset 0 of a region.
@@ -679,6 +684,7 @@ const _: () = {
     assert!(name_record_bytes(LATTE_MAX_NAME_LEN as u64) <= LATTE_FIRST_NAME_BYTES as u64);
     assert!((LATTE_FIRST_NAME_BYTES as u64).is_multiple_of(LATTE_PAGE_SIZE));
     assert!(core::mem::offset_of!(latte_slot_header, generation) == 64);
+    assert!(core::mem::offset_of!(latte_slot_header, gen_base) == 88);
     // The C inline path relies on these (include/latte_inline.h).
     assert!(1u32 << LATTE_SAMPLE_SHIFT == LATTE_SAMPLE_SIZE);
     assert!(LATTE_CACHE_SIZE.is_power_of_two());

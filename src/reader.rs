@@ -169,8 +169,11 @@ pub struct latte_slot_info {
     pub os_tid: u32,
     /// LATTE_SLOT_LIVE or LATTE_SLOT_CLOSED.
     pub state: u32,
-    /// Samples written to it so far.
+    /// Samples written to it so far (by this owner).
     pub write_idx: u64,
+    /// Samples its earlier owners wrote: the slot's samples since it was
+    /// made are `gen_base + write_idx`.
+    pub gen_base: u64,
 }
 
 /// A reader's position in one slot.
@@ -183,13 +186,22 @@ pub struct latte_cursor {
     pub _pad: u32,
     /// Next index to read.
     pub next: u64,
-    /// Samples lost so far (overwritten before they were read).
+    /// Samples of this generation lost so far (overwritten before they
+    /// were read).
     pub lost: u64,
-    /// Samples returned so far.
+    /// Samples of this generation returned so far.
     pub read: u64,
     /// CLOCK_MONOTONIC time (ns) of the last paced read that returned every
     /// published sample of a live slot; 0 when the next read must look.
     pub caught_up_ns: u64,
+    /// The slot's `gen_base` in this generation.
+    pub base: u64,
+    /// Samples of the slot's earlier owners this cursor never read (the
+    /// rest of a generation it followed when the slot got a new owner, and
+    /// every generation it did not see), over the cursor's life: with the
+    /// `read` and `lost` of each generation it followed, it adds up to the
+    /// slot's `gen_base + write_idx`.
+    pub lost_before: u64,
 }
 
 /// Default minimum interval (ns) between two looks at a live slot's writer
@@ -221,6 +233,10 @@ pub struct ReadOutcome {
     pub lost: u64,
     /// The slot got a new owner; the cursor was restarted.
     pub restarted: bool,
+    /// Samples of the slot's earlier owners the cursor never read, found
+    /// by this read (ring protocol R1): exactly what they wrote and this
+    /// cursor did not return.
+    pub lost_before: u64,
     /// A paced read did not look at the writer's index: the cursor had
     /// caught up less than the minimum interval ago.
     pub deferred: bool,
@@ -635,6 +651,10 @@ impl<'a> View<'a> {
             // Acquire: samples below it are published.
             // SAFETY: as a32.
             write_idx: unsafe { AtomicU64::from_ptr(p as *mut u64) }.load(Ordering::Acquire),
+            // Relaxed: stored with the generation's metadata (A3), seen
+            // through the acquire load of the generation above.
+            // SAFETY: as a32 (8-aligned).
+            gen_base: unsafe { AtomicU64::from_ptr(p.add(f!(S, gen_base)) as *mut u64) }.load(Ordering::Relaxed),
         };
         if generation != 0 && (info.id_token >= self.ids_used() || info.write_idx >= LATTE_MAX_WRITE_IDX) {
             return Err(Error::Corrupt);
@@ -717,12 +737,13 @@ impl<'a> View<'a> {
         type S = latte_slot_header;
         // SAFETY: the slot header lies inside the mapping (slot_ptr); its
         // fields are aligned atomics another process may write.
-        let (gen_a, state_a, widx, flushed_end) = unsafe {
+        let (gen_a, state_a, widx, flushed_end, gen_base_a) = unsafe {
             (
                 AtomicU32::from_ptr(p.add(f!(S, generation)) as *mut u32),
                 AtomicU32::from_ptr(p.add(f!(S, state)) as *mut u32),
                 AtomicU64::from_ptr(p as *mut u64),
                 AtomicU64::from_ptr(p.add(f!(S, flushed_end_idx)) as *mut u64),
+                AtomicU64::from_ptr(p.add(f!(S, gen_base)) as *mut u64),
             )
         };
         let mut res = ReadOutcome::default();
@@ -731,8 +752,14 @@ impl<'a> View<'a> {
             return Ok(res);
         }
         if cur.generation != g1 {
+            // R1, a new owner: what the earlier owners wrote past what this
+            // cursor read of them is lost. Relaxed: gen_base is A3's,
+            // published by the acquire load of the generation (A4).
+            let base = gen_base_a.load(Ordering::Relaxed);
+            let seen = if cur.generation == 0 { 0 } else { cur.base.saturating_add(cur.next) };
+            res.lost_before = base.saturating_sub(seen);
             res.restarted = cur.generation != 0;
-            *cur = latte_cursor { generation: g1, ..Default::default() };
+            *cur = latte_cursor { generation: g1, base, lost_before: cur.lost_before.saturating_add(res.lost_before), ..Default::default() };
         }
         let closed = assume_final || crate::ring::is_closed(state_a, LATTE_SLOT_CLOSED); // R2
         let flushed = self.flags & LATTE_REGION_FLUSHED != 0;

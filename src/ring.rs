@@ -17,12 +17,12 @@
 //! |---|---|---|
 //! | A1 | `generation = 0` (relaxed): the slot is changing | |
 //! | A2 | release fence: orders A1 before A3 | R4 |
-//! | A3 | `write_idx = 0`, owner, token, `state = LIVE` (relaxed) | |
+//! | A3 | `gen_base += write_idx` (what the last owner wrote), then `write_idx = 0`, owner, token, `state = LIVE` (relaxed) | R1 |
 //! | A4 | `generation = g`, g ≠ 0, with release: publishes A3 | R1, R7 |
 //!
 //! | step | reader, for a slot and its cursor (`generation`, `next`) | pairs with |
 //! |---|---|---|
-//! | R1 | `g1 = generation` (acquire). 0: being assigned, read nothing. Not the cursor's: a new owner, restart the cursor at 0 | A4 |
+//! | R1 | `g1 = generation` (acquire). 0: being assigned, read nothing. Not the cursor's: a new owner: `b = gen_base` (relaxed, after the acquire); the earlier owners' samples the cursor never read, `b - (cursor's base + next)`, are lost (`lost_before`); restart the cursor at 0 with base `b` | A4 |
 //! | R2 | `state` (acquire). CLOSED: no write can follow, the margin is 0 (else 1) | W4 |
 //! | R3 | `w1 = write_idx` (acquire): every index below `w1` is published | W3 |
 //! | R4 | `w1 < next`: load `generation` again (acquire). Changed: the slot is being reassigned, read nothing now. Same: corrupt | A2 |
@@ -141,7 +141,8 @@ pub fn publish<W: Atomic<V = u64>>(write_idx: &W, start_word: &W, packed_word: &
 }
 
 /// A1 to A4: gives a slot a new owner. `metadata` stores the new owner's
-/// fields (A3: `write_idx = 0`, token, thread, state) with relaxed stores.
+/// fields (A3: `gen_base` grown by the last owner's `write_idx`, then
+/// `write_idx = 0`, token, thread, state) with relaxed stores.
 #[inline]
 pub fn assign<G: Atomic<V = u32>>(generation: &G, new_generation: u32, metadata: impl FnOnce()) {
     debug_assert_ne!(new_generation, 0);

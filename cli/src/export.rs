@@ -124,12 +124,19 @@ impl Series {
     }
 }
 
+/// A series: the ID's label, and the thread's OS id with `--per-thread`.
+type SeriesKey = (String, Option<u32>);
+
 /// A mapped object under a region's name, with the exporter's cursors.
 struct Object {
     map: Mapping,
     /// (device, inode) of the object, to see a name come to refer to another.
     ident: (u64, u64),
     cursors: Vec<latte_cursor>,
+    /// Per slot, the series its owner at the previous pass fed: where the
+    /// samples it never read of that owner (and of owners it never saw)
+    /// are counted lost when the slot has a new owner.
+    owners: Vec<Option<SeriesKey>>,
     /// Region counters at the previous pass.
     last: Counts,
     /// Cycles per ns the bucket bounds below were computed with.
@@ -145,7 +152,7 @@ struct Region {
     object: Option<Object>,
     /// Why the object under the name cannot be opened (at the last scan).
     unreadable: Option<String>,
-    series: BTreeMap<(String, Option<u32>), Series>,
+    series: BTreeMap<SeriesKey, Series>,
     /// Growth of the region counters since the exporter began watching.
     counts: Counts,
     pid: u32,
@@ -326,7 +333,15 @@ impl State {
             match open(name, *ident) {
                 Opened::Region(map) => {
                     let r = self.regions.entry(name.clone()).or_default();
-                    let mut o = Object { map: *map, ident: *ident, cursors: Vec::new(), last: Counts::default(), cpn: 0.0, bounds: [0.0; FINITE_BUCKETS] };
+                    let mut o = Object {
+                        map: *map,
+                        ident: *ident,
+                        cursors: Vec::new(),
+                        owners: Vec::new(),
+                        last: Counts::default(),
+                        cpn: 0.0,
+                        bounds: [0.0; FINITE_BUCKETS],
+                    };
                     if !from_start {
                         skip_to_end(&mut o, &mut self.buf);
                     }
@@ -465,7 +480,7 @@ impl State {
         }
         let mut m = enc.encode_descriptor(
             "latte_slot_reuse_discarded_samples",
-            "Samples still in rings when they were reused (the exporter may have read them before)",
+            "Samples still in rings when they were reused (what the exporter had not read of them is in latte_samples_lost_total)",
             None,
             MetricType::Counter,
         )?;
@@ -636,6 +651,17 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
             }
         };
         let key = (id.clone(), per_thread.then_some(s.os_tid));
+        if o.owners.len() <= i {
+            o.owners.resize(i + 1, None);
+        }
+        // The earlier owners' samples this pass found unread (the slot got
+        // a new owner since the last pass): lost, in the series the slot's
+        // last owner fed (or this owner's, when it had none here).
+        if got.lost_before > 0 {
+            let to = o.owners[i].clone().unwrap_or_else(|| key.clone());
+            r.series.entry(to).or_default().lost += got.lost_before;
+        }
+        o.owners[i] = Some(key.clone());
         // A closed ring read to its end makes no series (again, once its
         // thread's has gone after --keep-gone).
         if buf.is_empty() && got.lost == 0 && s.state == LATTE_SLOT_CLOSED && !r.series.contains_key(&key) {

@@ -870,7 +870,9 @@ fn watch_read(v: &View, cursors: &mut Vec<latte_cursor>, buf: &mut Vec<latte_raw
         let got = v.read_slot(s.index, c, buf, latte::reader::ReadMode::Live)?;
         if let Some(p) = per.get_mut(s.id_token as usize) {
             p.read += buf.len() as u64;
-            p.lost += got.lost;
+            // Samples of earlier owners of the ring it never read count too (in
+            // the row of the ID the ring holds now: their own ID is not kept).
+            p.lost += got.lost + got.lost_before;
             for r in buf.iter() {
                 let switched = r.packed & LATTE_SAMPLE_SWITCHED != 0;
                 p.switched += switched as u64;

@@ -219,6 +219,8 @@ impl Registry {
         // only place slots are (re)assigned, and its previous owner is gone.
         let sh = unsafe { &*slot };
         let old_gen = sh.generation.load(Ordering::Relaxed);
+        // What every owner so far wrote (a fresh slot: zeros).
+        let base = sh.gen_base.load(Ordering::Relaxed).saturating_add(sh.write_idx.load(Ordering::Relaxed));
         if !fresh {
             let written = sh.write_idx.load(Ordering::Relaxed);
             bump(&h.slot_reuses, 1);
@@ -230,6 +232,7 @@ impl Registry {
         }
         // A1-A4 of the ring protocol (`ring::assign`).
         crate::ring::assign(&sh.generation, g, || {
+            sh.gen_base.store(base, Ordering::Relaxed);
             sh.write_idx.store(0, Ordering::Relaxed);
             sh.id_token.store(token, Ordering::Relaxed);
             sh.thread_idx.store(c.thread_idx, Ordering::Relaxed);

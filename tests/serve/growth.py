@@ -1,10 +1,12 @@
 """`latte serve` and `latte watch` follow a region that grows while they
-read it: a producer (ctypes over liblatte.so) starts with 4 rings of 64
+read it, and serve accounts for rings that change owner: a producer (ctypes over liblatte.so) starts with 4 rings of 64
 samples and records 300 new IDs, 100 spans each, one after another, so the
 region grows by several chunks of rings and of names while both read. Every
 ID is exported once with read + lost == recorded == 100 exactly (rings lap
 between passes: loss is expected, and counted), and watch names IDs made
-after it started. Run by `make serve-test` in a private /dev/shm.
+after it started. Then 1,000 short-lived threads over 128 rings: serve's
+read + lost == recorded == what the threads wrote. Run by `make serve-test`
+in a private /dev/shm.
 Usage: growth.py LATTE SERVICE LIBLATTE (SERVICE unused)."""
 import os
 import subprocess
@@ -36,6 +38,62 @@ for b in ids:
 print("DONE", flush=True)
 sys.stdin.readline()
 """
+
+
+CHURN = r"""
+import ctypes, sys, threading
+lib = ctypes.CDLL(sys.argv[1])
+class Cfg(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "replace_stale")]
+cfg = Cfg(128, 64, 0, 0, 0)
+rc = lib.latte_init_shared_region_with(sys.argv[2].encode(), ctypes.byref(cfg))
+print("READY" if rc == 0 else f"init {rc}", flush=True)
+sys.stdin.readline()
+ids = [ctypes.create_string_buffer(b"churn.a"), ctypes.create_string_buffer(b"churn.b")]
+def task(k):
+    for _ in range(int(sys.argv[4])):
+        lib.latte_start(ids[k % 2], 0)
+        lib.latte_stop(None, 0)
+# One short-lived thread per task, a few at a time: their rings go to the next ones.
+for k in range(0, int(sys.argv[3]), 4):
+    ts = [threading.Thread(target=task, args=(k + j,)) for j in range(4)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+print("DONE", flush=True)
+sys.stdin.readline()
+"""
+
+
+def churn(latte, libpath, procs):
+    """1,000 short-lived threads over a region of 128 rings: serve's read +
+    lost == recorded, and recorded is exactly what the threads wrote."""
+    threads, spans = 1000, 100
+    region = f"/latte-churn-{os.getpid()}"
+    label = region[1:]
+    prod = procs.start([sys.executable, "-c", CHURN, libpath, region, str(threads), str(spans)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    check(prod.stdout.readline().strip() == "READY", "the churning producer made its region")
+    port, serve, _ = start_serve(procs, latte, region)
+    time.sleep(0.5)
+    prod.stdin.write("go\n")
+    prod.stdin.flush()
+    check(prod.stdout.readline().strip() == "DONE", "the churning producer recorded")
+
+    def totals():
+        s = parse(scrape(port))
+        rec = sum(v for n, l, v in s if n == "latte_samples_recorded_total" and l.get("region") == label)
+        return s if rec == threads * spans else None
+
+    s = wait_for("serve counts every sample the short threads wrote", totals, 30)
+    if s is not None:
+        read = sum(v for n, l, v in s if n == "latte_span_duration_seconds_count" and l.get("region") == label)
+        lost = sum(v for n, l, v in s if n == "latte_samples_lost_total" and l.get("region") == label)
+        reuses = value(s, "latte_slot_reuses_total", region=label)
+        print(f"churn: {threads} threads, {reuses:.0f} ring reuses: read {read:.0f} + lost {lost:.0f} == recorded {threads * spans}")
+        check(read + lost == threads * spans and reuses > 0, "read + lost == what the threads wrote")
+    procs.stop(serve)
+    prod.stdin.write("end\n")
+    prod.stdin.flush()
+    subprocess.run(["rm", "-f", f"/dev/shm{region}"])
 
 
 def main():
@@ -82,6 +140,7 @@ def main():
         check(f"grow.{IDS - 1}" in out, "watch names an ID made after it started (the last one)")
         prod.stdin.write("end\n")
         prod.stdin.flush()
+        churn(latte, libpath, procs)
     subprocess.run(["rm", "-f", f"/dev/shm{region}"])
     return finish("serve growth")
 

@@ -194,12 +194,12 @@ def nearest_rank(sorted_values, q):
 
 class SlotInfo(ctypes.Structure):
     _fields_ = [("index", ctypes.c_uint32), ("generation", ctypes.c_uint32), ("id_token", ctypes.c_uint32), ("thread_idx", ctypes.c_uint32),
-                ("os_tid", ctypes.c_uint32), ("state", ctypes.c_uint32), ("write_idx", ctypes.c_uint64)]
+                ("os_tid", ctypes.c_uint32), ("state", ctypes.c_uint32), ("write_idx", ctypes.c_uint64), ("gen_base", ctypes.c_uint64)]
 
 
 class Cursor(ctypes.Structure):
     _fields_ = [("generation", ctypes.c_uint32), ("_pad", ctypes.c_uint32), ("next", ctypes.c_uint64), ("lost", ctypes.c_uint64),
-                ("read", ctypes.c_uint64), ("caught_up_ns", ctypes.c_uint64)]
+                ("read", ctypes.c_uint64), ("caught_up_ns", ctypes.c_uint64), ("base", ctypes.c_uint64), ("lost_before", ctypes.c_uint64)]
 
 
 class RawSample(ctypes.Structure):
