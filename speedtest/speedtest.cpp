@@ -524,9 +524,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (shared) {
-    latte_region_config cfg{};
-    cfg.replace_stale = 1;  // a region left by a killed run of ours is replaced
-    int rc = latte_init_shared_region_with(shared, &cfg);
+    // A region left by a killed run of ours is taken over (the default).
+    int rc = latte_init_shared_region(shared);
     if (rc != 0) {
       std::fprintf(stderr, "speedtest: InitSharedRegion(%s): %s\n", shared, latte_error_string(rc));
       return 1;

@@ -175,7 +175,9 @@ pub fn snapshot(id: &CStr) -> Result<Vec<u64>, Error> {
 /// Makes this process record into the POSIX shared-memory object `name`
 /// (`/` and up to 250 more bytes), which other processes can read live
 /// (`Mapping::open_shm`, `latte stats`). Call it before the first span:
-/// `EBUSY` once any thread recorded, `EEXIST` when the name is taken.
+/// `EBUSY` once any thread recorded, `EEXIST` when the name belongs to a
+/// live producer or to something that is not a latte region (a region
+/// whose producer is gone is replaced).
 ///
 /// ```
 /// let name = format!("/latte-doc-{}", std::process::id());
@@ -188,8 +190,7 @@ pub fn snapshot(id: &CStr) -> Result<Vec<u64>, Error> {
 /// latte::shm::unlink(name.as_bytes()).unwrap();
 /// ```
 pub fn init_shared_region(name: &str) -> Result<(), Error> {
-    let cfg = crate::region::latte_region_config { slot_capacity: 0, samples_per_slot: 0, id_capacity: 0, mode: 0, replace_stale: 0 };
-    crate::recorder::install_shared(name.as_bytes(), &cfg)
+    crate::recorder::install_shared(name.as_bytes(), &crate::region::latte_region_config::default())
 }
 
 /// This process's report, the text of the original Latte's `DumpToStream`:

@@ -23,7 +23,7 @@ fn readers_beyond_the_fault_table_are_refused_and_the_rest_survive_truncation() 
 
 fn child() {
     let name = format!("/latte-test-faults-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 2, samples_per_slot: 1024, id_capacity: 0, mode: 0, replace_stale: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 2, samples_per_slot: 1024, id_capacity: 0, mode: 0, if_taken: 0 };
     latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     for _ in 0..100 {
         latte::internals::ffi::latte_start(c"faults.a".as_ptr(), LATTE_MODE_FAST);

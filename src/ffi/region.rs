@@ -6,15 +6,19 @@ use core::ffi::{c_char, c_int, CStr};
 /// Moves recording into a new POSIX shared-memory object `shm_name` (one
 /// leading '/', no other) with the default capacities (128 slots of 65,536
 /// samples, 256 IDs, mode 0600). Must precede the first recording: -EBUSY
-/// after it, -EALREADY when a shared region is installed, -EEXIST when the
-/// name is taken, -ENOSPC when /dev/shm cannot hold it.
+/// after it, -EALREADY when a shared region is installed, -ENOSPC when
+/// /dev/shm cannot hold it. A region of that name whose producer is gone
+/// (exited or killed) is replaced; -EEXIST when the name belongs to a live
+/// producer or to an object that is not a latte region.
 #[no_mangle]
 pub extern "C" fn latte_init_shared_region(shm_name: *const c_char) -> c_int {
     latte_init_shared_region_with(shm_name, core::ptr::null())
 }
 
-/// `latte_init_shared_region` with capacities and permissions (NULL or
-/// zero fields take the defaults).
+/// `latte_init_shared_region` with capacities, permissions and what to do
+/// when the name is taken (`if_taken`: `LATTE_IF_TAKEN_FAIL` keeps a dead
+/// producer's region and fails with -EEXIST); NULL or zero fields take the
+/// defaults; -EINVAL for a value out of range.
 #[no_mangle]
 pub extern "C" fn latte_init_shared_region_with(shm_name: *const c_char, config: *const latte_region_config) -> c_int {
     guard(PANICKED, || {
@@ -22,7 +26,7 @@ pub extern "C" fn latte_init_shared_region_with(shm_name: *const c_char, config:
             return -libc::EINVAL;
         }
         let cfg = if config.is_null() {
-            latte_region_config { slot_capacity: 0, samples_per_slot: 0, id_capacity: 0, mode: 0, replace_stale: 0 }
+            latte_region_config::default()
         } else {
             // SAFETY: checked non-null; a valid config by contract.
             unsafe { *config }
