@@ -96,7 +96,8 @@ cli-test: lib $(B)/cli/service
 	@[ "$$(id -u)" = 0 ] || { echo "make: cli-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=512m tmpfs /dev/shm && exec $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service'
 
-# `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), then
+# `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), 500
+# regions exported at once (tests/serve/many_regions.py), then
 # a real Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
 # Debian package prometheus, installed when missing and make runs as root;
 # its service is never started). In a mount namespace with its own tmpfs on
@@ -105,11 +106,17 @@ $(B)/serve/service: tests/serve/service.cpp cpp_compat/Latte.hpp include/*.h $(L
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
-serve-test: lib $(B)/serve/service
+# 500 regions made by as many short-lived producers, for one exporter.
+$(B)/serve/many_regions: tests/serve/many_regions.c include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+serve-test: lib $(B)/serve/service $(B)/serve/many_regions
 	@$(call need,prometheus,prometheus)
 	@[ "$$(id -u)" = 0 ] || { echo "make: serve-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm || exit 1; rc=0; \
 	  $(PYTHON) tests/serve/http_edges.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
+	  $(PYTHON) tests/serve/many_regions.py $(REL)/latte $(B)/serve/many_regions || rc=1; \
 	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
 
 # Both builds: without and with the io_uring flush (the suites the feature

@@ -153,7 +153,8 @@ impl Region {
         }
         let map = Mmap::shared(fd.as_fd(), geo.total_size as usize, true)?;
         // A later truncation of the object by someone else must not SIGBUS
-        // the measured threads: see `fault`. Refused when the table is full.
+        // the measured threads: see `fault`. Refused when no memory is
+        // left for its table to grow.
         let fault = crate::fault::protect(&map, true)?;
         let r = Region { backing: Backing::Shared { name: cname, fd, _fault: fault }, map, geo };
         r.init_header(LATTE_REGION_SHARED);

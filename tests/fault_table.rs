@@ -1,12 +1,13 @@
-//! The fault table (src/fault.rs) protects a fixed number of mappings: a
-//! reader beyond it is refused with -EMFILE rather than opened unprotected,
-//! and every reader that was opened survives its object shrinking.
+//! The fault table (src/fault.rs) grows with the mappings it protects: a
+//! reader past its first chunk (64 entries) is opened and protected like
+//! the first, entries freed by closed readers are reused, and every reader
+//! survives its object shrinking.
 
 use latte::layout::*;
 use latte::reader::Mapping;
 
 #[test]
-fn readers_beyond_the_fault_table_are_refused_and_the_rest_survive_truncation() {
+fn readers_beyond_a_chunk_of_the_fault_table_are_protected_and_entries_are_reused() {
     // SAFETY: fork; the child only uses latte and exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
@@ -29,16 +30,18 @@ fn child() {
         latte::internals::ffi::latte_start(c"faults.a".as_ptr(), LATTE_MODE_FAST);
         latte::internals::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
     }
-    let mut readers = Vec::new();
-    let refused = loop {
-        match Mapping::open_shm(name.as_bytes()) {
-            Ok(m) => readers.push(m),
-            Err(e) => break e,
-        }
-        assert!(readers.len() < 10_000, "no limit reached");
-    };
-    assert_eq!(refused, latte::Error::Os(libc::EMFILE));
-    assert!(readers.len() >= 32, "only {} readers", readers.len());
+    // The producer's own mapping holds an entry; 300 readers take five
+    // chunks in all.
+    let before = latte::internals::fault::registered();
+    let mut readers: Vec<Mapping> = (0..300).map(|_| Mapping::open_shm(name.as_bytes()).unwrap()).collect();
+    assert_eq!(latte::internals::fault::registered(), before + 300);
+    // Closing readers frees their entries; new ones reuse them.
+    readers.truncate(100);
+    assert_eq!(latte::internals::fault::registered(), before + 100);
+    let chunks_before = latte::internals::fault::chunks();
+    readers.extend((0..200).map(|_| Mapping::open_shm(name.as_bytes()).unwrap()));
+    assert_eq!(latte::internals::fault::registered(), before + 300);
+    assert_eq!(latte::internals::fault::chunks(), chunks_before, "freed entries reused, no new chunk");
     // Shrink the object under every reader (and the producer), then read
     // through each: zeros or an error, never a SIGBUS.
     let c = std::ffi::CString::new(name.clone()).unwrap();
