@@ -90,11 +90,19 @@ $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
-# In a mount namespace of its own with a tmpfs on /dev/shm: the test makes
-# hostile objects there, never in the machine's /dev/shm.
-cli-test: lib $(B)/cli/service
+# A program written for the original Latte, unchanged, for LATTE_REGION.
+$(B)/cli/unchanged: tests/cli/unchanged.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+# In a mount namespace of its own with a tmpfs on /dev/shm: the tests make
+# hostile objects there, never in the machine's /dev/shm. Then LATTE_REGION
+# and restarts with an unchanged program (tests/cli/env_region.py).
+cli-test: lib $(B)/cli/service $(B)/cli/unchanged
 	@[ "$$(id -u)" = 0 ] || { echo "make: cli-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
-	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=512m tmpfs /dev/shm && exec $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service'
+	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=512m tmpfs /dev/shm || exit 1; rc=0; \
+	  $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service || rc=1; \
+	  $(PYTHON) tests/cli/env_region.py $(REL)/latte $(B)/cli/unchanged || rc=1; exit $$rc'
 
 # `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), 500
 # regions exported at once (tests/serve/many_regions.py), then

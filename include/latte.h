@@ -974,6 +974,17 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // /dev/shm cannot hold it. A region of that name whose producer is gone
 // (exited or killed) is replaced; -EEXIST when the name belongs to a live
 // producer or to an object that is not a latte region.
+//
+// A program that makes no such call records into private memory, unless
+// its environment names a region: `LATTE_REGION=/name` makes that region
+// (default capacities) when the process first records, and an empty value
+// or `auto` names it `/latte-PROGRAM-PID` (PROGRAM: the last component of
+// argv[0], bytes other than `[A-Za-z0-9._-]` made '_'). Should that
+// region not be made (a bad name, a live producer holding it, a full
+// /dev/shm), recording goes to private memory and one line on standard
+// error says why, unless `LATTE_QUIET=1`. The variable is read once, and
+// not at all when this call comes first; after it was used, this call
+// gives -EALREADY.
 int latte_init_shared_region(const char *shm_name);
 
 // `latte_init_shared_region` with capacities, permissions and what to do
