@@ -880,7 +880,9 @@ const char *latte_error_string(int code);
 
 // Opens the shared region `shm_name` read-only, validates it, and stores a
 // reader in `*out`. Errors: -ENOENT, -EACCES, LATTE_ERR_NOT_LATTE,
-// LATTE_ERR_VERSION, LATTE_ERR_TRUNCATED, LATTE_ERR_CORRUPT, -EINVAL.
+// LATTE_ERR_VERSION, LATTE_ERR_TRUNCATED, LATTE_ERR_CORRUPT, -EINVAL;
+// -EMFILE when the process is out of descriptors (a reader holds one).
+// A process may hold any number of readers at once.
 int latte_reader_open(const char *shm_name, struct latte_reader **out);
 
 // Opens a flushed image (a file) read-only, like `latte_reader_open`.
@@ -979,7 +981,7 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // its environment names a region: `LATTE_REGION=/name` makes that region
 // (default capacities) when the process first records, and an empty value
 // or `auto` names it `/latte-PROGRAM-PID` (PROGRAM: the last component of
-// argv[0], bytes other than `[A-Za-z0-9._-]` made '_'). Should that
+// `argv[0]`, bytes other than `[A-Za-z0-9._-]` made '_'). Should that
 // region not be made (a bad name, a live producer holding it, a full
 // /dev/shm), recording goes to private memory and one line on standard
 // error says why, unless `LATTE_QUIET=1`. The variable is read once, and

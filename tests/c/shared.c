@@ -589,6 +589,26 @@ static void survives_sigkill_and_stale_names(char *self) {
   }
 }
 
+/* Many C readers of one region at once, far past one chunk of the fault
+ * table (64): every one opens and reads the same counters. */
+static void many_readers_at_once(void) {
+  enum { READERS = 200 };
+  static latte_reader *rs[READERS];
+  latte_counters c0, c;
+  int i, opened = 0, same = 0;
+  memset(&c0, 0, sizeof c0);
+  CHECK(latte_region_get_counters(&c0) == 0);
+  for (i = 0; i < READERS; i++) {
+    rs[i] = NULL;
+    if (latte_reader_open(region_name, &rs[i]) == 0) opened++;
+  }
+  for (i = 0; i < READERS; i++)
+    if (rs[i] && latte_reader_get_counters(rs[i], &c) == 0 && c.threads_seen == c0.threads_seen) same++;
+  for (i = 0; i < READERS; i++) latte_reader_close(rs[i]);
+  CHECK_EQ_U(opened, READERS);
+  CHECK_EQ_U(same, READERS);
+}
+
 static void fork_child_never_writes_parent(char *self) {
   int status;
   pid_t pid;
@@ -667,6 +687,7 @@ int main(int argc, char **argv) {
   reserved_ids_are_flagged();
   names_and_collisions();
   survives_sigkill_and_stale_names(argv[0]);
+  many_readers_at_once();
   fork_child_never_writes_parent(argv[0]);
   {
     char tname[80];
