@@ -985,8 +985,9 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // region not be made (a bad name, a live producer holding it, a full
 // /dev/shm), recording goes to private memory and one line on standard
 // error says why, unless `LATTE_QUIET=1`. The variable is read once, and
-// not at all when this call comes first; after it was used, this call
-// gives -EALREADY.
+// not at all when this call comes first; called before the first span,
+// this replaces the region the variable named (removing its name), as it
+// replaces the private one.
 int latte_init_shared_region(const char *shm_name);
 
 // `latte_init_shared_region` with capacities, permissions and what to do

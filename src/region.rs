@@ -171,6 +171,15 @@ impl Region {
         }
     }
 
+    /// Removes the shm name of a shared region this process made (nothing
+    /// for any other); the mapping and the liveness lock stay.
+    pub fn unlink_name(&self) {
+        if let Backing::Shared { name, .. } = &self.backing {
+            // SAFETY: a valid C string naming the object this region made.
+            unsafe { libc::shm_unlink(name.as_ptr()) };
+        }
+    }
+
     fn init_header(&self, flags: u32) {
         let h = self.map.as_ptr() as *mut latte_region_header;
         // SAFETY: the mapping is at least LATTE_HEADER_SIZE bytes, page

@@ -19,8 +19,9 @@ use core::ffi::{c_char, c_int, CStr};
 /// region not be made (a bad name, a live producer holding it, a full
 /// /dev/shm), recording goes to private memory and one line on standard
 /// error says why, unless `LATTE_QUIET=1`. The variable is read once, and
-/// not at all when this call comes first; after it was used, this call
-/// gives -EALREADY.
+/// not at all when this call comes first; called before the first span,
+/// this replaces the region the variable named (removing its name), as it
+/// replaces the private one.
 #[no_mangle]
 pub extern "C" fn latte_init_shared_region(shm_name: *const c_char) -> c_int {
     latte_init_shared_region_with(shm_name, core::ptr::null())

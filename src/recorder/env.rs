@@ -8,9 +8,14 @@
 //! name, a full `/dev/shm`), the process records into private memory as
 //! without the variable, and says so once on standard error, unless
 //! `LATTE_QUIET=1`.
+//!
+//! A program's own `latte_init_shared_region` before its first span takes
+//! precedence: it replaces the region made here (whose name it removes),
+//! as it replaces the private region.
 
 use crate::error::Error;
 use crate::region::{latte_region_config, Region};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 /// The variable naming the region.
 pub const LATTE_REGION_ENV: &str = "LATTE_REGION";
@@ -20,6 +25,22 @@ pub const LATTE_QUIET_ENV: &str = "LATTE_QUIET";
 const AUTO: &[u8] = b"auto";
 /// Bytes of the program name kept in the default name.
 const PROGRAM_NAME_MAX: usize = 64;
+
+/// Whether the installed region is the one `LATTE_REGION` named. Set and
+/// read under the registry lock, which orders it (hence relaxed).
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Notes that the region `shared_region` made is the installed one.
+pub(super) fn note_installed(yes: bool) {
+    INSTALLED.store(yes, Ordering::Relaxed);
+}
+
+/// Whether the installed region is the one `LATTE_REGION` named: a
+/// program's own `latte_init_shared_region` before its first span replaces
+/// it, as it replaces the private region.
+pub(super) fn installed() -> bool {
+    INSTALLED.load(Ordering::Relaxed)
+}
 
 /// The region `LATTE_REGION` names, made now with the default capacities,
 /// and its name; None when the variable is not set, or when the region

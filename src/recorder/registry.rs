@@ -105,7 +105,10 @@ impl Registry {
         }
         if let Some((shared, name)) = super::env::shared_region() {
             match self.install(shared) {
-                Ok(()) => return Ok(self.region.unwrap()),
+                Ok(()) => {
+                    super::env::note_installed(true);
+                    return Ok(self.region.unwrap());
+                }
                 Err((e, r)) => {
                     r.discard(); // no memory for the sink: private, as below
                     super::env::say_private(&name, e);
