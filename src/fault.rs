@@ -170,6 +170,12 @@ fn register(base: *mut u8, len: usize, writable: bool) -> bool {
 /// Pages of the registered mapping at `base` replaced after faults: nonzero
 /// means the object shrank under it and some of it now reads as zeros.
 pub fn faults_at(base: *const u8) -> u64 {
+    // No page replaced anywhere yet (the usual case): no walk over the
+    // table, whose length grows with the mappings held. Acquire: pairs with
+    // the handler's release increment, made after the entry's.
+    if FAULTS.load(Ordering::Acquire) == 0 {
+        return 0;
+    }
     for e in entries() {
         if e.base.load(Ordering::Acquire) == base as usize {
             // Acquire: pairs with the handler's release increment.
@@ -270,7 +276,8 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
         if p != libc::MAP_FAILED {
             // Release: a reader that sees the count (acquire) knows its data may be zeros.
             e.faults.fetch_add(1, Ordering::Release);
-            FAULTS.fetch_add(1, Ordering::Relaxed);
+            // Release, after the entry's: see `faults_at`.
+            FAULTS.fetch_add(1, Ordering::Release);
             return; // the faulting instruction runs again, on the new page
         }
     }
