@@ -1,7 +1,8 @@
 //! The fault table (src/fault.rs) grows with the mappings it protects: a
 //! reader past its first chunk (64 entries) is opened and protected like
-//! the first, entries freed by closed readers are reused, and every reader
-//! survives its object shrinking.
+//! the first, entries freed by closed readers are reused, threads opening
+//! readers at once each get an entry, and every reader survives its object
+//! shrinking.
 
 use latte::layout::*;
 use latte::reader::Mapping;
@@ -42,6 +43,16 @@ fn child() {
     readers.extend((0..200).map(|_| Mapping::open_shm(name.as_bytes()).unwrap()));
     assert_eq!(latte::internals::fault::registered(), before + 300);
     assert_eq!(latte::internals::fault::chunks(), chunks_before, "freed entries reused, no new chunk");
+    // Eight threads opening 40 readers each at once: they race to claim
+    // entries and to append chunks; each reader gets an entry of its own.
+    let more: Vec<Mapping> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..8).map(|_| s.spawn(|| (0..40).map(|_| Mapping::open_shm(name.as_bytes()).unwrap()).collect::<Vec<_>>())).collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(latte::internals::fault::registered(), before + 300 + 320);
+    assert!(latte::internals::fault::chunks() * 64 >= before + 620);
+    drop(more);
+    assert_eq!(latte::internals::fault::registered(), before + 300);
     // Shrink the object under every reader (and the producer), then read
     // through each: zeros or an error, never a SIGBUS.
     let c = std::ffi::CString::new(name.clone()).unwrap();
