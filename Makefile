@@ -9,6 +9,11 @@ REL      := target/release
 LIB_SO   := $(REL)/liblatte.so
 LIB_A    := $(REL)/liblatte.a
 B        := build
+# The Python package's virtual environment (the python section below), set
+# here: make expands a rule's prerequisites where the rule is read, and the
+# speedtest rule needs it.
+PYVENV   := $(B)/python/venv
+PYV      := $(PYVENV)/bin/python
 VERSION  := $(shell sed -n 's/^version = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
 MAJOR    := $(word 1,$(subst ., ,$(VERSION)))
 
@@ -25,7 +30,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src cli/src -name '*.rs') Cargo.toml cli/Cargo.toml build.rs
 
-.PHONY: lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
+.PHONY: python python-test python-lint lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
 
 all: lib
 
@@ -75,6 +80,13 @@ lint: tools
 	$(CARGO) clippy --workspace --all-targets --features latte/uring -- -D warnings -D clippy::undocumented_unsafe_blocks
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps -p latte --document-private-items
 	$(PYTHON) tests/module_graph.py
+	@$(MAKE) --no-print-directory python-lint
+
+# The Python package's crate (python/, a workspace of its own: see
+# python/Cargo.toml): rustfmt and clippy with the same gates.
+python-lint: tools
+	$(CARGO) fmt --manifest-path python/Cargo.toml --check
+	$(CARGO) clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
 
 # Every suite, its output also kept in build/test.log, then one line with
 # the counts summed over the suites (tests/summary.py).
@@ -83,7 +95,7 @@ test:
 	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
 	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
 
-test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test speedtest-test install-test readme-test
+test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test speedtest-test install-test readme-test python-test
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -201,7 +213,9 @@ $(B)/cpp/%.tsan: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_SO)
 # make speedtest: speedtest/run.py runs speedtest/hot.cpp built against our
 # header (and, with ORIGINAL=/path/to/Latte.hpp, a second time against that
 # header, alternately), then the latte-only extraction and flush goals of
-# speedtest/speedtest.cpp; it prints every goal row with PASS or FAIL and
+# speedtest/speedtest.cpp and the Python package's read of a flushed image
+# into numpy (speedtest/python_read.py, in build/python/venv); it prints
+# every goal row with PASS or FAIL and
 # exits 0 (all pass), 1 (a goal failed) or 3 (machine too busy to judge);
 # make reports a non-zero one as "Error 1" / "Error 3" (and exits 2).
 SPEED_FLAGS := -O3 -march=native -std=c++17 -Wall -Wextra -Icpp_compat -Iinclude -pthread
@@ -239,9 +253,15 @@ $(B)/speed/speedtest: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $
 	@mkdir -p $(@D)
 	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
 
-speedtest: tools $(HOT_OURS) $(B)/speed/speedtest $(if $(ORIGINAL),$(HOT_ORIGINAL))
+# python/tests/producer.c against the same library, for the Python row.
+$(B)/speed/producer: python/tests/producer.c include/*.h $(URING_A)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@ $(URING_A) $(STATIC_LIBS)
+
+speedtest: tools $(HOT_OURS) $(B)/speed/speedtest $(B)/speed/producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL))
 	$(SPEED_RUN) --ours $(B)/speed/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
-	  --extra "./$(B)/speed/speedtest --shared /latte-speedtest-$$$$" --extra "./$(B)/speed/speedtest --flush-only"
+	  --extra "./$(B)/speed/speedtest --shared /latte-speedtest-$$$$" --extra "./$(B)/speed/speedtest --flush-only" \
+	  --extra "$(PYV) speedtest/python_read.py $(B)/speed/producer"
 
 # hot.cpp against `make lib`'s library, for the mechanism check below.
 $(B)/hot.ours.%: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -258,6 +278,50 @@ $(B)/hot.standin.%: speedtest/hot.cpp tests/speedtest/standin/Latte.hpp
 
 speedtest-test: lib $(B)/hot.ours.0 $(B)/hot.ours.1 $(B)/hot.standin.0 $(B)/hot.standin.1
 	$(PYTHON) tests/speedtest/check_mechanism.py $(B)/hot.ours $(B)/hot.standin
+
+# ------------------------------------------------------------- python ----
+# The Python package `latte` (python/: pyo3 and rust-numpy over the
+# library's reader, built by maturin). Its tests, its speedtest row and the
+# docs example run in a virtual environment under build/python/venv, with
+# the packages below from PyPI. `make python` builds a wheel into
+# build/python/wheels.
+PY_PKGS   := maturin numpy pytest pandas matplotlib
+PY_SRCS   := $(shell find python/src python/latte -name '*.rs' -o -name '*.py') python/Cargo.toml python/Cargo.lock python/pyproject.toml
+
+# The venv (Debian's python3 needs the python3-venv package for it).
+$(PYVENV)/.ready:
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: $(PYTHON) cannot make a virtual environment: installing the python3-venv package"; \
+	    if [ ! -e $(B)/.apt-updated ]; then apt-get update -qq && mkdir -p $(B) && touch $(B)/.apt-updated; fi && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null; \
+	  else echo "make: $(PYTHON) cannot make a virtual environment: install the python3-venv package"; exit 1; fi; }
+	rm -rf $(PYVENV)
+	$(PYTHON) -m venv $(PYVENV)
+	$(PYV) -m pip install -q --disable-pip-version-check $(PY_PKGS)
+	touch $@
+
+# `pip install ./python` into the venv (its own maturin as the build
+# backend, found on PATH, so nothing else is fetched).
+$(PYVENV)/.installed: $(PYVENV)/.ready $(PY_SRCS) $(SRCS)
+	PATH=$(CURDIR)/$(PYVENV)/bin:$$PATH $(PYV) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall ./python
+	touch $@
+
+python: $(PYVENV)/.ready
+	$(PYVENV)/bin/maturin build --release -m python/Cargo.toml -o $(B)/python/wheels
+
+$(B)/python/producer: python/tests/producer.c include/*.h $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@ -L$(REL) -llatte $(RPATH)
+
+# The pytest suite (python/tests) in a mount namespace with a tmpfs of its
+# own on /dev/shm, as cli-test: its hostile objects never reach the
+# machine's. Ends with "python: N passed, M failed".
+python-test: lib $(B)/python/producer $(PYVENV)/.installed
+	@[ "$$(id -u)" = 0 ] || { echo "make: python-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
+	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm && \
+	  LATTE_PRIVATE_SHM=1 LATTE_BIN=$(CURDIR)/$(REL)/latte LATTE_PRODUCER=$(CURDIR)/$(B)/python/producer \
+	  exec $(PYV) -m pytest -q -p no:cacheprovider --color=no python/tests'
 
 # ------------------------------------------------------------ install ----
 # make install PREFIX=/usr/local DESTDIR= (LIBDIR, INCLUDEDIR, BINDIR, MANDIR

@@ -339,8 +339,8 @@ class Manager {
         ID key = latte_id_key(r.token);
         // No pointer recorded it: the NULL ID's samples (key nullptr, as
         // the original files them), or none to file.
-        char name[LATTE_ID_NAME_SIZE];
-        bool null_id = key == nullptr && latte_id_name(r.token, name, sizeof name) >= 0 && std::strcmp(name, "<null-id>") == 0;
+        char name[sizeof "<null-id>"];
+        bool null_id = key == nullptr && latte_id_name(r.token, name, sizeof name) == int(sizeof name - 1) && std::strcmp(name, "<null-id>") == 0;
         k = keys.emplace(r.token, key).first;
         keyed[r.token] = key != nullptr || null_id;
       }
@@ -491,9 +491,16 @@ class Reader {
   std::vector<Id> Ids() const {
     std::vector<Id> v;
     uint32_t n = latte_reader_id_count(r_);
+    std::string name(64, '\0');
     for (uint32_t t = 0; t < n; t++) {
-      char buf[LATTE_ID_NAME_SIZE];
-      if (latte_reader_id_name(r_, t, buf, sizeof buf) >= 0) v.push_back(Id{t, buf});
+      int len = latte_reader_id_name(r_, t, &name[0], name.size() + 1);
+      if (len < 0) continue;
+      if (size_t(len) > name.size()) {  // a longer name: ask again with room for it
+        name.resize(len);
+        len = latte_reader_id_name(r_, t, &name[0], name.size() + 1);
+        if (len < 0) continue;
+      }
+      v.push_back(Id{t, std::string(name.data(), std::min(size_t(len), name.size()))});
     }
     return v;
   }

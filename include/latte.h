@@ -44,7 +44,7 @@
 #define LATTE_ERR_SCHED_LOST -4007
 
 // Layout version; a reader refuses any other.
-#define LATTE_LAYOUT_VERSION 3
+#define LATTE_LAYOUT_VERSION 4
 
 // Generation of the in-process layout the inline path shares with Rust
 // (`latte_thread`, `latte_pulse_site`, `latte_cache_entry`). The slow
@@ -55,7 +55,7 @@
 #define LATTE_THREAD_LAYOUT 2
 
 // Size of the region header in bytes.
-#define LATTE_HEADER_SIZE 512
+#define LATTE_HEADER_SIZE 1024
 
 // Size of a slot header in bytes (two cache lines).
 #define LATTE_SLOT_HEADER_SIZE 128
@@ -70,21 +70,45 @@
 // Open spans per thread; a Start beyond this is ignored and counted.
 #define LATTE_MAX_DEPTH 64
 
-// Distinct IDs per process (the ID table's capacity).
-#define LATTE_MAX_IDS 256
+// Entries of each chunk directory in the region header (`slot_chunks`,
+// `name_chunks`): chunk `k` holds twice what chunk `k - 1` holds, so 32
+// doublings of the first chunk outlast any machine's memory.
+#define LATTE_CHUNKS 32
 
-// Bytes per ID table entry: up to 31 bytes of name and a NUL.
-#define LATTE_ID_NAME_SIZE 32
+// Bytes of a region's first chunk of ID names; chunk `k` has `<< k`.
+#define LATTE_FIRST_NAME_BYTES 65536
+
+// Longest ID name stored whole, in bytes; a longer one is stored as its
+// first bytes, `~` and a hash of the whole text (`name`).
+#define LATTE_MAX_NAME_LEN 4096
+
+// Alignment of a name record (its length word, then its bytes).
+#define LATTE_NAME_ALIGN 4
+
+// Size of a name record's length word.
+#define LATTE_NAME_LEN_SIZE 4
+
+// Entries of a thread's `next_idx`: a ring's tag (its ID token modulo
+// this) picks one; rings whose tags collide share it, which costs the
+// prediction, never correctness (ring protocol W1).
+#define LATTE_RING_TAGS 256
+
+// Slots of the default, process-private region's first chunk (256 MiB of
+// address space with the default rings; memory is committed only as
+// samples are written).
+#define LATTE_DEFAULT_PRIVATE_SLOTS 256
+
+// Slots of a shared region's first chunk by default (16 rings of 1 MiB:
+// a fresh region fits a 64 MiB `/dev/shm`).
+#define LATTE_DEFAULT_FIRST_SLOTS 16
 
 // Samples kept per (thread, ID) ring by default (a power of two).
 #define LATTE_DEFAULT_SAMPLES 65536
 
-// Slot capacity of the default, process-private region.
-#define LATTE_DEFAULT_PRIVATE_SLOTS 4096
-
-// Entries of the per-thread pointer-keyed ID cache (a power of two): four
-// per entry of the ID table, so that a thread with every ID, each under a
-// few pointers, keeps it at most half full.
+// Entries of the per-thread pointer-keyed ID cache (a power of two): a
+// thread with up to 512 ID pointers keeps them all in it; past them the
+// cache is emptied and refilled, and each miss costs the thread's second
+// level (`recorder::ptr_map`).
 #define LATTE_CACHE_SIZE 1024
 
 // The cache's hash: an ID pointer's home entry is
@@ -158,6 +182,9 @@
 // thread was tracked.
 #define LATTE_SAMPLE_SWITCHED (1ull << LATTE_SAMPLE_SWITCHED_SHIFT)
 
+// The page size the layout aligns chunks to.
+#define LATTE_PAGE_SIZE 4096
+
 // A `write_idx` at or above this is impossible (146 years at one sample
 // per ns) and marks the slot corrupt.
 #define LATTE_MAX_WRITE_IDX (1ull << 62)
@@ -173,8 +200,8 @@
 // as that measurement (each pair is exact to a clock read, tens of ns).
 #define ANCHOR_WINDOW_NS 120000000
 
-// Default slot capacity of a shared region (128 rings of 1 MiB).
-#define LATTE_DEFAULT_SHARED_SLOTS 128
+// Slots of a shared region's first chunk by default.
+#define LATTE_DEFAULT_SHARED_SLOTS LATTE_DEFAULT_FIRST_SLOTS
 
 // `latte_region_config.if_taken`, the default: a latte region of that name
 // whose producer is gone (it no longer holds the region's liveness lock,
@@ -232,10 +259,14 @@ typedef struct latte_counters {
 typedef struct latte_region_info {
   uint32_t producer_pid;
   uint32_t flags;
+  // Most IDs the producer takes; 0 = no limit.
   uint32_t id_capacity;
+  // Slots the reader maps now (the region grows; `latte_reader_refresh`
+  // maps what it grew by).
   uint32_t slot_capacity;
   uint32_t samples_per_slot;
   uint32_t display_unit;
+  // Bytes of the region its producer has published.
   uint64_t total_size;
   uint64_t anchor_tsc;
   uint64_t anchor_realtime_ns;
@@ -368,12 +399,12 @@ typedef struct LATTE_ALIGNED(64) latte_thread {
   // `frame_head[d]`: the switch mark when span `d` started: 0 when the
   // thread was not tracked, else `*switch_head + switch_base`.
   uint64_t frame_head[LATTE_MAX_DEPTH];
-  // `next_idx[token]`: the `write_idx` this thread expects its ring for
-  // that token to have (after its own last write there). Stop writes at
+  // `next_idx[tag]`: the `write_idx` this thread expects its ring of that
+  // tag (`ring_tag`) to have (after its own last write there). Stop writes at
   // it when the ring's own index agrees, and at the ring's otherwise
   // (another state of this thread, a pulse or a signal handler wrote the
   // ring meanwhile). Zero-initialised: a first write finds out.
-  uint64_t next_idx[LATTE_MAX_IDS];
+  uint64_t next_idx[LATTE_RING_TAGS];
 } latte_thread;
 
 // Timer mode of a Start or a Stop. Any value other than MID and HARD behaves,
@@ -484,14 +515,17 @@ typedef struct latte_thread_counters {
   uint64_t dropped;
 } latte_thread_counters;
 
-// Capacities and permissions of a shared region, and what to do when its
+// Sizes and permissions of a shared region, and what to do when its
 // name is taken. All zeros (`{0}` in C) is the default for every field.
 typedef struct latte_region_config {
-  // Slots ((thread, ID) rings) in the region; 0 = the default (128).
+  // Slots ((thread, ID) rings) reserved when the region is made (its
+  // first chunk; 0 = the default, 16). The region grows past them, a
+  // chunk of twice as many slots at a time, as threads and IDs need more.
   uint32_t slot_capacity;
   // Samples per slot, a power of two; 0 = the default (65536).
   uint32_t samples_per_slot;
-  // Entries of the ID table, at most 256; 0 = the default (256).
+  // Most distinct IDs the region takes; 0 = no limit. Spans of IDs past
+  // the limit are counted (`unfit_id_drops`), not recorded.
   uint32_t id_capacity;
   // Permission bits of the shm object; 0 = the default (0600).
   uint32_t mode;
@@ -572,7 +606,8 @@ typedef struct latte_sched_delta {
 // The directory header at offset 0 of a region.
 //
 // Geometry fields are written once before the region is published; the
-// counters and calibration fields are atomics updated while readers look.
+// directories, `total_size`, the counters and calibration fields are
+// atomics updated while readers look.
 typedef struct LATTE_ALIGNED(64) latte_region_header {
   // `LATTEREG`.
   uint8_t magic[8];
@@ -584,21 +619,19 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   uint32_t slot_header_size;
   // Size of a sample (LATTE_SAMPLE_SIZE).
   uint32_t sample_size;
-  // Entries in the ID table.
-  uint32_t id_capacity;
-  // Bytes per ID table entry (LATTE_ID_NAME_SIZE).
-  uint32_t id_entry_size;
-  // Slots in the region.
-  uint32_t slot_capacity;
+  // Slots in slot chunk 0; chunk `k` holds `first_slots << k`.
+  uint32_t first_slots;
   // Samples per slot (a power of two).
   uint32_t samples_per_slot;
-  // Byte offset of the ID table.
-  uint64_t id_table_offset;
-  // Byte offset of slot 0.
-  uint64_t slots_offset;
-  // Bytes from one slot to the next.
+  // Bytes of name chunk 0 (LATTE_FIRST_NAME_BYTES); chunk `k` has `<< k`.
+  uint32_t first_name_bytes;
+  // Most IDs the producer takes (0: no limit); the rest are counted in
+  // `unfit_id_drops`.
+  uint32_t id_limit;
+  // Bytes from one slot to the next within a chunk.
   uint64_t slot_stride;
-  // Total size of the region in bytes.
+  // Bytes of the region in use: the end of its last published chunk
+  // (release, after the chunk's directory entry).
   uint64_t total_size;
   // Process id of the producer.
   uint32_t producer_pid;
@@ -608,9 +641,9 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   uint64_t anchor_tsc;
   // CLOCK_REALTIME in ns read next to `anchor_tsc`.
   uint64_t anchor_realtime_ns;
-  // Number of published ID table entries (release after the name).
+  // Number of published ID names (release after the name).
   uint32_t ids_used;
-  // High-water mark of slots handed out.
+  // High-water mark of slots handed out (release after the slot's metadata).
   uint32_t slots_used;
   // Threads that ever recorded.
   uint64_t threads_seen;
@@ -628,9 +661,11 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   uint64_t overflow_starts;
   // Stops ignored because nothing was open.
   uint64_t orphan_stops;
-  // Spans not recorded because their ID could not be interned (table full).
+  // Spans not recorded because their ID's name could not be stored (the
+  // memory for it could not be had, or the producer's `id_limit`).
   uint64_t unfit_id_drops;
-  // Spans not recorded because no slot was free.
+  // Spans not recorded because no slot could be had (the region could not
+  // grow: memory, address space or `/dev/shm` ran out).
   uint64_t no_slot_drops;
   // Slots of exited threads given to new (thread, ID) pairs.
   uint64_t slot_reuses;
@@ -642,7 +677,13 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   // producers that did not keep it). With a second (TSC, clock) pair it
   // gives cycles per ns without a measurement window (src/calibrate.rs).
   uint64_t anchor_monotonic_ns;
-  uint64_t _reserved[30];
+  // Offset of each slot chunk; 0 while it does not exist. Stored with
+  // release once the chunk is whole.
+  uint64_t slot_chunks[LATTE_CHUNKS];
+  // Offset of each name chunk; 0 while it does not exist. Stored with
+  // release once the chunk is whole.
+  uint64_t name_chunks[LATTE_CHUNKS];
+  uint64_t _reserved[32];
 } latte_region_header;
 
 // One recorded span: 16 bytes.
@@ -657,11 +698,6 @@ typedef struct latte_sample {
   // Duration, depth and mode pair, see `latte_sample_pack`.
   uint64_t packed;
 } latte_sample;
-
-// One entry of the ID table: a NUL-terminated name of up to 31 bytes.
-typedef struct latte_id_entry {
-  uint8_t name[32];
-} latte_id_entry;
 
 // `rdtsc`.
 #define LATTE_MODE_FAST 0
@@ -899,10 +935,20 @@ void latte_reader_close(struct latte_reader *r);
 // to back would do that on nearly every sample. Returns 0 or -EINVAL.
 int latte_reader_set_min_interval(struct latte_reader *r, uint64_t ns);
 
-// Number of published IDs (tokens are 0 .. count-1); 0 for NULL.
+// Maps what the region grew by since the reader opened it or last caught
+// up (new chunks of slots and names), and reads the names published
+// since. `latte_reader_slots` and `latte_reader_id_count` do it too.
+// Returns 0 or a negative code.
+int latte_reader_refresh(struct latte_reader *r);
+
+// Number of published IDs the reader can name (tokens are 0 .. count-1),
+// after catching up with the region (`latte_reader_refresh`); 0 for NULL.
 uint32_t latte_reader_id_count(const struct latte_reader *r);
 
-// Writes the name of `token` into `buf`; returns its length or a negative code.
+// Writes the name of `token` into `buf` (NUL-terminated, cut to `len`
+// bytes); returns the name's whole length (so a caller whose buffer was
+// too small can ask again with a larger one) or a negative code. Names
+// are up to LATTE_MAX_NAME_LEN bytes.
 int latte_reader_id_name(const struct latte_reader *r, uint32_t token, char *buf, size_t len);
 
 // Whether ID `token` is reserved by latte itself (1) or a program's (0);
@@ -965,17 +1011,19 @@ int latte_region_get_counters(struct latte_counters *out);
 // when the table is full (NULL interns `<null-id>`).
 uint32_t latte_intern_id(const char *id);
 
-// Writes the name of `token` into `buf` (NUL-terminated, truncated to
-// `len`); returns the name's length, or a negative code for an unknown token.
+// Writes the name of `token` into `buf` (NUL-terminated, cut to `len`
+// bytes); returns the name's whole length (a caller whose buffer was too
+// small asks again with a larger one), or -ENOENT for an unknown token.
+// Names are up to LATTE_MAX_NAME_LEN bytes.
 int latte_id_name(uint32_t token, char *buf, size_t len);
 
 // Moves recording into a new POSIX shared-memory object `shm_name` (one
-// leading '/', no other) with the default capacities (128 slots of 65,536
-// samples, 256 IDs, mode 0600). Must precede the first recording: -EBUSY
-// after it, -EALREADY when a shared region is installed, -ENOSPC when
-// /dev/shm cannot hold it. A region of that name whose producer is gone
-// (exited or killed) is replaced; -EEXIST when the name belongs to a live
-// producer or to an object that is not a latte region.
+// leading '/', no other) with the defaults (a first chunk of 16 slots of
+// 65,536 samples, growing as needed; mode 0600). Must precede the first
+// recording: -EBUSY after it, -EALREADY when a shared region is installed,
+// -ENOSPC when /dev/shm cannot hold it. A region of that name whose
+// producer is gone (exited or killed) is replaced; -EEXIST when the name
+// belongs to a live producer or to an object that is not a latte region.
 //
 // A program that makes no such call records into private memory, unless
 // its environment names a region: `LATTE_REGION=/name` makes that region

@@ -109,6 +109,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_reader_open_file(path, out) latte__off_reader(sizeof(path), (out))
 #define latte_reader_close(r) latte__off_void(sizeof(r))
 #define latte_reader_set_min_interval(r, ns) latte__off_int(sizeof(r) + sizeof(ns))
+#define latte_reader_refresh(r) latte__off_int(sizeof(r))
 #define latte_reader_id_count(r) latte__off_u32(sizeof(r), 0)
 #define latte_reader_id_name(r, token, buf, len) latte__off_str(sizeof(r) + sizeof(token), (buf), (len))
 #define latte_reader_id_is_reserved(r, token) latte__off_int(sizeof(r) + sizeof(token))

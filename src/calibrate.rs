@@ -152,12 +152,11 @@ fn compute() -> Result<[f64; 10], Error> {
     if tok == LATTE_INVALID_ID {
         return Err(Error::Os(libc::ENOSPC));
     }
-    let slot = recorder::own_slot_for(tok).ok_or(Error::Os(libc::ENOSPC))?;
+    let idx = recorder::own_slot_for(tok).ok_or(Error::Os(libc::ENOSPC))?;
     let view = crate::extract::own_view().ok_or(Error::Os(libc::EINVAL))?;
-    let idx = ((slot as usize - view.base() as usize) as u64 - view.geo().slots_offset) / view.geo().slot_stride;
     let mut cur = latte_cursor::default();
     let mut raw = Vec::new();
-    view.read_slot(idx as u32, &mut cur, &mut raw, crate::reader::ReadMode::Final)?;
+    view.read_slot(idx, &mut cur, &mut raw, crate::reader::ReadMode::Final)?;
     let mut by_pair: [Vec<f64>; 10] = Default::default();
     for r in &raw {
         let s = r.decode();

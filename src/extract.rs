@@ -9,9 +9,7 @@ use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, ReadMode, V
 
 /// The view of this process's own region, if there is one.
 pub fn own_view() -> Option<View<'static>> {
-    let r = crate::recorder::region_if_any()?;
-    // SAFETY: the region stays mapped for the life of the process.
-    unsafe { View::new(r.base(), r.geometry().total_size as usize) }.ok()
+    Some(View::of_region(crate::recorder::region_if_any()?))
 }
 
 /// Which slots of `v` a caller in this process may read as final.
@@ -82,10 +80,7 @@ pub unsafe fn snapshot_into(id: *const core::ffi::c_char, out: &mut Vec<latte_ra
     };
     // SAFETY: forwarded from the caller.
     let name = unsafe { crate::name::normalize(id) };
-    let token = match v.ids()?.into_iter().find(|i| i.name == name) {
-        Some(i) => i.token,
-        None => return Ok(()),
-    };
+    let Some(token) = crate::recorder::token_of_name(&name) else { return Ok(()) };
     let fin = Finality::of(&v);
     for s in v.slots()? {
         if s.id_token == token {
@@ -103,12 +98,12 @@ pub unsafe fn snapshot_into(id: *const core::ffi::c_char, out: &mut Vec<latte_ra
 pub fn extract_all(out: &mut Vec<(u32, latte_raw_sample)>) -> Result<(), Error> {
     out.clear();
     let Some(v) = own_view() else { return Ok(()) };
-    let hidden: Vec<bool> = v.ids()?.iter().map(|i| crate::name::is_reserved_name(crate::name::name_bytes(&i.name))).collect();
+    let hidden = crate::recorder::token_of_name(crate::name::CALIBRATION_ID.to_bytes());
     let fin = Finality::of(&v);
     let cap = v.geo().samples_per_slot as u64;
     let mut buf = Vec::new();
     for s in v.slots()? {
-        if hidden.get(s.id_token as usize).copied().unwrap_or(true) {
+        if hidden == Some(s.id_token) {
             continue;
         }
         let mut cur = latte_cursor::default();

@@ -2,13 +2,15 @@
 //! format, which the reader and the `latte` command open exactly as they open
 //! a live region.
 //!
-//! The image is the region with `slot_capacity` cut to the slots handed out,
-//! the flag LATTE_REGION_FLUSHED and the preferred display unit. It is
-//! written in three steps, so that an image cut short (a full disk, a crash)
-//! never passes for a complete one:
-//! 1. the samples of every slot, straight from the region's memory (the
-//!    producers keep recording meanwhile); each slot's `generation`, `state`
-//!    and `write_idx` are captured *before* its samples are written;
+//! The image is the region at its own offsets (a private region's chunks at
+//! the offsets its directory gives them), cut after the last slot handed
+//! out, with the flag LATTE_REGION_FLUSHED and the preferred display unit.
+//! It is written in three steps, so that an image cut short (a full disk, a
+//! crash) never passes for a complete one:
+//! 1. the name chunks, and the samples of every slot, straight from the
+//!    region's memory (the producers keep recording meanwhile); each slot's
+//!    `generation`, `state` and `write_idx` are captured *before* its
+//!    samples are written, and the count of names before the names;
 //! 2. once they are on disk, each slot's `write_idx` is read again and the
 //!    slot headers are written: `write_idx` = the value before,
 //!    `flushed_end_idx` = the value after. A reader applies the live rule
@@ -69,6 +71,10 @@ pub(crate) struct Plan {
     cycles_per_ns: f64,
     slots: Vec<Captured>,
     n_slots: u32,
+    /// Names published when the plan was made: all of them lie in `names`.
+    n_ids: u32,
+    /// Each name chunk: its memory, offset and length.
+    names: Vec<(*const u8, u64, u64)>,
     pub total: u64,
     /// Step 2 and 3 bytes, built by `headers` (kept alive while written).
     slot_headers: Vec<u8>,
@@ -101,9 +107,12 @@ impl Plan {
     /// Captures the slots and lists the sample writes (step 1).
     pub fn new(region: &'static Region, unit: latte_unit) -> Plan {
         let g = *region.geometry();
-        // Acquire: the metadata of every counted slot is visible.
-        let n = region.header().slots_used.load(Ordering::Acquire).min(g.slot_capacity);
+        // Acquire (both counts): the names below ids_used, and the metadata
+        // of every counted slot, are visible.
+        let n_ids = region.header().ids_used.load(Ordering::Acquire);
+        let n = (region.header().slots_used.load(Ordering::Acquire) as u64).min(region.slot_capacity()) as u32;
         let mut slots = Vec::with_capacity(n as usize);
+        let mut total = LATTE_HEADER_SIZE as u64;
         for i in 0..n {
             // SAFETY: i < slots_used <= capacity: a slot header inside the region.
             let sh = unsafe { &*region.slot(i) };
@@ -112,32 +121,33 @@ impl Plan {
             let generation = sh.generation.load(Ordering::Acquire);
             let write_idx = sh.write_idx.load(Ordering::Acquire);
             slots.push(Captured { index: i, generation, write_idx });
+            total = total.max(region.slot_offset(i) + LATTE_SLOT_HEADER_SIZE as u64 + g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64);
         }
-        let total = Geometry::new(g.id_capacity, n.max(1), g.samples_per_slot).map(|x| x.total_size).unwrap_or(g.slots_offset);
-        let total = if n == 0 { g.slots_offset } else { total };
+        let names = region.name_chunks();
+        for &(_, off, len) in &names {
+            total = total.max(off + len);
+        }
         let cycles_per_ns = crate::calibrate::cycles_per_ns_now();
-        Plan { region, unit, cycles_per_ns, slots, n_slots: n, total, slot_headers: Vec::new(), file_header: Vec::new() }
+        Plan { region, unit, cycles_per_ns, slots, n_slots: n, n_ids, names, total, slot_headers: Vec::new(), file_header: Vec::new() }
     }
 
-    /// Step 1: the sample arrays of the assigned slots, from region memory.
+    /// Step 1: the name chunks, and the sample arrays of the assigned
+    /// slots, from region memory.
     pub fn data_writes(&self) -> Vec<Write> {
         let g = self.region.geometry();
-        self.slots
-            .iter()
-            .filter(|c| c.generation != 0)
-            .map(|c| {
-                let off = g.slots_offset + c.index as u64 * g.slot_stride + LATTE_SLOT_HEADER_SIZE as u64;
-                // SAFETY: the slot's samples lie inside the region.
-                let src = unsafe { (self.region.slot(c.index) as *const u8).add(LATTE_SLOT_HEADER_SIZE as usize) };
-                Write { src, len: g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64, off }
-            })
-            .collect()
+        let names = self.names.iter().map(|&(src, off, len)| Write { src, len, off });
+        let samples = self.slots.iter().filter(|c| c.generation != 0).map(|c| {
+            let off = self.region.slot_offset(c.index) + LATTE_SLOT_HEADER_SIZE as u64;
+            // SAFETY: the slot's samples lie inside the region.
+            let src = unsafe { (self.region.slot(c.index) as *const u8).add(LATTE_SLOT_HEADER_SIZE as usize) };
+            Write { src, len: g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64, off }
+        });
+        names.chain(samples).collect()
     }
 
     /// Steps 2 and 3, built after step 1 is on disk: returns (slot header
     /// writes, file header write).
     pub fn headers(&mut self) -> (Vec<Write>, Write) {
-        let g = *self.region.geometry();
         let h = self.region.header();
         let hs = LATTE_SLOT_HEADER_SIZE as usize;
         self.slot_headers = vec![0u8; self.slots.len() * hs];
@@ -172,33 +182,31 @@ impl Plan {
                 // SAFETY: k * hs is inside slot_headers.
                 src: unsafe { self.slot_headers.as_ptr().add(k * hs) },
                 len: hs as u64,
-                off: g.slots_offset + c.index as u64 * g.slot_stride,
+                off: self.region.slot_offset(c.index),
             })
             .collect();
-        // The file header and the ID table, from live memory, then patched.
-        let mut fh = Vec::with_capacity(g.slots_offset as usize);
+        // The file header, from live memory, then patched.
+        let mut fh = Vec::with_capacity(LATTE_HEADER_SIZE as usize);
         copy_atomic(self.region.base(), LATTE_HEADER_SIZE as usize, &mut fh);
-        // Acquire: the names below ids_used are published.
-        let ids = h.ids_used.load(Ordering::Acquire).min(g.id_capacity);
-        // SAFETY: the ID table lies inside the region.
-        copy_atomic(unsafe { self.region.base().add(g.id_table_offset as usize) }, (ids * LATTE_ID_NAME_SIZE) as usize, &mut fh);
-        fh.resize(g.slots_offset as usize, 0);
         type H = latte_region_header;
         put_u32(&mut fh, offset_of!(H, flags), LATTE_REGION_FLUSHED | (h.flags & LATTE_REGION_SHARED));
-        put_u32(&mut fh, offset_of!(H, slot_capacity), self.n_slots.max(1));
         put_u32(&mut fh, offset_of!(H, slots_used), self.n_slots);
-        put_u32(&mut fh, offset_of!(H, ids_used), ids);
+        put_u32(&mut fh, offset_of!(H, ids_used), self.n_ids);
         put_u64(&mut fh, offset_of!(H, total_size), self.total);
         put_u32(&mut fh, offset_of!(H, display_unit), self.unit);
+        // The chunks the image holds, and no other.
+        for k in 0..LATTE_CHUNKS as usize {
+            // Acquire: pairs with the release in `Region::grow`.
+            let has_slots = self.region.geometry().slots_before(k as u32) < self.n_slots as u64;
+            let slot_entry = if has_slots { h.slot_chunks[k].load(Ordering::Acquire) } else { 0 };
+            put_u64(&mut fh, offset_of!(H, slot_chunks) + 8 * k, slot_entry);
+            let name_entry = self.names.get(k).map(|&(_, off, _)| off).unwrap_or(0);
+            put_u64(&mut fh, offset_of!(H, name_chunks) + 8 * k, name_entry);
+        }
         if crate::layout::load_f64(&h.cycles_per_ns_bits) <= 0.0 {
             // Not yet kept for the region (younger than the anchor window):
             // the image carries the anchor-derived figure of this flush.
             put_u64(&mut fh, offset_of!(H, cycles_per_ns_bits), self.cycles_per_ns.to_bits());
-        }
-        if self.n_slots == 0 {
-            // No slot at all: an image of one empty slot keeps the geometry valid.
-            self.total = Geometry::new(g.id_capacity, 1, g.samples_per_slot).unwrap().total_size;
-            put_u64(&mut fh, offset_of!(H, total_size), self.total);
         }
         self.file_header = fh;
         let fw = Write { src: self.file_header.as_ptr(), len: self.file_header.len() as u64, off: 0 };

@@ -1,19 +1,22 @@
 //! Interning IDs: a `const char*` becomes a stable 32-bit token whose name
-//! (`name`) lives in the region's ID table, so no pointer ever leaves the
-//! process. When the table is full, a new name gets no token: spans
-//! recorded under it are not recorded and are counted (`unfit_id_drops`).
+//! (`name`) lives in the region's name records, so no pointer ever leaves
+//! the process. Tokens are handed out in order, without limit; a name gets
+//! none only when the region cannot store it (its memory could not be had,
+//! or the producer's `id_limit`): spans recorded under it are not recorded
+//! and are counted (`unfit_id_drops`).
 
-use crate::layout::latte_id_entry;
 use crate::name::{normalize, Name};
+use crate::reader::View;
 use crate::region::Region;
 use core::ffi::c_char;
-use core::sync::atomic::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// In-process maps from text and from pointer to token. The table of record
-/// is the region's ID table; these only make lookups fast.
+/// is the region's name records; these only make lookups fast.
 pub struct Interner {
-    by_name: BTreeMap<Name, u32>,
+    by_name: Option<HashMap<Name, u32>>,
+    /// Every name, by token.
+    by_token: Vec<Name>,
     by_ptr: BTreeMap<usize, u32>,
     /// Per token, the first pointer a Start or pulse passed for it: the key
     /// under which the C++ `ExtractSamplesGlobal` files the token's samples
@@ -24,7 +27,7 @@ pub struct Interner {
 
 /// Pointer-map entries kept at most (IDs built in reused buffers would
 /// otherwise grow it without bound).
-const MAX_PTR_ENTRIES: usize = 65536;
+const MAX_PTR_ENTRIES: usize = 1 << 20;
 
 impl Default for Interner {
     fn default() -> Self {
@@ -34,35 +37,37 @@ impl Default for Interner {
 
 impl Interner {
     pub const fn new() -> Interner {
-        Interner { by_name: BTreeMap::new(), by_ptr: BTreeMap::new(), first_ptr: BTreeMap::new() }
+        Interner { by_name: None, by_token: Vec::new(), by_ptr: BTreeMap::new(), first_ptr: BTreeMap::new() }
     }
 
     /// Forgets everything (a new region without names).
     pub fn clear(&mut self) {
-        self.by_name.clear();
+        self.by_name = None;
+        self.by_token.clear();
         self.by_ptr.clear();
     }
 
-    /// Token of a stored name, adding it to the region's table when new.
+    /// The token of a name, when it has one.
+    pub fn token_of(&self, name: &[u8]) -> Option<u32> {
+        self.by_name.as_ref()?.get(name).copied()
+    }
+
+    /// The name of a token, when it is one.
+    pub fn name_of(&self, token: u32) -> Option<&Name> {
+        self.by_token.get(token as usize)
+    }
+
+    /// Token of a stored name, adding it to the region's records when new.
     pub fn intern_name(&mut self, region: &Region, name: &Name) -> Option<u32> {
-        if let Some(&t) = self.by_name.get(name) {
+        let by_name = self.by_name.get_or_insert_with(HashMap::new);
+        if let Some(&t) = by_name.get(name) {
             return Some(t);
         }
-        let h = region.header();
-        // Only the registry (under its lock) appends, so this load sees our own last store.
-        let n = h.ids_used.load(Ordering::Relaxed);
-        if n >= region.geometry().id_capacity {
-            return None;
-        }
-        let e = region.id_entry(n);
-        // SAFETY: entry n is inside the table and unpublished (n >= ids_used):
-        // no reader looks at it until the release store below.
-        unsafe { core::ptr::write(e, latte_id_entry { name: *name }) };
-        // Release: publishes the name written above to any reader that
-        // loads ids_used with acquire.
-        h.ids_used.store(n + 1, Ordering::Release);
-        self.by_name.insert(*name, n);
-        Some(n)
+        let t = region.append_name(name)?;
+        by_name.insert(name.clone(), t);
+        debug_assert_eq!(t as usize, self.by_token.len());
+        self.by_token.push(name.clone());
+        Some(t)
     }
 
     /// Token for a recording ID pointer: by pointer when seen before (no
@@ -92,15 +97,25 @@ impl Interner {
         self.first_ptr.get(&token).copied()
     }
 
-    /// Rebuilds the name map from a region's table (after copying a table).
+    /// Rebuilds the name map from a region's records (after copying them).
     pub fn reload(&mut self, region: &Region) {
         self.clear();
-        let n = region.header().ids_used.load(Ordering::Acquire);
-        for t in 0..n {
-            // SAFETY: t < ids_used <= capacity; published entries never change.
-            let name = unsafe { (*region.id_entry(t)).name };
-            self.by_name.insert(name, t);
+        let mut m = HashMap::new();
+        if let Ok(ids) = View::of_region(region).ids() {
+            for i in ids {
+                m.insert(i.name.clone(), i.token);
+                self.by_token.push(i.name);
+            }
         }
+        self.by_name = Some(m);
+    }
+
+    /// Copies the ID names of `from` into `to` under the same tokens (a
+    /// shared region replacing the private one before any recording);
+    /// false when `to` could not take them all.
+    pub fn copy_names(from: &Region, to: &Region) -> bool {
+        let Ok(ids) = View::of_region(from).ids() else { return false };
+        ids.iter().all(|i| to.append_name(&i.name) == Some(i.token))
     }
 }
 
@@ -112,25 +127,30 @@ mod tests {
     #[test]
     fn short_names_are_kept() {
         assert_eq!(name_bytes(&normalize_bytes(b"Tick")), b"Tick");
-        let n31 = [b'a'; 31];
-        assert_eq!(name_bytes(&normalize_bytes(&n31)), &n31[..]);
+        let n1024 = [b'a'; 1024];
+        assert_eq!(name_bytes(&normalize_bytes(&n1024)), &n1024[..]);
         // SAFETY: NULL is allowed.
         assert_eq!(name_bytes(&unsafe { normalize(core::ptr::null()) }), NULL_ID_NAME);
     }
 
     #[test]
-    fn long_names_stay_distinct_and_fit() {
-        let a = normalize_bytes(b"compute_something_expensive(alpha, beta)");
-        let b = normalize_bytes(b"compute_something_expensive(alpha, gamma)");
-        assert_ne!(a, b);
-        assert_eq!(name_bytes(&a).len(), 31);
-        assert!(name_bytes(&a).starts_with(b"compute_something_expensiv"));
-        assert_eq!(a[26], b'~');
+    fn names_up_to_the_limit_are_whole_and_longer_ones_stay_distinct() {
+        let whole = vec![b'x'; crate::layout::LATTE_MAX_NAME_LEN as usize];
+        assert_eq!(normalize_bytes(&whole), whole);
+        let mut a = vec![b'a'; 5000];
+        let mut b = a.clone();
+        a.extend_from_slice(b"beta");
+        b.extend_from_slice(b"gamma");
+        let (na, nb) = (normalize_bytes(&a), normalize_bytes(&b));
+        assert_ne!(na, nb);
+        assert_eq!(na.len(), crate::layout::LATTE_MAX_NAME_LEN as usize);
+        assert_eq!(na[na.len() - 5], b'~');
     }
 
     #[test]
     fn long_names_cut_on_utf8_boundaries() {
-        let text = "ééééééééééééééééééééééééé".as_bytes(); // 2-byte chars
+        let text = "é".repeat(3000); // 2-byte chars
+        let text = text.as_bytes();
         let n = normalize_bytes(text);
         let b = name_bytes(&n);
         assert!(std::str::from_utf8(b).is_ok(), "{b:?}");

@@ -2,15 +2,24 @@
 //! the recording threads, the in-process reader, out-of-process readers (C or
 //! Rust) and the inline fast path of `include/latte_inline.h`.
 //!
-//! A region is one contiguous mapping:
+//! A region is a header followed by chunks, each at a page-aligned offset
+//! the header's directories give (in a shared-memory object or a flushed
+//! image, its offset in the file). The region grows by chunks while the
+//! program runs: a chunk is made whole (its memory reserved, zero-filled),
+//! then its offset is published in the directory with release, then
+//! `total_size` grows past it (release). Chunk `k` of a kind holds twice
+//! what chunk `k - 1` holds, so `LATTE_CHUNKS` entries per kind outlast any
+//! memory.
 //!
 //! ```text
 //! offset 0              latte_region_header   (LATTE_HEADER_SIZE bytes)
-//! id_table_offset       latte_id_entry[id_capacity]      token -> name
-//! slots_offset          slot 0, slot 1, ... slot_capacity-1, each slot_stride bytes:
+//! slot_chunks[k]        slots first_slots*(2^k - 1) .. first_slots*(2^(k+1) - 1), each slot_stride bytes:
 //!                         latte_slot_header   (128 bytes: write_idx alone on line 0,
 //!                                              metadata on line 1)
 //!                         latte_sample[samples_per_slot]  (16 bytes each)
+//! name_chunks[k]        LATTE_FIRST_NAME_BYTES << k bytes of name records, token order:
+//!                         u32 length + 1 (0: no more records in this chunk), the bytes,
+//!                         padded to LATTE_NAME_ALIGN
 //! ```
 //!
 //! Fields that change while readers may look are atomics (emitted as plain
@@ -23,7 +32,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64};
 /// Magic bytes at offset 0 of every region and flushed image.
 pub const LATTE_MAGIC: [u8; 8] = *b"LATTEREG";
 /// Layout version; a reader refuses any other.
-pub const LATTE_LAYOUT_VERSION: u32 = 3;
+pub const LATTE_LAYOUT_VERSION: u32 = 4;
 /// Generation of the in-process layout the inline path shares with Rust
 /// (`latte_thread`, `latte_pulse_site`, `latte_cache_entry`). The slow
 /// paths `include/latte_inline.h` calls end in `_v` and this number, so
@@ -32,7 +41,7 @@ pub const LATTE_LAYOUT_VERSION: u32 = 3;
 /// both with the layout (a test checks that they agree).
 pub const LATTE_THREAD_LAYOUT: u32 = 2;
 /// Size of the region header in bytes.
-pub const LATTE_HEADER_SIZE: u32 = 512;
+pub const LATTE_HEADER_SIZE: u32 = 1024;
 /// Size of a slot header in bytes (two cache lines).
 pub const LATTE_SLOT_HEADER_SIZE: u32 = 128;
 /// Size of one sample in bytes.
@@ -42,17 +51,36 @@ pub const LATTE_SAMPLE_SIZE: u32 = 16;
 pub const LATTE_MODE_PAIRS: u32 = 9;
 /// Open spans per thread; a Start beyond this is ignored and counted.
 pub const LATTE_MAX_DEPTH: u32 = 64;
-/// Distinct IDs per process (the ID table's capacity).
-pub const LATTE_MAX_IDS: u32 = 256;
-/// Bytes per ID table entry: up to 31 bytes of name and a NUL.
-pub const LATTE_ID_NAME_SIZE: u32 = 32;
+/// Entries of each chunk directory in the region header (`slot_chunks`,
+/// `name_chunks`): chunk `k` holds twice what chunk `k - 1` holds, so 32
+/// doublings of the first chunk outlast any machine's memory.
+pub const LATTE_CHUNKS: u32 = 32;
+/// Bytes of a region's first chunk of ID names; chunk `k` has `<< k`.
+pub const LATTE_FIRST_NAME_BYTES: u32 = 65536;
+/// Longest ID name stored whole, in bytes; a longer one is stored as its
+/// first bytes, `~` and a hash of the whole text (`name`).
+pub const LATTE_MAX_NAME_LEN: u32 = 4096;
+/// Alignment of a name record (its length word, then its bytes).
+pub const LATTE_NAME_ALIGN: u32 = 4;
+/// Size of a name record's length word.
+pub const LATTE_NAME_LEN_SIZE: u32 = 4;
+/// Entries of a thread's `next_idx`: a ring's tag (its ID token modulo
+/// this) picks one; rings whose tags collide share it, which costs the
+/// prediction, never correctness (ring protocol W1).
+pub const LATTE_RING_TAGS: u32 = 256;
+/// Slots of the default, process-private region's first chunk (256 MiB of
+/// address space with the default rings; memory is committed only as
+/// samples are written).
+pub const LATTE_DEFAULT_PRIVATE_SLOTS: u32 = 256;
+/// Slots of a shared region's first chunk by default (16 rings of 1 MiB:
+/// a fresh region fits a 64 MiB `/dev/shm`).
+pub const LATTE_DEFAULT_FIRST_SLOTS: u32 = 16;
 /// Samples kept per (thread, ID) ring by default (a power of two).
 pub const LATTE_DEFAULT_SAMPLES: u32 = 65536;
-/// Slot capacity of the default, process-private region.
-pub const LATTE_DEFAULT_PRIVATE_SLOTS: u32 = 4096;
-/// Entries of the per-thread pointer-keyed ID cache (a power of two): four
-/// per entry of the ID table, so that a thread with every ID, each under a
-/// few pointers, keeps it at most half full.
+/// Entries of the per-thread pointer-keyed ID cache (a power of two): a
+/// thread with up to 512 ID pointers keeps them all in it; past them the
+/// cache is emptied and refilled, and each miss costs the thread's second
+/// level (`recorder::ptr_map`).
 pub const LATTE_CACHE_SIZE: u32 = 1024;
 /// The cache's hash: an ID pointer's home entry is
 /// `(ptr * LATTE_CACHE_HASH) >> LATTE_CACHE_SHIFT`.
@@ -156,17 +184,11 @@ pub struct latte_slot_header {
     pub _pad1: [u32; 11],
 }
 
-/// One entry of the ID table: a NUL-terminated name of up to 31 bytes.
-#[repr(C)]
-#[allow(non_camel_case_types)]
-pub struct latte_id_entry {
-    pub name: [u8; 32],
-}
-
 /// The directory header at offset 0 of a region.
 ///
 /// Geometry fields are written once before the region is published; the
-/// counters and calibration fields are atomics updated while readers look.
+/// directories, `total_size`, the counters and calibration fields are
+/// atomics updated while readers look.
 #[repr(C, align(64))]
 #[allow(non_camel_case_types)]
 pub struct latte_region_header {
@@ -180,22 +202,20 @@ pub struct latte_region_header {
     pub slot_header_size: u32,
     /// Size of a sample (LATTE_SAMPLE_SIZE).
     pub sample_size: u32,
-    /// Entries in the ID table.
-    pub id_capacity: u32,
-    /// Bytes per ID table entry (LATTE_ID_NAME_SIZE).
-    pub id_entry_size: u32,
-    /// Slots in the region.
-    pub slot_capacity: u32,
+    /// Slots in slot chunk 0; chunk `k` holds `first_slots << k`.
+    pub first_slots: u32,
     /// Samples per slot (a power of two).
     pub samples_per_slot: u32,
-    /// Byte offset of the ID table.
-    pub id_table_offset: u64,
-    /// Byte offset of slot 0.
-    pub slots_offset: u64,
-    /// Bytes from one slot to the next.
+    /// Bytes of name chunk 0 (LATTE_FIRST_NAME_BYTES); chunk `k` has `<< k`.
+    pub first_name_bytes: u32,
+    /// Most IDs the producer takes (0: no limit); the rest are counted in
+    /// `unfit_id_drops`.
+    pub id_limit: u32,
+    /// Bytes from one slot to the next within a chunk.
     pub slot_stride: u64,
-    /// Total size of the region in bytes.
-    pub total_size: u64,
+    /// Bytes of the region in use: the end of its last published chunk
+    /// (release, after the chunk's directory entry).
+    pub total_size: AtomicU64,
     /// Process id of the producer.
     pub producer_pid: u32,
     /// LATTE_REGION_SHARED, LATTE_REGION_FLUSHED.
@@ -204,9 +224,9 @@ pub struct latte_region_header {
     pub anchor_tsc: u64,
     /// CLOCK_REALTIME in ns read next to `anchor_tsc`.
     pub anchor_realtime_ns: u64,
-    /// Number of published ID table entries (release after the name).
+    /// Number of published ID names (release after the name).
     pub ids_used: AtomicU32,
-    /// High-water mark of slots handed out.
+    /// High-water mark of slots handed out (release after the slot's metadata).
     pub slots_used: AtomicU32,
     /// Threads that ever recorded.
     pub threads_seen: AtomicU64,
@@ -224,9 +244,11 @@ pub struct latte_region_header {
     pub overflow_starts: AtomicU64,
     /// Stops ignored because nothing was open.
     pub orphan_stops: AtomicU64,
-    /// Spans not recorded because their ID could not be interned (table full).
+    /// Spans not recorded because their ID's name could not be stored (the
+    /// memory for it could not be had, or the producer's `id_limit`).
     pub unfit_id_drops: AtomicU64,
-    /// Spans not recorded because no slot was free.
+    /// Spans not recorded because no slot could be had (the region could not
+    /// grow: memory, address space or `/dev/shm` ran out).
     pub no_slot_drops: AtomicU64,
     /// Slots of exited threads given to new (thread, ID) pairs.
     pub slot_reuses: AtomicU64,
@@ -238,7 +260,13 @@ pub struct latte_region_header {
     /// producers that did not keep it). With a second (TSC, clock) pair it
     /// gives cycles per ns without a measurement window (src/calibrate.rs).
     pub anchor_monotonic_ns: u64,
-    pub _reserved: [u64; 30],
+    /// Offset of each slot chunk; 0 while it does not exist. Stored with
+    /// release once the chunk is whole.
+    pub slot_chunks: [AtomicU64; LATTE_CHUNKS as usize],
+    /// Offset of each name chunk; 0 while it does not exist. Stored with
+    /// release once the chunk is whole.
+    pub name_chunks: [AtomicU64; LATTE_CHUNKS as usize],
+    pub _reserved: [u64; 32],
 }
 
 /// One entry of a thread's pointer-keyed cache: ID pointer -> its ring.
@@ -333,12 +361,12 @@ pub struct latte_thread {
     /// `frame_head[d]`: the switch mark when span `d` started: 0 when the
     /// thread was not tracked, else `*switch_head + switch_base`.
     pub frame_head: [u64; LATTE_MAX_DEPTH as usize],
-    /// `next_idx[token]`: the `write_idx` this thread expects its ring for
-    /// that token to have (after its own last write there). Stop writes at
+    /// `next_idx[tag]`: the `write_idx` this thread expects its ring of that
+    /// tag (`ring_tag`) to have (after its own last write there). Stop writes at
     /// it when the ring's own index agrees, and at the ring's otherwise
     /// (another state of this thread, a pulse or a signal handler wrote the
     /// ring meanwhile). Zero-initialised: a first write finds out.
-    pub next_idx: [u64; LATTE_MAX_IDS as usize],
+    pub next_idx: [u64; LATTE_RING_TAGS as usize],
 }
 
 /// The bits of a tagged ring (and of a `frame_word`) that hold the ring's
@@ -349,15 +377,23 @@ pub const LATTE_RING_TOKEN_SHIFT: u32 = 56;
 /// The bits of a `frame_word` that hold the span's depth and start mode
 /// (the rest is the outer span's tagged ring).
 pub const LATTE_FRAME_SPAN_MASK: u64 = ((1u64 << LATTE_RING_TOKEN_SHIFT) - 1) & !LATTE_FRAME_RING_MASK;
-const _: () = assert!(LATTE_MAX_IDS <= 1 << (64 - LATTE_RING_TOKEN_SHIFT), "a token fits the tag");
+const _: () = assert!(LATTE_RING_TAGS == 1 << (64 - LATTE_RING_TOKEN_SHIFT), "a tag fills the bits above the span bits");
 const _: () = assert!(LATTE_START_MODE_SHIFT + 2 == LATTE_RING_TOKEN_SHIFT, "depth and start mode end where the tag begins");
 
-/// A ring's address tagged with its ID token (the token indexes
-/// `latte_thread.next_idx`; a sink, which has none, carries 0).
+/// The tag of the ring of ID `token`: the entry of `latte_thread.next_idx`
+/// it keeps its index in. Tokens that share a tag share the entry: the
+/// prediction then fails more often, and W1 takes the ring's own index.
+#[inline(always)]
+pub fn ring_tag(token: u32) -> u64 {
+    (token % LATTE_RING_TAGS) as u64
+}
+
+/// A ring's address tagged with its ID token's tag (`ring_tag`, which
+/// indexes `latte_thread.next_idx`; a sink, which has none, carries 0).
 #[inline(always)]
 pub fn tag_ring(ring: *mut latte_slot_header, token: u32) -> u64 {
-    debug_assert!(ring as u64 <= LATTE_FRAME_RING_MASK && token < LATTE_MAX_IDS);
-    ring as u64 | ((token as u64) << LATTE_RING_TOKEN_SHIFT)
+    debug_assert!(ring as u64 <= LATTE_FRAME_RING_MASK);
+    ring as u64 | (ring_tag(token) << LATTE_RING_TOKEN_SHIFT)
 }
 
 /// The address of a tagged ring.
@@ -549,46 +585,88 @@ pub fn cache_next(i: usize) -> usize {
 /// touched, so it costs address space, not memory.
 const SLOT_PAGE_OFFSET: u64 = 2112;
 
-/// Geometry of a region: where everything is, from the capacities.
+/// Geometry of a region: the sizes every chunk follows, from the first
+/// chunk's slot count and the ring size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
-    pub id_capacity: u32,
-    pub slot_capacity: u32,
+    /// Slots of slot chunk 0; chunk `k` holds `first_slots << k`.
+    pub first_slots: u32,
     pub samples_per_slot: u32,
-    pub id_table_offset: u64,
-    pub slots_offset: u64,
+    /// Bytes from one slot to the next within a chunk.
     pub slot_stride: u64,
-    pub total_size: u64,
 }
 
+/// Rounds `n` up to a whole number of pages.
+pub fn page_round(n: u64) -> Option<u64> {
+    Some(n.checked_add(LATTE_PAGE_SIZE - 1)? & !(LATTE_PAGE_SIZE - 1))
+}
+
+/// The page size the layout aligns chunks to.
+pub const LATTE_PAGE_SIZE: u64 = 4096;
+
 impl Geometry {
-    /// Computes the geometry for these capacities; None when they are not
-    /// usable (zero, not a power of two, or a size that overflows).
-    pub fn new(id_capacity: u32, slot_capacity: u32, samples_per_slot: u32) -> Option<Geometry> {
-        if id_capacity == 0 || id_capacity > LATTE_MAX_IDS || slot_capacity == 0 || samples_per_slot < 2 || !samples_per_slot.is_power_of_two() {
+    /// The geometry for a first chunk of `first_slots` slots of
+    /// `samples_per_slot` samples; None when they are not usable (zero, not
+    /// a power of two, or a size that overflows).
+    pub fn new(first_slots: u32, samples_per_slot: u32) -> Option<Geometry> {
+        if first_slots == 0 || samples_per_slot < 2 || !samples_per_slot.is_power_of_two() {
             return None;
         }
-        let id_table_offset = LATTE_HEADER_SIZE as u64;
-        let ids_end = id_table_offset + id_capacity as u64 * LATTE_ID_NAME_SIZE as u64;
-        let slots_offset = ids_end.checked_add(4095)? & !4095;
         let ring_bytes = (LATTE_SLOT_HEADER_SIZE as u64).checked_add((samples_per_slot as u64).checked_mul(LATTE_SAMPLE_SIZE as u64)?)?;
         // Pad a stride of a page or more up to SLOT_PAGE_OFFSET modulo 4 KiB.
-        let pad = if ring_bytes >= 4096 { (SLOT_PAGE_OFFSET + 4096 - ring_bytes % 4096) % 4096 } else { 0 };
+        let pad = if ring_bytes >= LATTE_PAGE_SIZE { (SLOT_PAGE_OFFSET + LATTE_PAGE_SIZE - ring_bytes % LATTE_PAGE_SIZE) % LATTE_PAGE_SIZE } else { 0 };
         let slot_stride = ring_bytes.checked_add(pad)?;
-        let total_size = slots_offset.checked_add(slot_stride.checked_mul(slot_capacity as u64)?)?;
-        // Keep every offset representable as an isize and a mapping length.
-        if total_size > (isize::MAX as u64) / 2 {
+        let g = Geometry { first_slots, samples_per_slot, slot_stride };
+        // Keep every chunk size representable as an isize and a mapping length.
+        g.slot_chunk_bytes(0)?;
+        Some(g)
+    }
+
+    /// Slots of slot chunk `k`.
+    pub fn chunk_slots(&self, k: u32) -> u64 {
+        (self.first_slots as u64) << k
+    }
+
+    /// Slots of chunks `0..k` together: the first slot of chunk `k`.
+    pub fn slots_before(&self, k: u32) -> u64 {
+        (self.first_slots as u64) * ((1u64 << k) - 1)
+    }
+
+    /// Bytes of slot chunk `k` (whole pages); None when it would not fit a
+    /// mapping.
+    pub fn slot_chunk_bytes(&self, k: u32) -> Option<u64> {
+        if k >= LATTE_CHUNKS {
             return None;
         }
-        Some(Geometry { id_capacity, slot_capacity, samples_per_slot, id_table_offset, slots_offset, slot_stride, total_size })
+        let b = page_round(self.chunk_slots(k).checked_mul(self.slot_stride)?)?;
+        (b <= (isize::MAX as u64) / 4).then_some(b)
     }
+
+    /// The chunk of slot `i` and its place in it.
+    pub fn slot_place(&self, i: u32) -> (u32, u64) {
+        let q = i as u64 / self.first_slots as u64 + 1;
+        let k = 63 - q.leading_zeros();
+        (k, i as u64 - self.slots_before(k))
+    }
+}
+
+/// Bytes of name chunk `k`.
+pub fn name_chunk_bytes(k: u32) -> u64 {
+    (LATTE_FIRST_NAME_BYTES as u64) << k
+}
+
+/// Bytes a name record of `len` name bytes takes (its length word, the
+/// bytes, padding to LATTE_NAME_ALIGN).
+pub const fn name_record_bytes(len: u64) -> u64 {
+    (LATTE_NAME_LEN_SIZE as u64 + len).next_multiple_of(LATTE_NAME_ALIGN as u64)
 }
 
 const _: () = {
     assert!(core::mem::size_of::<latte_sample>() == LATTE_SAMPLE_SIZE as usize);
     assert!(core::mem::size_of::<latte_slot_header>() == LATTE_SLOT_HEADER_SIZE as usize);
     assert!(core::mem::size_of::<latte_region_header>() == LATTE_HEADER_SIZE as usize);
-    assert!(core::mem::size_of::<latte_id_entry>() == LATTE_ID_NAME_SIZE as usize);
+    assert!(name_record_bytes(LATTE_MAX_NAME_LEN as u64) <= LATTE_FIRST_NAME_BYTES as u64);
+    assert!((LATTE_FIRST_NAME_BYTES as u64).is_multiple_of(LATTE_PAGE_SIZE));
     assert!(core::mem::offset_of!(latte_slot_header, generation) == 64);
     // The C inline path relies on these (include/latte_inline.h).
     assert!(1u32 << LATTE_SAMPLE_SHIFT == LATTE_SAMPLE_SIZE);
@@ -635,18 +713,21 @@ mod tests {
     }
 
     #[test]
-    fn geometry_rejects_bad_capacities() {
-        assert!(Geometry::new(256, 16, 65536).is_some());
-        assert!(Geometry::new(0, 16, 65536).is_none());
-        assert!(Geometry::new(256, 16, 1000).is_none());
-        assert!(Geometry::new(257, 16, 1024).is_none());
-        assert!(Geometry::new(256, u32::MAX, 1 << 31).is_none());
-        let g = Geometry::new(256, 2, 1024).unwrap();
-        assert_eq!(g.slots_offset % 4096, 0);
+    fn geometry_rejects_bad_capacities_and_places_slots() {
+        assert!(Geometry::new(16, 65536).is_some());
+        assert!(Geometry::new(0, 65536).is_none());
+        assert!(Geometry::new(16, 1000).is_none());
+        assert!(Geometry::new(u32::MAX, 1 << 31).is_none());
+        let g = Geometry::new(2, 1024).unwrap();
         assert_eq!(g.slot_stride % 4096, SLOT_PAGE_OFFSET);
         assert!(g.slot_stride >= 128 + 1024 * 16 && g.slot_stride < 128 + 1024 * 16 + 4096);
-        assert_eq!(g.total_size, g.slots_offset + 2 * g.slot_stride);
-        let small = Geometry::new(256, 2, 64).unwrap();
+        assert_eq!(g.slot_chunk_bytes(0).unwrap() % 4096, 0);
+        let small = Geometry::new(2, 64).unwrap();
         assert_eq!(small.slot_stride, 128 + 64 * 16, "below a page: not padded");
+        // Chunks 0, 1, 2 of 3 first slots: 3, 6, 12 slots.
+        let g = Geometry::new(3, 64).unwrap();
+        let places: Vec<(u32, u64)> = [0, 2, 3, 8, 9, 20, 21].iter().map(|&i| g.slot_place(i)).collect();
+        assert_eq!(places, vec![(0, 0), (0, 2), (1, 0), (1, 5), (2, 0), (2, 11), (3, 0)]);
+        assert!(g.slot_chunk_bytes(LATTE_CHUNKS).is_none());
     }
 }

@@ -41,9 +41,16 @@ impl Mmap {
     /// A shared mapping of the first `len` bytes of `fd`, read-write or
     /// read-only.
     pub fn shared(fd: BorrowedFd<'_>, len: usize, writable: bool) -> Result<Mmap, Error> {
+        Self::shared_at(fd, 0, len, writable)
+    }
+
+    /// A shared mapping of `len` bytes of `fd` from byte `offset` (a
+    /// multiple of the page size), read-write or read-only.
+    pub fn shared_at(fd: BorrowedFd<'_>, offset: u64, len: usize, writable: bool) -> Result<Mmap, Error> {
         let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+        let off = libc::off_t::try_from(offset).map_err(|_| Error::Os(libc::EINVAL))?;
         // SAFETY: a new mapping of an open descriptor; no existing memory is affected.
-        let p = unsafe { libc::mmap(core::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
+        let p = unsafe { libc::mmap(core::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.as_raw_fd(), off) };
         Self::accept(p, len)
     }
 

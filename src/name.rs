@@ -1,21 +1,22 @@
-//! ID names: the stored form of an ID's text (at most 31 bytes), the same
-//! in the region's table, the reader, the report and the trace.
+//! ID names: the stored form of an ID's text, the same in the region's
+//! name records, the reader, the report and the trace.
 //!
 //! Rules:
 //! - Same text, same token (two equal strings at two addresses merge).
 //! - A NULL id is the name `<null-id>`.
-//! - A name longer than 31 bytes is stored as its first bytes (cut at a UTF-8
-//!   boundary, at most 26), `~`, and 4 hex digits of a hash of the whole
-//!   text: long IDs stay distinct and recognisable.
+//! - A name of up to `LATTE_MAX_NAME_LEN` (4,096) bytes is stored whole.
+//! - A longer one is stored as its first bytes (cut at a UTF-8 boundary, at
+//!   most `LATTE_MAX_NAME_LEN - 5`), `~`, and 4 hex digits of a hash of the
+//!   whole text: long IDs stay distinct and recognisable.
 
-use crate::layout::LATTE_ID_NAME_SIZE;
+use crate::layout::LATTE_MAX_NAME_LEN;
 use core::ffi::c_char;
 
 /// The name a NULL id records under.
 pub const NULL_ID_NAME: &[u8] = b"<null-id>";
 
-/// A name as stored in the table: up to 31 bytes.
-pub type Name = [u8; LATTE_ID_NAME_SIZE as usize];
+/// A name as stored in the region: up to `LATTE_MAX_NAME_LEN` bytes.
+pub type Name = Vec<u8>;
 
 /// The ID calibration records under (hidden from reports and extraction).
 pub const CALIBRATION_ID: &core::ffi::CStr = c"latte.calibrate";
@@ -37,22 +38,19 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 
 /// The stored form of a name's bytes (see the module rules).
 pub fn normalize_bytes(text: &[u8]) -> Name {
-    let mut out = [0u8; LATTE_ID_NAME_SIZE as usize];
-    let max = LATTE_ID_NAME_SIZE as usize - 1;
+    let max = LATTE_MAX_NAME_LEN as usize;
     if text.len() <= max {
-        out[..text.len()].copy_from_slice(text);
-        return out;
+        return text.to_vec();
     }
     // Cut at a UTF-8 boundary: never start the cut on a continuation byte.
-    let mut cut = 26;
+    let mut cut = max - 5;
     while cut > 0 && (text[cut] & 0xC0) == 0x80 {
         cut -= 1;
     }
-    out[..cut].copy_from_slice(&text[..cut]);
     let h = fnv1a(text);
     let folded = (h ^ (h >> 16)) & 0xFFFF;
-    let tail = format!("~{folded:04x}");
-    out[cut..cut + 5].copy_from_slice(tail.as_bytes());
+    let mut out = text[..cut].to_vec();
+    out.extend_from_slice(format!("~{folded:04x}").as_bytes());
     out
 }
 
@@ -68,8 +66,7 @@ pub unsafe fn normalize(id: *const c_char) -> Name {
     normalize_bytes(unsafe { core::ffi::CStr::from_ptr(id) }.to_bytes())
 }
 
-/// The bytes of a stored name, up to its NUL.
+/// The bytes of a stored name.
 pub fn name_bytes(n: &Name) -> &[u8] {
-    let len = n.iter().position(|&b| b == 0).unwrap_or(n.len());
-    &n[..len]
+    n
 }

@@ -16,7 +16,7 @@ use crate::layout::*;
 use crate::mmap::Mmap;
 use crate::name::Name;
 use core::marker::PhantomData;
-use core::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 /// Copies `len` bytes of ring memory that the writer (another thread or
@@ -102,7 +102,7 @@ pub enum ReadMode {
 /// ```compile_fail,E0616
 /// let m = latte::Mapping::open_file(std::path::Path::new("x.img")).unwrap();
 /// let mut v = m.view();
-/// v.geo.slot_capacity = u32::MAX; // the geometry is private: `v.geo()` reads it
+/// v.geo.first_slots = u32::MAX; // the geometry is private: `v.geo()` reads it
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct View<'a> {
@@ -111,10 +111,25 @@ pub struct View<'a> {
     _mapping: PhantomData<&'a [u8]>,
     // Private: every read trusts them (validated once, at `new`).
     geo: Geometry,
+    chunks: Chunks,
     producer_pid: u32,
     flags: u32,
     anchor_tsc: u64,
     anchor_realtime_ns: u64,
+}
+
+/// Where a view finds each chunk, and how much of it it may read: the
+/// chunks the directory listed when the view was made, bounded by the
+/// mapping (a chunk made later, or past the end of a shorter image, is
+/// not there to read).
+#[derive(Clone, Copy, Debug)]
+struct Chunks {
+    slot_base: [*const u8; LATTE_CHUNKS as usize],
+    /// Slots of each slot chunk that lie whole inside the mapping.
+    slot_avail: [u64; LATTE_CHUNKS as usize],
+    name_base: [*const u8; LATTE_CHUNKS as usize],
+    /// Bytes of each name chunk inside the mapping.
+    name_avail: [u64; LATTE_CHUNKS as usize],
 }
 
 /// One ID of the table.
@@ -122,6 +137,16 @@ pub struct View<'a> {
 pub struct IdInfo {
     pub token: u32,
     pub name: Name,
+}
+
+/// A reader's place in the name records of a region, for reading the
+/// names published since (`View::ids_since`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NameCursor {
+    /// The next token.
+    pub token: u32,
+    chunk: u32,
+    pos: u64,
 }
 
 /// What a slot's header says now.
@@ -222,6 +247,11 @@ impl View<'_> {
         self.geo
     }
 
+    /// Most IDs the producer takes (0: no limit).
+    pub fn id_limit(&self) -> u32 {
+        self.u32_at(core::mem::offset_of!(latte_region_header, id_limit) as u64)
+    }
+
     /// The producer's pid, as its header says.
     pub fn producer_pid(&self) -> u32 {
         self.producer_pid
@@ -277,6 +307,34 @@ impl<'a> View<'a> {
         unsafe { Self::new_held(base, len, len as u64) }
     }
 
+    /// A view of this process's own region, whose chunks are separate
+    /// mappings of this process (`Region::chunk_bases`).
+    pub(crate) fn of_region(r: &'a crate::region::Region) -> View<'a> {
+        let (sb, nb) = r.chunk_bases();
+        let geo = *r.geometry();
+        let h = r.header();
+        let mut chunks = Chunks { slot_base: sb, slot_avail: [0; LATTE_CHUNKS as usize], name_base: nb, name_avail: [0; LATTE_CHUNKS as usize] };
+        for k in 0..LATTE_CHUNKS {
+            if !sb[k as usize].is_null() {
+                chunks.slot_avail[k as usize] = geo.chunk_slots(k);
+            }
+            if !nb[k as usize].is_null() {
+                chunks.name_avail[k as usize] = name_chunk_bytes(k);
+            }
+        }
+        View {
+            base: r.base(),
+            len: LATTE_HEADER_SIZE as usize,
+            _mapping: PhantomData,
+            geo,
+            chunks,
+            producer_pid: h.producer_pid,
+            flags: h.flags,
+            anchor_tsc: h.anchor_tsc,
+            anchor_realtime_ns: h.anchor_realtime_ns,
+        }
+    }
+
     /// `new` for an object that holds only `held` bytes of data (a sparse
     /// object: the rest are holes). What the header claims is bounded by
     /// them: slots handed out (each slot's header was written) and samples
@@ -291,8 +349,19 @@ impl<'a> View<'a> {
             // SAFETY: 8 of the `len` readable bytes, page aligned (the caller's contract).
             return Err(if len >= 8 { unsafe { magic_or(base, Error::Truncated) } } else { Error::NotLatte });
         }
-        let mut v =
-            View { base, len, _mapping: PhantomData, geo: Geometry::new(1, 1, 2).unwrap(), producer_pid: 0, flags: 0, anchor_tsc: 0, anchor_realtime_ns: 0 };
+        let none = [core::ptr::null(); LATTE_CHUNKS as usize];
+        let zero = [0; LATTE_CHUNKS as usize];
+        let mut v = View {
+            base,
+            len,
+            _mapping: PhantomData,
+            geo: Geometry::new(1, 2).unwrap(),
+            chunks: Chunks { slot_base: none, slot_avail: zero, name_base: none, name_avail: zero },
+            producer_pid: 0,
+            flags: 0,
+            anchor_tsc: 0,
+            anchor_realtime_ns: 0,
+        };
         let magic = v.u64_at(0).to_le_bytes();
         if magic != LATTE_MAGIC {
             return Err(Error::NotLatte);
@@ -308,44 +377,83 @@ impl<'a> View<'a> {
         if v.u32_at(off(o!(H, header_size))) != LATTE_HEADER_SIZE
             || v.u32_at(off(o!(H, slot_header_size))) != LATTE_SLOT_HEADER_SIZE
             || v.u32_at(off(o!(H, sample_size))) != LATTE_SAMPLE_SIZE
-            || v.u32_at(off(o!(H, id_entry_size))) != LATTE_ID_NAME_SIZE
+            || v.u32_at(off(o!(H, first_name_bytes))) != LATTE_FIRST_NAME_BYTES
         {
             return Err(Error::Corrupt);
         }
-        let geo = Geometry::new(v.u32_at(off(o!(H, id_capacity))), v.u32_at(off(o!(H, slot_capacity))), v.u32_at(off(o!(H, samples_per_slot))))
-            .ok_or(Error::Corrupt)?;
-        if v.u64_at(off(o!(H, id_table_offset))) != geo.id_table_offset
-            || v.u64_at(off(o!(H, slots_offset))) != geo.slots_offset
-            || v.u64_at(off(o!(H, slot_stride))) != geo.slot_stride
-            || v.u64_at(off(o!(H, total_size))) != geo.total_size
-        {
+        let geo = Geometry::new(v.u32_at(off(o!(H, first_slots))), v.u32_at(off(o!(H, samples_per_slot)))).ok_or(Error::Corrupt)?;
+        if v.u64_at(off(o!(H, slot_stride))) != geo.slot_stride {
             return Err(Error::Corrupt);
-        }
-        if geo.total_size > len as u64 {
-            return Err(Error::Truncated);
         }
         v.geo = geo;
+        // The counts first, then the size, then the directories: a name or
+        // slot counted here lies in a chunk published before it was
+        // counted (release on the count after the chunk's release), so
+        // every one of them must be there to read.
+        let ids_claimed = v.ids_used_raw();
+        let slots_claimed = v.slots_used_raw();
+        // Acquire: pairs with the release after each chunk's entry.
+        let total = v.atomic_u64(off(o!(H, total_size))).load(Ordering::Acquire);
+        if total > len as u64 {
+            return Err(Error::Truncated);
+        }
+        // The chunks the directories list now, each bounded by the size.
+        // Acquire: pairs with the producer's release store of each entry
+        // (the chunk was whole before it).
+        let ring_bytes = LATTE_SLOT_HEADER_SIZE as u64 + geo.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64;
+        let page_ok = |o: u64| o.is_multiple_of(LATTE_PAGE_SIZE) && o >= LATTE_PAGE_SIZE;
+        for k in 0..LATTE_CHUNKS {
+            let so = v.atomic_u64(off(o!(H, slot_chunks)) + 8 * k as u64).load(Ordering::Acquire);
+            if so != 0 {
+                geo.slot_chunk_bytes(k).ok_or(Error::Corrupt)?;
+                if !page_ok(so) {
+                    return Err(Error::Corrupt);
+                }
+                let room = total.saturating_sub(so);
+                let avail = if room >= ring_bytes { ((room - ring_bytes) / geo.slot_stride + 1).min(geo.chunk_slots(k)) } else { 0 };
+                v.chunks.slot_avail[k as usize] = avail;
+                if avail > 0 {
+                    // SAFETY: so < total <= len: inside the mapping.
+                    v.chunks.slot_base[k as usize] = unsafe { base.add(so as usize) };
+                }
+            }
+            let no = v.atomic_u64(off(o!(H, name_chunks)) + 8 * k as u64).load(Ordering::Acquire);
+            if no != 0 {
+                if !page_ok(no) {
+                    return Err(Error::Corrupt);
+                }
+                let avail = total.saturating_sub(no).min(name_chunk_bytes(k));
+                v.chunks.name_avail[k as usize] = avail;
+                if avail > 0 {
+                    // SAFETY: no < total <= len: inside the mapping.
+                    v.chunks.name_base[k as usize] = unsafe { base.add(no as usize) };
+                }
+            }
+        }
+        if (slots_claimed as u64) > v.slot_capacity() {
+            return Err(Error::Corrupt); // counted slots that are not there
+        }
         v.producer_pid = v.u32_at(off(o!(H, producer_pid)));
         v.flags = v.u32_at(off(o!(H, flags)));
         v.anchor_tsc = v.u64_at(off(o!(H, anchor_tsc)));
         v.anchor_realtime_ns = v.u64_at(off(o!(H, anchor_realtime_ns)));
-        // Counts against capacities, names, and every assigned slot.
-        if v.ids_used_raw() > geo.id_capacity || v.slots_used_raw() > geo.slot_capacity {
-            return Err(Error::Corrupt);
-        }
-        const PAGE: u64 = 4096;
-        let used = v.slots_used() as u64;
+        // Names, and every assigned slot, against what the object holds.
+        const PAGE: u64 = LATTE_PAGE_SIZE;
+        let used = slots_claimed as u64;
         // Every byte a producer wrote lies in a page the object holds, so
         // what it claims to have written fits in `held` (one page of slack).
         let slack = PAGE;
-        if geo.slots_offset.saturating_add(used.saturating_mul(geo.slot_stride.min(PAGE))) > held.saturating_add(slack) {
+        let mut claimed = LATTE_HEADER_SIZE as u64;
+        if claimed.saturating_add(used.saturating_mul(geo.slot_stride.min(PAGE))) > held.saturating_add(slack) {
             return Err(Error::Corrupt); // more slots than the object holds
         }
-        v.ids()?;
-        let mut claimed = geo.slots_offset;
-        for i in 0..v.slots_used() {
-            let s = v.slot_info(i)?;
-            claimed = claimed.saturating_add(LATTE_SLOT_HEADER_SIZE as u64 + s.write_idx.min(geo.samples_per_slot as u64) * LATTE_SAMPLE_SIZE as u64);
+        if (v.ids()?.len() as u64) < ids_claimed as u64 {
+            return Err(Error::Corrupt); // counted names that are not there
+        }
+        for i in 0..slots_claimed {
+            if let Some(s) = v.slot_info_if_mapped(i)? {
+                claimed = claimed.saturating_add(LATTE_SLOT_HEADER_SIZE as u64 + s.write_idx.min(geo.samples_per_slot as u64) * LATTE_SAMPLE_SIZE as u64);
+            }
         }
         if claimed > held.saturating_add(slack) {
             return Err(Error::Corrupt); // more samples than the object holds
@@ -363,71 +471,158 @@ impl<'a> View<'a> {
         self.atomic_u32(core::mem::offset_of!(latte_region_header, slots_used) as u64).load(Ordering::Acquire)
     }
 
-    /// Published IDs (clamped to the capacity).
+    /// Published IDs, as the header counts them (names in chunks this view
+    /// does not map yet are counted too).
     pub fn ids_used(&self) -> u32 {
-        self.ids_used_raw().min(self.geo.id_capacity)
+        self.ids_used_raw()
     }
 
-    /// Slots handed out so far (clamped to the capacity).
+    /// Slots handed out so far, as the header counts them.
     pub fn slots_used(&self) -> u32 {
-        self.slots_used_raw().min(self.geo.slot_capacity)
+        self.slots_used_raw()
     }
 
-    /// The name of token `t`; an error when `t` is not published or the
-    /// entry has no NUL.
+    /// Slots this view can read: those of the chunks it maps, in order,
+    /// up to the first chunk it does not map whole.
+    pub fn slot_capacity(&self) -> u64 {
+        let mut n = 0;
+        for k in 0..LATTE_CHUNKS {
+            let a = self.chunks.slot_avail[k as usize];
+            n += a;
+            if a < self.geo.chunk_slots(k) {
+                break;
+            }
+        }
+        n
+    }
+
+    /// Bytes of the region the producer has published (`total_size`): more
+    /// than this view maps when the region grew since it was made.
+    pub fn published_size(&self) -> u64 {
+        // Acquire: pairs with the producer's release after a new chunk.
+        self.atomic_u64(core::mem::offset_of!(latte_region_header, total_size) as u64).load(Ordering::Acquire)
+    }
+
+    /// The name of token `t` (reads the records before it: for many
+    /// names, read them all with `ids` or `ids_since`).
     pub fn id_name(&self, t: u32) -> Result<Name, Error> {
         if t >= self.ids_used() {
             return Err(Error::Corrupt);
         }
-        let off = self.geo.id_table_offset + t as u64 * LATTE_ID_NAME_SIZE as u64;
-        let mut n = [0u8; LATTE_ID_NAME_SIZE as usize];
-        for (k, b) in n.iter_mut().enumerate() {
-            // SAFETY: inside the ID table, which lies inside the validated length.
-            *b = unsafe { AtomicU8::from_ptr(self.base.add(off as usize + k) as *mut u8) }.load(Ordering::Relaxed);
-        }
-        if !n.contains(&0) {
-            return Err(Error::Corrupt);
-        }
-        Ok(n)
+        let mut c = NameCursor::default();
+        let mut found = None;
+        self.scan_names(&mut c, Some(t), |i| found = Some(i.name))?;
+        found.ok_or(Error::Corrupt)
     }
 
-    /// Every published ID. `Error::Truncated` when the object shrank
-    /// under the mapping (what was read may be zeros).
+    /// Every published ID this view maps. `Error::Truncated` when the
+    /// object shrank under the mapping (what was read may be zeros).
     pub fn ids(&self) -> Result<Vec<IdInfo>, Error> {
-        let v = (0..self.ids_used()).map(|t| Ok(IdInfo { token: t, name: self.id_name(t)? })).collect();
-        check_whole(self.base)?;
-        v
+        let mut c = NameCursor::default();
+        let mut v = Vec::new();
+        self.ids_since(&mut c, &mut v)?;
+        Ok(v)
     }
 
-    fn slot_off(&self, i: u32) -> u64 {
-        self.geo.slots_offset + i as u64 * self.geo.slot_stride
+    /// Appends the IDs published after the cursor (the names this view
+    /// maps) to `out`, and moves the cursor past them.
+    pub fn ids_since(&self, c: &mut NameCursor, out: &mut Vec<IdInfo>) -> Result<(), Error> {
+        let r = self.scan_names(c, None, |i| out.push(i));
+        check_whole(self.base)?;
+        r
+    }
+
+    /// Reads name records from `c` on, up to `ids_used` (or up to token
+    /// `stop`, inclusive), handing each to `f`.
+    fn scan_names(&self, c: &mut NameCursor, stop: Option<u32>, mut f: impl FnMut(IdInfo)) -> Result<(), Error> {
+        let n = self.ids_used();
+        while c.token < n && c.chunk < LATTE_CHUNKS {
+            let k = c.chunk as usize;
+            let (base, avail) = (self.chunks.name_base[k], self.chunks.name_avail[k]);
+            if base.is_null() {
+                return Ok(()); // a chunk this view does not map (yet)
+            }
+            let full = avail == name_chunk_bytes(c.chunk);
+            if c.pos + LATTE_NAME_LEN_SIZE as u64 > avail {
+                if !full {
+                    return Ok(()); // the rest lies past the mapping
+                }
+                *c = NameCursor { token: c.token, chunk: c.chunk + 1, pos: 0 };
+                continue;
+            }
+            // Relaxed: the record lies below the count loaded with acquire.
+            // SAFETY: pos + 4 <= avail: inside the mapping, 4-aligned (records are).
+            let word = unsafe { AtomicU32::from_ptr(base.add(c.pos as usize) as *mut u32) }.load(Ordering::Relaxed);
+            if word == 0 {
+                *c = NameCursor { token: c.token, chunk: c.chunk + 1, pos: 0 };
+                continue;
+            }
+            let len = (word - 1) as u64;
+            if len > LATTE_MAX_NAME_LEN as u64 {
+                return Err(Error::Corrupt);
+            }
+            let rec = name_record_bytes(len);
+            if c.pos + rec > avail {
+                return if full { Err(Error::Corrupt) } else { Ok(()) };
+            }
+            let mut name = vec![0u8; len as usize];
+            // SAFETY: the record's bytes lie inside the mapping (checked
+            // above); `name` is ours, len bytes long.
+            unsafe { copy_shared(name.as_mut_ptr(), base.add((c.pos + LATTE_NAME_LEN_SIZE as u64) as usize), len as usize) };
+            let t = c.token;
+            c.pos += rec;
+            c.token += 1;
+            if stop.is_none_or(|s| s == t) {
+                f(IdInfo { token: t, name });
+            }
+            if stop == Some(t) {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Slot `i`'s header, when this view maps it.
+    fn slot_ptr(&self, i: u32) -> Option<*const u8> {
+        let (k, j) = self.geo.slot_place(i);
+        if k >= LATTE_CHUNKS || j >= self.chunks.slot_avail[k as usize] {
+            return None;
+        }
+        // SAFETY: slot j of chunk k lies whole inside the mapping (slot_avail).
+        Some(unsafe { self.chunks.slot_base[k as usize].add((j * self.geo.slot_stride) as usize) })
     }
 
     /// Slot `i`'s header, checked: token published, write index plausible.
+    /// `EINVAL` when this view does not map it.
     pub fn slot_info(&self, i: u32) -> Result<latte_slot_info, Error> {
-        if i >= self.geo.slot_capacity {
-            return Err(Error::Os(libc::EINVAL));
-        }
-        let o = self.slot_off(i);
+        self.slot_info_if_mapped(i)?.ok_or(Error::Os(libc::EINVAL))
+    }
+
+    fn slot_info_if_mapped(&self, i: u32) -> Result<Option<latte_slot_info>, Error> {
+        let Some(p) = self.slot_ptr(i) else { return Ok(None) };
         use core::mem::offset_of as f;
         type S = latte_slot_header;
+        // SAFETY: the slot header lies inside the mapping (slot_ptr); its
+        // fields are aligned; another process may write them.
+        let a32 = |o: usize| unsafe { AtomicU32::from_ptr(p.add(o) as *mut u32) };
         // Acquire pairs with the release store of a new generation: the
         // metadata below belongs to it (re-checked by readers that need it exact).
-        let generation = self.atomic_u32(o + f!(S, generation) as u64).load(Ordering::Acquire);
+        let generation = a32(f!(S, generation)).load(Ordering::Acquire);
         let info = latte_slot_info {
             index: i,
             generation,
-            id_token: self.u32_at(o + f!(S, id_token) as u64),
-            thread_idx: self.u32_at(o + f!(S, thread_idx) as u64),
-            os_tid: self.u32_at(o + f!(S, os_tid) as u64),
-            state: self.u32_at(o + f!(S, state) as u64),
+            id_token: a32(f!(S, id_token)).load(Ordering::Relaxed),
+            thread_idx: a32(f!(S, thread_idx)).load(Ordering::Relaxed),
+            os_tid: a32(f!(S, os_tid)).load(Ordering::Relaxed),
+            state: a32(f!(S, state)).load(Ordering::Relaxed),
             // Acquire: samples below it are published.
-            write_idx: self.atomic_u64(o).load(Ordering::Acquire),
+            // SAFETY: as a32.
+            write_idx: unsafe { AtomicU64::from_ptr(p as *mut u64) }.load(Ordering::Acquire),
         };
         if generation != 0 && (info.id_token >= self.ids_used() || info.write_idx >= LATTE_MAX_WRITE_IDX) {
             return Err(Error::Corrupt);
         }
-        Ok(info)
+        Ok(Some(info))
     }
 
     /// Every handed-out slot that is currently assigned.
@@ -437,9 +632,9 @@ impl<'a> View<'a> {
     pub fn slots(&self) -> Result<Vec<latte_slot_info>, Error> {
         let mut v = Vec::new();
         for i in 0..self.slots_used() {
-            let s = self.slot_info(i)?;
-            if s.generation != 0 {
-                v.push(s);
+            match self.slot_info_if_mapped(i)? {
+                Some(s) if s.generation != 0 => v.push(s),
+                _ => {}
             }
         }
         check_whole(self.base)?;
@@ -500,14 +695,19 @@ impl<'a> View<'a> {
             ReadMode::Final => (true, 0),
             ReadMode::Paced { min_interval_ns } => (false, min_interval_ns),
         };
-        if i >= self.geo.slot_capacity {
-            return Err(Error::Os(libc::EINVAL));
-        }
-        let o = self.slot_off(i);
+        let p = self.slot_ptr(i).ok_or(Error::Os(libc::EINVAL))?;
         use core::mem::offset_of as f;
         type S = latte_slot_header;
-        let gen_a = self.atomic_u32(o + f!(S, generation) as u64);
-        let widx = self.atomic_u64(o);
+        // SAFETY: the slot header lies inside the mapping (slot_ptr); its
+        // fields are aligned atomics another process may write.
+        let (gen_a, state_a, widx, flushed_end) = unsafe {
+            (
+                AtomicU32::from_ptr(p.add(f!(S, generation)) as *mut u32),
+                AtomicU32::from_ptr(p.add(f!(S, state)) as *mut u32),
+                AtomicU64::from_ptr(p as *mut u64),
+                AtomicU64::from_ptr(p.add(f!(S, flushed_end_idx)) as *mut u64),
+            )
+        };
         let mut res = ReadOutcome::default();
         let g1 = crate::ring::generation(gen_a); // R1
         if g1 == 0 {
@@ -517,7 +717,7 @@ impl<'a> View<'a> {
             res.restarted = cur.generation != 0;
             *cur = latte_cursor { generation: g1, ..Default::default() };
         }
-        let closed = assume_final || crate::ring::is_closed(self.atomic_u32(o + f!(S, state) as u64), LATTE_SLOT_CLOSED); // R2
+        let closed = assume_final || crate::ring::is_closed(state_a, LATTE_SLOT_CLOSED); // R2
         let flushed = self.flags & LATTE_REGION_FLUSHED != 0;
         // Pacing (`ReadMode::Paced`): generation and state sit on the header's
         // second line, which the owner does not write while recording, so
@@ -547,12 +747,12 @@ impl<'a> View<'a> {
         let lo = cur.next.max(crate::ring::oldest_safe(w1, margin, cap));
         let end = w1.min(lo.saturating_add(out.len() as u64));
         // SAFETY: the samples of slot i lie inside the validated mapping.
-        let ring = unsafe { self.base.add((o + LATTE_SLOT_HEADER_SIZE as u64) as usize) } as *const u64;
+        let ring = unsafe { p.add(LATTE_SLOT_HEADER_SIZE as usize) } as *const u64;
         // The writer's index as the check after a chunk sees it. A flushed
         // image's was taken by the flush after the samples were written out.
         let head = || -> Result<u64, Error> {
             if flushed {
-                let w = self.atomic_u64(o + f!(S, flushed_end_idx) as u64).load(Ordering::Relaxed);
+                let w = flushed_end.load(Ordering::Relaxed);
                 if w < w1 || w >= LATTE_MAX_WRITE_IDX {
                     return Err(Error::Corrupt);
                 }
@@ -673,6 +873,14 @@ pub fn check_whole(base: *const u8) -> Result<(), Error> {
     }
 }
 
+/// Whether the object behind `fd` is now larger than `len` bytes.
+fn grown_since(fd: &OwnedFd, len: usize) -> bool {
+    // SAFETY: an all-zero stat is a valid out-parameter; fd is open.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::fstat(fd.as_raw_fd(), &mut st) == 0 && st.st_size as u64 > len as u64 }
+}
+
 /// A read-only mapping of a shm object or a file, validated. Its `view`
 /// borrows it.
 pub struct Mapping {
@@ -695,6 +903,31 @@ impl Mapping {
     /// liveness lock (`liveness`, L3). A flushed image has none.
     pub fn producer_alive(&self) -> bool {
         self.view.flags() & LATTE_REGION_FLUSHED == 0 && crate::liveness::held(self.fd.as_fd())
+    }
+
+    /// Maps the region again when it grew since it was mapped (its
+    /// producer published chunks past the mapping): a view made afterwards
+    /// reads them. Returns whether it remapped. Cursors are per slot index,
+    /// so a reader's cursors stay valid across a refresh. On an error the
+    /// mapping is left as it was.
+    pub fn refresh(&mut self) -> Result<bool, Error> {
+        match self.grown()? {
+            Some(m) => {
+                *self = m;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// A new mapping of the same object when the region grew past this one
+    /// (`refresh` for a mapping that others share).
+    pub fn grown(&self) -> Result<Option<Mapping>, Error> {
+        if self.view.flags() & LATTE_REGION_FLUSHED != 0 || self.view.published_size() <= self._map.size() as u64 {
+            return Ok(None);
+        }
+        let fd = self.fd.try_clone().map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        Mapping::from_fd(fd).map(Some)
     }
 
     /// Maps `fd` read-only (PROT_READ: a reader can never disturb the producer) and validates it.
@@ -738,7 +971,16 @@ impl Mapping {
         // SAFETY: the mapping is readable for len bytes and page aligned;
         // the view lives in the Mapping, which hands it out only borrowed
         // (`view`), and the mapping is unmapped only when the Mapping drops.
-        let view = unsafe { View::new_held(map.as_ptr(), len, held) }?;
+        let view = match unsafe { View::new_held(map.as_ptr(), len, held) } {
+            // The producer grew the object after it was measured: measure
+            // again (a shrunk object stays truncated).
+            Err(Error::Truncated) if grown_since(&fd, len) => {
+                drop(fault);
+                drop(map);
+                return Self::from_fd(fd);
+            }
+            r => r?,
+        };
         check_whole(map.as_ptr())?;
         Ok(Mapping { _fault: fault, _map: map, fd, view })
     }

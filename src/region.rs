@@ -10,21 +10,25 @@ use crate::fault::Protected;
 use crate::layout::*;
 use crate::mmap::Mmap;
 use crate::tsc;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::ffi::{CStr, CString};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::Mutex;
 
-/// Capacities and permissions of a shared region, and what to do when its
+/// Sizes and permissions of a shared region, and what to do when its
 /// name is taken. All zeros (`{0}` in C) is the default for every field.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 #[allow(non_camel_case_types)]
 pub struct latte_region_config {
-    /// Slots ((thread, ID) rings) in the region; 0 = the default (128).
+    /// Slots ((thread, ID) rings) reserved when the region is made (its
+    /// first chunk; 0 = the default, 16). The region grows past them, a
+    /// chunk of twice as many slots at a time, as threads and IDs need more.
     pub slot_capacity: u32,
     /// Samples per slot, a power of two; 0 = the default (65536).
     pub samples_per_slot: u32,
-    /// Entries of the ID table, at most 256; 0 = the default (256).
+    /// Most distinct IDs the region takes; 0 = no limit. Spans of IDs past
+    /// the limit are counted (`unfit_id_drops`), not recorded.
     pub id_capacity: u32,
     /// Permission bits of the shm object; 0 = the default (0600).
     pub mode: u32,
@@ -33,8 +37,8 @@ pub struct latte_region_config {
     pub if_taken: u32,
 }
 
-/// Default slot capacity of a shared region (128 rings of 1 MiB).
-pub const LATTE_DEFAULT_SHARED_SLOTS: u32 = 128;
+/// Slots of a shared region's first chunk by default.
+pub const LATTE_DEFAULT_SHARED_SLOTS: u32 = LATTE_DEFAULT_FIRST_SLOTS;
 
 /// `latte_region_config.if_taken`, the default: a latte region of that name
 /// whose producer is gone (it no longer holds the region's liveness lock,
@@ -53,7 +57,7 @@ impl latte_region_config {
         latte_region_config {
             slot_capacity: if self.slot_capacity == 0 { LATTE_DEFAULT_SHARED_SLOTS } else { self.slot_capacity },
             samples_per_slot: if self.samples_per_slot == 0 { LATTE_DEFAULT_SAMPLES } else { self.samples_per_slot },
-            id_capacity: if self.id_capacity == 0 { LATTE_MAX_IDS } else { self.id_capacity },
+            id_capacity: self.id_capacity,
             mode: if self.mode == 0 { 0o600 } else { self.mode & 0o777 },
             if_taken: self.if_taken,
         }
@@ -70,26 +74,67 @@ pub static FAIL_FORK_COPY: core::sync::atomic::AtomicBool = core::sync::atomic::
 pub enum Backing {
     /// Anonymous private memory.
     Anonymous,
-    /// A POSIX shared-memory object: its name, the descriptor that holds
-    /// its liveness lock (`liveness`, L1-L3) for as long as it is open, and
-    /// the mapping's SIGBUS protection (`fault`).
-    Shared { name: CString, fd: OwnedFd, _fault: Protected },
+    /// A POSIX shared-memory object: its name, and the descriptor that
+    /// holds its liveness lock (`liveness`, L1-L3) for as long as it is
+    /// open, through which the region grows.
+    Shared { name: CString, fd: OwnedFd },
     /// In a fork child: what was a shared region, now a private copy
-    /// (`privatize_after_fork`); still protected, for the fallback that
-    /// remaps the object privately.
-    ForkedCopy { _fault: Protected },
+    /// (`privatize_after_fork`).
+    ForkedCopy,
+}
+
+/// One chunk of a region as this process maps it.
+#[derive(Debug)]
+struct Chunk {
+    /// Declared before `map`: the protection goes before the mapping.
+    _fault: Option<Protected>,
+    map: Mmap,
+    /// Its offset in the region (in the object, for a shared region).
+    offset: u64,
+    /// `true` for a slot chunk, `false` for a name chunk.
+    slots: bool,
+}
+
+/// What grows under the registry lock: the chunks, and where the next
+/// name record goes.
+#[derive(Debug, Default)]
+struct Growth {
+    chunks: Vec<Chunk>,
+    /// Slot chunks made so far.
+    slot_chunks: u32,
+    /// Name chunks made so far.
+    name_chunks: u32,
+    /// Byte offset of the next name record in the last name chunk.
+    name_pos: u64,
+    /// The program was told that the region could not grow.
+    told: bool,
 }
 
 /// A mapped region owned by this process. Dropping it releases everything
-/// it took (protection, descriptor and lock, mapping, in that order); an
-/// installed region is leaked instead (`recorder`), since thread states
-/// point into it for the rest of the process.
+/// it took (chunks and their protection, descriptor and lock, header
+/// mapping); an installed region is leaked instead (`recorder`), since
+/// thread states point into it for the rest of the process.
+///
+/// Each chunk is a mapping of its own, so that a slot's address never
+/// changes while the region grows.
 #[derive(Debug)]
 pub struct Region {
     backing: Backing,
-    map: Mmap,
+    growth: Box<Mutex<Growth>>,
+    /// Where each slot chunk is mapped here (null until made); release after
+    /// the chunk is whole, acquire to use it.
+    slot_bases: Box<[AtomicPtr<u8>; LATTE_CHUNKS as usize]>,
+    /// Where each name chunk is mapped here (null until made); as `slot_bases`.
+    name_bases: Box<[AtomicPtr<u8>; LATTE_CHUNKS as usize]>,
+    /// The header's page (field order: dropped after the chunks).
+    _header_fault: Option<Protected>,
+    header_map: Mmap,
     geo: Geometry,
 }
+
+/// Bytes of the mapping that holds the header (the header's page).
+const HEADER_MAP_BYTES: u64 = LATTE_PAGE_SIZE;
+const _: () = assert!(LATTE_HEADER_SIZE as u64 <= HEADER_MAP_BYTES);
 
 /// Removes a shm name when dropped, unless disarmed: the temporary name
 /// of an object being made, on every failure path.
@@ -104,18 +149,36 @@ impl Drop for UnlinkOnDrop<'_> {
     }
 }
 
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_BASE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
+
 impl Region {
+    fn with_header(backing: Backing, header_map: Mmap, header_fault: Option<Protected>, geo: Geometry) -> Region {
+        Region {
+            backing,
+            growth: Box::new(Mutex::new(Growth::default())),
+            slot_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),
+            name_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),
+            _header_fault: header_fault,
+            header_map,
+            geo,
+        }
+    }
+
     /// A private region backed by anonymous memory. Nothing is committed
-    /// until written: memory grows with the slots actually used.
-    pub fn create_private(id_capacity: u32, slot_capacity: u32, samples_per_slot: u32) -> Result<Region, Error> {
-        let geo = Geometry::new(id_capacity, slot_capacity, samples_per_slot).ok_or(Error::INVAL)?;
-        let map = Mmap::anonymous(geo.total_size as usize)?;
-        let r = Region { backing: Backing::Anonymous, map, geo };
-        r.init_header(0);
+    /// until written: memory grows with the slots actually used, and the
+    /// region grows by chunks as more are needed.
+    pub fn create_private(first_slots: u32, samples_per_slot: u32, id_limit: u32) -> Result<Region, Error> {
+        let geo = Geometry::new(first_slots, samples_per_slot).ok_or(Error::INVAL)?;
+        let map = Mmap::anonymous(HEADER_MAP_BYTES as usize)?;
+        let r = Region::with_header(Backing::Anonymous, map, None, geo);
+        r.init_header(0, id_limit);
+        r.grow(false)?;
+        r.grow(true)?;
         Ok(r)
     }
 
-    /// Creates the shm object `name`, reserves its memory and maps it
+    /// Creates the shm object `name`, reserves its first chunks and maps it
     /// shared. On any error nothing is left behind: no name, descriptor,
     /// mapping or fault-table entry.
     pub fn create_shared(name: &[u8], cfg: &latte_region_config) -> Result<Region, Error> {
@@ -126,7 +189,7 @@ impl Region {
             LATTE_IF_TAKEN_FAIL => false,
             _ => return Err(Error::INVAL),
         };
-        let geo = Geometry::new(cfg.id_capacity, cfg.slot_capacity, cfg.samples_per_slot).ok_or(Error::INVAL)?;
+        let geo = Geometry::new(cfg.slot_capacity, cfg.samples_per_slot).ok_or(Error::INVAL)?;
         // L1 (`liveness`): made under a name of its own, locked and
         // initialised there, then published under `name` (L2).
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -144,20 +207,18 @@ impl Region {
         // shm_open applies the umask; make the permissions exactly what was asked.
         // SAFETY: fd is a valid descriptor we own.
         unsafe { libc::fchmod(fd.as_raw_fd(), cfg.mode as libc::mode_t) };
-        // Reserve every page now so a full /dev/shm fails here, not as a
-        // SIGBUS inside a measured thread later.
-        // SAFETY: fd is a valid descriptor; the length fits off_t (checked by Geometry).
-        let rc = unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, geo.total_size as libc::off_t) };
-        if rc != 0 {
-            return Err(Error::Os(rc));
-        }
-        let map = Mmap::shared(fd.as_fd(), geo.total_size as usize, true)?;
+        reserve(fd.as_fd(), 0, HEADER_MAP_BYTES)?;
+        let map = Mmap::shared(fd.as_fd(), HEADER_MAP_BYTES as usize, true)?;
         // A later truncation of the object by someone else must not SIGBUS
         // the measured threads: see `fault`. Refused when no memory is
         // left for its table to grow.
         let fault = crate::fault::protect(&map, true)?;
-        let r = Region { backing: Backing::Shared { name: cname, fd, _fault: fault }, map, geo };
-        r.init_header(LATTE_REGION_SHARED);
+        let r = Region::with_header(Backing::Shared { name: cname, fd }, map, Some(fault), geo);
+        r.init_header(LATTE_REGION_SHARED, cfg.id_capacity);
+        // The first chunks are reserved now, so a /dev/shm too small for
+        // them fails here; later chunks are reserved as the region grows.
+        r.grow(false)?;
+        r.grow(true)?;
         crate::liveness::publish(&tmp, name, replace_stale)?;
         unlink_tmp.0 = None; // published: the temporary name is gone
         Ok(r)
@@ -180,24 +241,22 @@ impl Region {
         }
     }
 
-    fn init_header(&self, flags: u32) {
-        let h = self.map.as_ptr() as *mut latte_region_header;
-        // SAFETY: the mapping is at least LATTE_HEADER_SIZE bytes, page
-        // aligned, zero-filled and not yet visible to any reader of ours
-        // (readers validate the magic, written last with a release fence).
+    fn init_header(&self, flags: u32, id_limit: u32) {
+        let h = self.header_map.as_ptr() as *mut latte_region_header;
+        // SAFETY: the mapping is a page, page aligned, zero-filled and not
+        // yet visible to any reader of ours (readers validate the magic,
+        // written last with a release fence).
         unsafe {
             (*h).version = LATTE_LAYOUT_VERSION;
             (*h).header_size = LATTE_HEADER_SIZE;
             (*h).slot_header_size = LATTE_SLOT_HEADER_SIZE;
             (*h).sample_size = LATTE_SAMPLE_SIZE;
-            (*h).id_capacity = self.geo.id_capacity;
-            (*h).id_entry_size = LATTE_ID_NAME_SIZE;
-            (*h).slot_capacity = self.geo.slot_capacity;
+            (*h).first_slots = self.geo.first_slots;
             (*h).samples_per_slot = self.geo.samples_per_slot;
-            (*h).id_table_offset = self.geo.id_table_offset;
-            (*h).slots_offset = self.geo.slots_offset;
+            (*h).first_name_bytes = LATTE_FIRST_NAME_BYTES;
+            (*h).id_limit = id_limit;
             (*h).slot_stride = self.geo.slot_stride;
-            (*h).total_size = self.geo.total_size;
+            (*h).total_size.store(HEADER_MAP_BYTES, Ordering::Relaxed);
             (*h).producer_pid = libc::getpid() as u32;
             (*h).flags = flags;
             (*h).anchor_realtime_ns = tsc::clock_ns(libc::CLOCK_REALTIME);
@@ -210,11 +269,89 @@ impl Region {
         }
     }
 
+    fn growth(&self) -> std::sync::MutexGuard<'_, Growth> {
+        // A panic while growing leaves nothing half-published (the
+        // directory entry is stored last): the state is usable.
+        self.growth.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds the next chunk of slots (`slots`) or names: reserves and maps
+    /// it, then publishes it (directory entry, then `total_size`, both
+    /// release). Called under the registry lock (and at creation). A
+    /// failure (memory, address space or `/dev/shm` ran out) changes
+    /// nothing and is told to the program once on standard error (unless
+    /// `LATTE_QUIET=1`).
+    fn grow(&self, slots: bool) -> Result<(), Error> {
+        let mut g = self.growth();
+        let r = self.grow_locked(&mut g, slots);
+        if let Err(e) = r {
+            if !g.told && self.header().magic == LATTE_MAGIC && g.slot_chunks > 0 {
+                g.told = true;
+                tell_once(e, slots);
+            }
+        }
+        r
+    }
+
+    fn grow_locked(&self, g: &mut Growth, slots: bool) -> Result<(), Error> {
+        let k = if slots { g.slot_chunks } else { g.name_chunks };
+        let len = if slots {
+            self.geo.slot_chunk_bytes(k).ok_or(Error::NOMEM)?
+        } else if k < LATTE_CHUNKS {
+            name_chunk_bytes(k)
+        } else {
+            return Err(Error::NOMEM);
+        };
+        let h = self.header();
+        // Relaxed: only this function (under the lock) stores it.
+        let offset = h.total_size.load(Ordering::Relaxed);
+        let (map, fault) = match &self.backing {
+            Backing::Shared { fd, .. } => {
+                reserve(fd.as_fd(), offset, len)?;
+                let map = match Mmap::shared_at(fd.as_fd(), offset, len as usize, true) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        unreserve(fd.as_fd(), offset);
+                        return Err(e);
+                    }
+                };
+                let fault = match crate::fault::protect(&map, true) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        drop(map);
+                        unreserve(fd.as_fd(), offset);
+                        return Err(e);
+                    }
+                };
+                (map, Some(fault))
+            }
+            Backing::Anonymous => (Mmap::anonymous(len as usize)?, None),
+            Backing::ForkedCopy => return Err(Error::NOMEM),
+        };
+        let base = map.as_ptr();
+        g.chunks.push(Chunk { _fault: fault, map, offset, slots });
+        // Release: the chunk (zero-filled) is whole before anything that
+        // finds it through its base or its directory entry uses it.
+        if slots {
+            self.slot_bases[k as usize].store(base, Ordering::Release);
+            h.slot_chunks[k as usize].store(offset, Ordering::Release);
+            g.slot_chunks += 1;
+        } else {
+            self.name_bases[k as usize].store(base, Ordering::Release);
+            h.name_chunks[k as usize].store(offset, Ordering::Release);
+            g.name_chunks += 1;
+            g.name_pos = 0;
+        }
+        // Release: a reader that sees the new size sees the entry above.
+        h.total_size.store(offset + len, Ordering::Release);
+        Ok(())
+    }
+
     /// The header.
     pub fn header(&self) -> &latte_region_header {
-        // SAFETY: base points to an initialised header that lives as long as
-        // self; its non-atomic fields are never written after init_header.
-        unsafe { &*(self.map.as_ptr() as *const latte_region_header) }
+        // SAFETY: the header page is mapped as long as self lives; its
+        // non-atomic fields are never written after init_header.
+        unsafe { &*(self.header_map.as_ptr() as *const latte_region_header) }
     }
 
     /// The geometry.
@@ -222,9 +359,10 @@ impl Region {
         &self.geo
     }
 
-    /// Base address of the mapping.
+    /// Base address of the header's mapping (what identifies the region in
+    /// this process).
     pub fn base(&self) -> *mut u8 {
-        self.map.as_ptr()
+        self.header_map.as_ptr()
     }
 
     /// Whether this is a shared-memory region, or a fork child's copy of one.
@@ -232,24 +370,102 @@ impl Region {
         !matches!(self.backing, Backing::Anonymous)
     }
 
-    /// Slot `i`'s header. `i` must be below the slot capacity.
+    /// Slots the region's chunks hold now.
+    pub fn slot_capacity(&self) -> u64 {
+        let n = self.slot_bases.iter().take_while(|b| !b.load(Ordering::Acquire).is_null()).count() as u32;
+        self.geo.slots_before(n)
+    }
+
+    /// Makes room for at least `n` slots, growing by chunks; an error when
+    /// the region cannot grow (told once, see `grow`).
+    pub fn reserve_slots(&self, n: u64) -> Result<(), Error> {
+        while self.slot_capacity() < n {
+            self.grow(true)?;
+        }
+        Ok(())
+    }
+
+    /// Slot `i`'s header. `i` must be below `slot_capacity`.
     pub fn slot(&self, i: u32) -> *mut latte_slot_header {
-        debug_assert!(i < self.geo.slot_capacity);
-        // SAFETY: i < slot_capacity, so the offset is inside the mapping.
-        unsafe { self.base().add((self.geo.slots_offset + i as u64 * self.geo.slot_stride) as usize) as *mut latte_slot_header }
+        let (k, j) = self.geo.slot_place(i);
+        // Acquire: pairs with the release in grow (the chunk is whole).
+        let base = self.slot_bases[k as usize].load(Ordering::Acquire);
+        debug_assert!(!base.is_null());
+        // SAFETY: slot j of chunk k lies inside that chunk's mapping.
+        unsafe { base.add((j * self.geo.slot_stride) as usize) as *mut latte_slot_header }
     }
 
-    /// ID table entry `token`. `token` must be below the ID capacity.
-    pub fn id_entry(&self, token: u32) -> *mut latte_id_entry {
-        debug_assert!(token < self.geo.id_capacity);
-        // SAFETY: token < id_capacity, so the entry is inside the mapping.
-        unsafe { self.base().add((self.geo.id_table_offset + token as u64 * LATTE_ID_NAME_SIZE as u64) as usize) as *mut latte_id_entry }
+    /// Slot `i`'s offset in the region (in its object, or in an image of it).
+    pub fn slot_offset(&self, i: u32) -> u64 {
+        let (k, j) = self.geo.slot_place(i);
+        // Acquire: pairs with the release in grow.
+        self.header().slot_chunks[k as usize].load(Ordering::Acquire) + j * self.geo.slot_stride
     }
 
-    /// In a fork child: replace the shared mapping by a private copy of what
-    /// it held at the fork, at the same address, so that nothing the child
-    /// writes reaches the parent, nothing the parent writes afterwards shows
-    /// in the child, and every cached pointer stays valid.
+    /// Each name chunk made so far: its memory, its offset in the region
+    /// and its length.
+    pub fn name_chunks(&self) -> Vec<(*const u8, u64, u64)> {
+        let h = self.header();
+        (0..LATTE_CHUNKS)
+            .map_while(|k| {
+                // Acquire: pairs with the release in grow.
+                let base = self.name_bases[k as usize].load(Ordering::Acquire);
+                (!base.is_null()).then(|| (base as *const u8, h.name_chunks[k as usize].load(Ordering::Acquire), name_chunk_bytes(k)))
+            })
+            .collect()
+    }
+
+    /// The mapped base of every slot chunk and name chunk made so far (null
+    /// past them), for a view of this process's own region.
+    pub fn chunk_bases(&self) -> ([*const u8; LATTE_CHUNKS as usize], [*const u8; LATTE_CHUNKS as usize]) {
+        // Acquire: pairs with the release in grow.
+        let s = core::array::from_fn(|k| self.slot_bases[k].load(Ordering::Acquire) as *const u8);
+        let n = core::array::from_fn(|k| self.name_bases[k].load(Ordering::Acquire) as *const u8);
+        (s, n)
+    }
+
+    /// Appends a name record and publishes it as the next token (release on
+    /// `ids_used`). Called under the registry lock. None when the region's
+    /// ID limit is reached or no chunk for the name can be had.
+    pub fn append_name(&self, name: &[u8]) -> Option<u32> {
+        debug_assert!(name.len() <= LATTE_MAX_NAME_LEN as usize);
+        let h = self.header();
+        // Relaxed: only the registry (under its lock) stores it.
+        let n = h.ids_used.load(Ordering::Relaxed);
+        if (h.id_limit != 0 && n >= h.id_limit) || n == u32::MAX {
+            return None;
+        }
+        let rec = name_record_bytes(name.len() as u64);
+        let mut g = self.growth();
+        if g.name_chunks == 0 || g.name_pos + rec > name_chunk_bytes(g.name_chunks - 1) {
+            // The rest of the chunk stays zero: "no more records here".
+            drop(g);
+            self.grow(false).ok()?;
+            g = self.growth();
+        }
+        let k = g.name_chunks - 1;
+        // Acquire: pairs with the release in grow.
+        let base = self.name_bases[k as usize].load(Ordering::Acquire);
+        let at = g.name_pos;
+        // SAFETY: at + rec <= the chunk's length (checked above); the bytes
+        // are unpublished (past every record a reader may look at) until
+        // the release store of ids_used below.
+        unsafe {
+            let p = base.add(at as usize);
+            (p as *mut u32).write(name.len() as u32 + 1);
+            core::ptr::copy_nonoverlapping(name.as_ptr(), p.add(LATTE_NAME_LEN_SIZE as usize), name.len());
+        }
+        g.name_pos = at + rec;
+        // Release: publishes the record written above to any reader that
+        // loads ids_used with acquire.
+        h.ids_used.store(n + 1, Ordering::Release);
+        Some(n)
+    }
+
+    /// In a fork child: replace every shared mapping by a private copy of
+    /// what it held at the fork, at the same address, so that nothing the
+    /// child writes reaches the parent, nothing the parent writes
+    /// afterwards shows in the child, and every cached pointer stays valid.
     ///
     /// The copy (`replace_with_anonymous_copy`) costs the child time in
     /// proportion to what was recorded. Should it fail (no memory), the
@@ -258,48 +474,60 @@ impl Region {
     /// touched keep following the object. Should that fail too, its view
     /// is made read-only.
     pub fn privatize_after_fork(&mut self) {
-        let Backing::Shared { fd, _fault: fault, .. } = core::mem::replace(&mut self.backing, Backing::Anonymous) else {
+        let Backing::Shared { fd, .. } = core::mem::replace(&mut self.backing, Backing::Anonymous) else {
             return; // anonymous private memory is already copy-on-write.
         };
-        let len = self.geo.total_size as usize;
-        let base = self.base() as *mut libc::c_void;
-        if !self.replace_with_anonymous_copy() {
-            // SAFETY: remaps exactly our own mapping (same base and length)
-            // with MAP_FIXED; the object is still sized as before.
-            let p = unsafe { libc::mmap(base, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_FIXED, fd.as_raw_fd(), 0) };
-            if p == libc::MAP_FAILED {
-                // SAFETY: our own mapping.
-                unsafe { libc::mprotect(base, len, libc::PROT_READ) };
+        let g = self.growth.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut maps: Vec<(*mut u8, usize, u64, bool)> = vec![(self.header_map.as_ptr(), HEADER_MAP_BYTES as usize, 0, false)];
+        maps.extend(g.chunks.iter().map(|c| (c.map.as_ptr(), c.map.size(), c.offset, c.slots)));
+        let used = self.header().slots_used.load(Ordering::Acquire);
+        let copied =
+            !FAIL_FORK_COPY.load(Ordering::Relaxed) && maps.iter().all(|&(base, len, _, slots)| self.replace_with_anonymous_copy(base, len, slots, used));
+        if !copied {
+            for &(base, len, offset, _) in &maps {
+                // SAFETY: remaps exactly one of our own mappings (same base
+                // and length) with MAP_FIXED; the object is still sized as
+                // before. A mapping already copied is remapped too: the
+                // child's view then follows the object, as stated above.
+                let p = unsafe {
+                    libc::mmap(
+                        base as *mut libc::c_void,
+                        len,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_FIXED,
+                        fd.as_raw_fd(),
+                        offset as libc::off_t,
+                    )
+                };
+                if p == libc::MAP_FAILED {
+                    // SAFETY: our own mapping.
+                    unsafe { libc::mprotect(base as *mut libc::c_void, len, libc::PROT_READ) };
+                }
             }
         }
         // The descriptor closes here: the child holds no lock on the
         // parent's object and never unlinks its name.
         drop(fd);
-        self.backing = Backing::ForkedCopy { _fault: fault };
+        self.backing = Backing::ForkedCopy;
     }
 
-    /// Copies what the region holds into fresh anonymous memory and moves
-    /// that over the shared mapping, at the same address: the header and ID
-    /// table, and for each slot handed out its header and the samples
-    /// written so far (a ring that wrapped: all of it). The parent's other
-    /// threads may be writing meanwhile, so words are read with atomic
-    /// loads; a slot's header is copied before its samples, so a sample the
-    /// parent writes meanwhile lies above the copied index (invisible), and
-    /// only a ring the parent wraps during the copy may show a newer sample
-    /// in an older place. Zero words are not written, so untouched pages
-    /// stay uncommitted.
-    fn replace_with_anonymous_copy(&self) -> bool {
-        // Relaxed: a test switch, read on its own.
-        if FAIL_FORK_COPY.load(Ordering::Relaxed) {
-            return false;
-        }
-        let len = self.geo.total_size as usize;
+    /// Copies what one mapping of the region holds into fresh anonymous
+    /// memory and moves that over it, at the same address: the header page
+    /// or a name chunk whole; for a slot chunk, each handed-out slot's
+    /// header and the samples written so far (a ring that wrapped: all of
+    /// it). The parent's other threads may be writing meanwhile, so words
+    /// are read with atomic loads; a slot's header is copied before its
+    /// samples, so a sample the parent writes meanwhile lies above the
+    /// copied index (invisible), and only a ring the parent wraps during
+    /// the copy may show a newer sample in an older place. Zero words are
+    /// not written, so untouched pages stay uncommitted.
+    fn replace_with_anonymous_copy(&self, base: *mut u8, len: usize, slots: bool, used: u32) -> bool {
         let Ok(fresh) = Mmap::anonymous(len) else {
             return false;
         };
         let tmp = fresh.as_ptr();
         let copy = |off: usize, n: usize| {
-            let src = self.base().wrapping_add(off) as *const AtomicU64;
+            let src = base.wrapping_add(off) as *const AtomicU64;
             let dst = tmp.wrapping_add(off) as *mut u64;
             for i in 0..n / 8 {
                 // SAFETY: callers pass ranges inside both mappings (each
@@ -315,49 +543,70 @@ impl Region {
                 }
             }
         };
-        let g = self.geo;
-        copy(0, g.slots_offset as usize);
-        // Acquire: every counted slot's metadata is visible.
-        let used = self.header().slots_used.load(Ordering::Acquire).min(g.slot_capacity);
-        for i in 0..used {
-            // SAFETY: i < slots_used <= capacity: a slot header inside the region.
-            let sh = unsafe { &*self.slot(i) };
-            // Acquire: the samples below this index are visible to the copy.
-            let w = sh.write_idx.load(Ordering::Acquire);
-            let off = (g.slots_offset + i as u64 * g.slot_stride) as usize;
-            copy(off, LATTE_SLOT_HEADER_SIZE as usize);
-            // The header's copied index may be older than `w` (copied after):
-            // store `w` itself, the index whose samples are copied below.
-            // SAFETY: inside the fresh mapping; the write_idx word of slot i.
-            unsafe { (tmp.add(off) as *mut u64).write(w) };
-            let samples = w.min(g.samples_per_slot as u64) as usize * LATTE_SAMPLE_SIZE as usize;
-            copy(off + LATTE_SLOT_HEADER_SIZE as usize, samples);
+        if !slots {
+            copy(0, len);
+        } else {
+            let stride = self.geo.slot_stride as usize;
+            let first =
+                (0..LATTE_CHUNKS as usize).find(|&k| self.slot_bases[k].load(Ordering::Acquire) == base).map(|k| self.geo.slots_before(k as u32)).unwrap_or(0);
+            for j in 0..len / stride {
+                if first + j as u64 >= used as u64 {
+                    break;
+                }
+                // SAFETY: slot j of this chunk, inside the mapping.
+                let sh = unsafe { &*(base.add(j * stride) as *const latte_slot_header) };
+                // Acquire: the samples below this index are visible to the copy.
+                let w = sh.write_idx.load(Ordering::Acquire);
+                let off = j * stride;
+                copy(off, LATTE_SLOT_HEADER_SIZE as usize);
+                // The header's copied index may be older than `w` (copied after):
+                // store `w` itself, the index whose samples are copied below.
+                // SAFETY: inside the fresh mapping; the write_idx word of slot j.
+                unsafe { (tmp.add(off) as *mut u64).write(w) };
+                let samples = w.min(self.geo.samples_per_slot as u64) as usize * LATTE_SAMPLE_SIZE as usize;
+                copy(off + LATTE_SLOT_HEADER_SIZE as usize, samples);
+            }
         }
-        // SAFETY: moves our fresh mapping over exactly our own region mapping.
-        let r = unsafe { libc::mremap(tmp as *mut libc::c_void, len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, self.base() as *mut libc::c_void) };
+        // SAFETY: moves our fresh mapping over exactly one of our own mappings.
+        let r = unsafe { libc::mremap(tmp as *mut libc::c_void, len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, base as *mut libc::c_void) };
         if r == libc::MAP_FAILED {
             return false; // `fresh` unmaps itself
         }
-        // The pages moved to the region's address, which `self.map` owns.
+        // The pages moved to the mapping's address, which its owner owns.
         let _ = fresh.leak();
         true
     }
+}
 
-    /// Copies the ID table of another region (used when a shared region
-    /// replaces the private one before any recording).
-    pub fn copy_ids_from(&self, other: &Region) -> bool {
-        // Acquire: pairs with the release store that counted the last name
-        // in, so the names below it are complete.
-        let n = other.header().ids_used.load(Ordering::Acquire);
-        if n > self.geo.id_capacity {
-            return false;
-        }
-        for t in 0..n {
-            // SAFETY: both entries are inside their mappings (t < both capacities).
-            unsafe { core::ptr::copy_nonoverlapping(other.id_entry(t), self.id_entry(t), 1) };
-        }
-        // Release: the names above are visible to whoever sees the count.
-        self.header().ids_used.store(n, Ordering::Release);
-        true
+/// Reserves `len` bytes of the object from `offset` (the object grows to
+/// hold them), so that a full `/dev/shm` fails here, never as a SIGBUS in
+/// a measured thread later.
+fn reserve(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Result<(), Error> {
+    // SAFETY: fd is a valid descriptor; offset and length fit off_t (chunk sizes are bounded by Geometry).
+    let rc = unsafe { libc::posix_fallocate(fd.as_raw_fd(), offset as libc::off_t, len as libc::off_t) };
+    if rc != 0 {
+        unreserve(fd, offset);
+        return Err(Error::Os(rc));
     }
+    Ok(())
+}
+
+/// Gives back what a failed `reserve` may have taken past `offset`.
+fn unreserve(fd: BorrowedFd<'_>, offset: u64) {
+    // SAFETY: fd is a valid descriptor we own; only our own unpublished tail is cut.
+    unsafe { libc::ftruncate(fd.as_raw_fd(), offset as libc::off_t) };
+}
+
+/// Says once on standard error that the region could not grow (unless
+/// `LATTE_QUIET=1`); the spans that cannot be recorded are counted in the
+/// header (`no_slot_drops`, `unfit_id_drops`).
+#[cold]
+fn tell_once(e: Error, slots: bool) {
+    if std::env::var_os("LATTE_QUIET").is_some_and(|v| v == "1") {
+        return;
+    }
+    let what = if slots { "rings" } else { "ID names" };
+    let msg = format!("latte: the region cannot grow to hold more {what} ({}); spans that do not fit are counted, not recorded\n", e);
+    // SAFETY: writes a buffer we own to fd 2; the result is ignored (a closed stderr loses the line).
+    unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
 }

@@ -21,7 +21,7 @@ fn image() -> &'static Vec<u8> {
             latte::internals::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
         }
         let m = Mapping::open_shm(name.as_bytes()).unwrap();
-        let len = m.view().geo().total_size as usize;
+        let len = m.view().published_size() as usize;
         // SAFETY: the mapping is readable for its validated total size.
         let bytes = unsafe { std::slice::from_raw_parts(m.view().base(), len) }.to_vec();
         latte::shm::unlink(name.as_bytes()).unwrap();
@@ -109,7 +109,7 @@ fn each_hostile_object_gives_its_error() {
     check(&b, LATTE_ERR_VERSION);
     // Capacities that overflow.
     let mut b = img.clone();
-    put_u32(&mut b, offset_of!(H, slot_capacity), u32::MAX);
+    put_u32(&mut b, offset_of!(H, first_slots), u32::MAX);
     put_u32(&mut b, offset_of!(H, samples_per_slot), 1 << 31);
     check(&b, LATTE_ERR_CORRUPT);
     // Sizes that disagree with the geometry.
@@ -124,7 +124,7 @@ fn each_hostile_object_gives_its_error() {
     put_u32(&mut b, offset_of!(H, slots_used), 5);
     check(&b, LATTE_ERR_CORRUPT);
     // A write_idx far beyond capacity.
-    let slots = u64::from_le_bytes(img[offset_of!(H, slots_offset)..][..8].try_into().unwrap()) as usize;
+    let slots = u64::from_le_bytes(img[offset_of!(H, slot_chunks)..][..8].try_into().unwrap()) as usize;
     let mut b = img.clone();
     put_u64(&mut b, slots, u64::MAX - 3);
     check(&b, LATTE_ERR_CORRUPT);
@@ -132,10 +132,25 @@ fn each_hostile_object_gives_its_error() {
     let mut b = img.clone();
     put_u32(&mut b, slots + offset_of!(latte_slot_header, id_token), 200);
     check(&b, LATTE_ERR_CORRUPT);
-    // A name without NUL.
-    let ids = u64::from_le_bytes(img[offset_of!(H, id_table_offset)..][..8].try_into().unwrap()) as usize;
+    // A name longer than any name.
+    let names = u64::from_le_bytes(img[offset_of!(H, name_chunks)..][..8].try_into().unwrap()) as usize;
     let mut b = img.clone();
-    b[ids..ids + 32].fill(b'A');
+    put_u32(&mut b, names, LATTE_MAX_NAME_LEN + 2);
+    check(&b, LATTE_ERR_CORRUPT);
+    // A name record cut by its chunk's end: the first record made to end
+    // past the last byte of a whole chunk.
+    let mut b = img.clone();
+    put_u32(&mut b, names, LATTE_MAX_NAME_LEN + 1);
+    let mut at = names + name_record_bytes(LATTE_MAX_NAME_LEN as u64) as usize;
+    while at + 4 <= names + name_chunk_bytes(0) as usize {
+        put_u32(&mut b, at, LATTE_MAX_NAME_LEN + 1);
+        at += name_record_bytes(LATTE_MAX_NAME_LEN as u64) as usize;
+    }
+    put_u32(&mut b, offset_of!(H, ids_used), 1000);
+    check(&b, LATTE_ERR_CORRUPT);
+    // A chunk at an offset that is not a page's.
+    let mut b = img.clone();
+    put_u64(&mut b, offset_of!(H, slot_chunks), slots as u64 + 8);
     check(&b, LATTE_ERR_CORRUPT);
 }
 
@@ -162,12 +177,12 @@ proptest! {
     /// Random byte mutations and truncations of a valid image never crash,
     /// hang or read out of bounds: they read, or give an error code.
     #[test]
-    fn mutated_images_never_crash(muts in proptest::collection::vec((0usize..20_000, any::<u8>()), 1..12), cut in 0usize..20_000, truncate in any::<bool>()) {
+    fn mutated_images_never_crash(muts in proptest::collection::vec((0usize..100_000, any::<u8>()), 1..12), cut in 0usize..100_000, truncate in any::<bool>()) {
         let mut b = image().clone();
         let len = b.len();
         for (off, v) in muts {
             // Bias half of the mutations into the header, where they matter most.
-            let off = if off % 2 == 0 { off % 512 } else { off % len };
+            let off = if off % 2 == 0 { off % LATTE_HEADER_SIZE as usize } else { off % len };
             b[off] = v;
         }
         if truncate {

@@ -1,5 +1,6 @@
-//! The ID table holds 256 names; the 257th gets no token and what is
-//! recorded under it is dropped and counted.
+//! A region made with an ID limit (`id_capacity` 256) takes 256 names; the
+//! 257th gets no token and what is recorded under it is dropped and
+//! counted.
 
 mod common;
 use common::*;
@@ -8,6 +9,9 @@ use std::ffi::CString;
 
 #[test]
 fn the_257th_id_does_not_fit() {
+    let region = format!("/latte-id-limit-{}", std::process::id());
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 256, mode: 0, if_taken: 0 };
+    latte::internals::recorder::install_shared(region.as_bytes(), &cfg).unwrap();
     let names: Vec<CString> = (0..257).map(|k| CString::new(format!("id-{k}")).unwrap()).collect();
     for (k, n) in names.iter().take(256).enumerate() {
         assert_eq!(latte::internals::ffi::latte_intern_id(n.as_ptr()), k as u32);
@@ -42,4 +46,5 @@ fn the_257th_id_does_not_fit() {
     assert_eq!(latte::internals::ffi::latte_calibration_run(), -libc::ENOSPC);
     let r = latte::internals::api::own_report(LATTE_UNIT_CYCLE, LATTE_DATA_RAW).unwrap();
     assert!(r.contains("id-5"));
+    latte::shm::unlink(region.as_bytes()).unwrap();
 }

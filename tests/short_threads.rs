@@ -1,5 +1,5 @@
 //! 10,000 short-lived threads: memory stays bounded, slots of exited threads
-//! are reused only once the region's slots run out, and what reuse discards
+//! are reused once exited threads hold half the region, before it grows, and what reuse discards
 //! is counted.
 
 mod common;

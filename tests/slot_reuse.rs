@@ -26,11 +26,11 @@ fn reused_slots_never_read_as_corrupt() {
         std::thread::spawn(move || {
             let m = m;
             let v = m.view();
-            let mut curs = vec![latte_cursor::default(); v.geo().slot_capacity as usize];
+            let mut curs = vec![latte_cursor::default(); v.slot_capacity() as usize];
             let mut buf = vec![MaybeUninit::<latte_raw_sample>::uninit(); v.geo().samples_per_slot as usize];
             let (mut reads, mut restarts, mut corrupt, mut other) = (0u64, 0u64, 0u64, 0u64);
             while !stop.load(Ordering::Relaxed) {
-                for i in 0..v.geo().slot_capacity {
+                for i in 0..v.slot_capacity() as u32 {
                     match v.read_into(i, &mut curs[i as usize], &mut buf, latte::ReadMode::Live) {
                         Ok(r) => {
                             reads += 1;

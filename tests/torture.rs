@@ -37,7 +37,7 @@ fn reader_process(name: &str) {
         }
     };
     let v = m.view();
-    let mut curs = vec![latte_cursor::default(); v.geo().slot_capacity as usize];
+    let mut curs = vec![latte_cursor::default(); v.slot_capacity() as usize];
     let mut corrupt = vec![0u64; curs.len()];
     let mut deferred = vec![0u64; curs.len()];
     let mut buf = vec![MaybeUninit::<latte_raw_sample>::uninit(); v.geo().samples_per_slot as usize];

@@ -35,7 +35,7 @@ fn the_producer_survives_and_a_reader_gets_an_error() {
     }
     // A reader maps the object while it is whole.
     let m = Mapping::open_shm(name.as_bytes()).unwrap();
-    let slot = (0..m.view().geo().slot_capacity).find(|&i| m.view().slot_info(i).map(|s| s.state != 0).unwrap_or(false)).unwrap();
+    let slot = (0..m.view().slot_capacity() as u32).find(|&i| m.view().slot_info(i).map(|s| s.state != 0).unwrap_or(false)).unwrap();
     let mut cur = latte_cursor::default();
     let mut out = Vec::new();
     assert!(m.view().read_slot(slot, &mut cur, &mut out, latte::ReadMode::Live).unwrap().read > 0);

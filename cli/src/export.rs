@@ -293,7 +293,7 @@ impl State {
             match open(name, *ident) {
                 Opened::Region(map) => {
                     let r = self.regions.entry(name.clone()).or_default();
-                    let mut o = Object { map, ident: *ident, cursors: Vec::new(), last: Counts::default(), cpn: 0.0, bounds: [0.0; FINITE_BUCKETS] };
+                    let mut o = Object { map: *map, ident: *ident, cursors: Vec::new(), last: Counts::default(), cpn: 0.0, bounds: [0.0; FINITE_BUCKETS] };
                     if !from_start {
                         skip_to_end(&mut o, &mut self.buf);
                     }
@@ -483,7 +483,7 @@ impl State {
 
 /// What opening a name gave.
 enum Opened {
-    Region(Mapping),
+    Region(Box<Mapping>),
     /// An object that is not a latte region (or not a regular file).
     Foreign,
     /// A region that cannot be read now, with why.
@@ -500,7 +500,7 @@ fn open(name: &[u8], ident: (u64, u64)) -> Opened {
             let path = [SHM_DIR.as_bytes(), name].concat();
             let now = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&path)).map(|m| (m.dev(), m.ino()));
             if now.ok() == Some(ident) {
-                Opened::Region(map)
+                Opened::Region(Box::new(map))
             } else {
                 Opened::Vanished
             }
@@ -532,6 +532,12 @@ fn skip_to_end(o: &mut Object, buf: &mut Vec<latte_raw_sample>) {
 /// Step 1 for one object: reads every slot past its cursor into the
 /// region's series, and the region counters' growth.
 fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, buf: &mut Vec<latte_raw_sample>, now: Instant) {
+    // The region grows while it is read: map what it grew by first.
+    if let Err(e) = o.map.refresh() {
+        r.read_errors += 1;
+        r.last_error = Some(crate::strerror(e));
+        return;
+    }
     let v = o.map.view();
     // Looked at before reading: when the producer was gone already, this
     // pass takes the last samples there will ever be.
@@ -544,7 +550,7 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
         o.cpn = cpn;
         o.bounds = bounds_in_cycles(cpn);
     }
-    r.slot_capacity = v.geo().slot_capacity;
+    r.slot_capacity = v.slot_capacity().min(u32::MAX as u64) as u32;
     r.slots_used = v.slots_used();
     let fail = |r: &mut Region, e: Error| {
         r.read_errors += 1;

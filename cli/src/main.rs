@@ -421,7 +421,7 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
                     "ids": program_ids(&v),
                     "threads": k.threads_seen,
                     "slots": k.slots_used,
-                    "bytes": v.geo().total_size,
+                    "bytes": v.published_size(),
                 }));
             }
             // Objects that are not latte regions (bad magic, empty, not a
@@ -644,7 +644,7 @@ fn field(name: &str) -> String {
 }
 
 fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
-    let m = open(target)?;
+    let mut m = open(target)?;
     let v = m.view();
     let pid = v.producer_pid();
     let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };
@@ -678,6 +678,9 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
         // interval's read takes the last samples there will ever be.
         let alive = m.producer_alive();
         let fail_read = |e: Error| fail(target, &strerror(e), EXIT_NOT_REGION);
+        // The region grows while it is watched: map what it grew by.
+        m.refresh().map_err(fail_read)?;
+        let v = m.view();
         let ids = v.ids().map_err(fail_read)?;
         let slots = v.slots().map_err(fail_read)?;
         let mut per: Vec<Interval> = ids

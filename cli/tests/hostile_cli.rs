@@ -43,12 +43,14 @@ fn shm_used() -> u64 {
 }
 
 /// A header claiming `geo`, `slots_used` slots handed out and one ID, in
-/// a sparse object of the geometry's size; slot 0 says it holds `write_idx`
-/// samples of ID 0.
+/// a sparse object as large as its first name chunk and first slot chunk;
+/// slot 0 says it holds `write_idx` samples of ID 0.
 fn hostile(path: &str, geo: Geometry, slots_used: u32, write_idx: u64) {
     let f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(path).unwrap();
-    f.set_len(geo.total_size).unwrap();
-    let mut h = vec![0u8; geo.slots_offset as usize];
+    let names_at = LATTE_PAGE_SIZE;
+    let slots_at = names_at + name_chunk_bytes(0);
+    f.set_len(slots_at + geo.slot_chunk_bytes(0).unwrap()).unwrap();
+    let mut h = vec![0u8; LATTE_PAGE_SIZE as usize];
     let put32 = |b: &mut Vec<u8>, o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
     let put64 = |b: &mut Vec<u8>, o: usize, v: u64| b[o..o + 8].copy_from_slice(&v.to_le_bytes());
     type H = latte_region_header;
@@ -57,25 +59,26 @@ fn hostile(path: &str, geo: Geometry, slots_used: u32, write_idx: u64) {
     put32(&mut h, offset_of!(H, header_size), LATTE_HEADER_SIZE);
     put32(&mut h, offset_of!(H, slot_header_size), LATTE_SLOT_HEADER_SIZE);
     put32(&mut h, offset_of!(H, sample_size), LATTE_SAMPLE_SIZE);
-    put32(&mut h, offset_of!(H, id_capacity), geo.id_capacity);
-    put32(&mut h, offset_of!(H, id_entry_size), LATTE_ID_NAME_SIZE);
-    put32(&mut h, offset_of!(H, slot_capacity), geo.slot_capacity);
+    put32(&mut h, offset_of!(H, first_slots), geo.first_slots);
+    put32(&mut h, offset_of!(H, first_name_bytes), LATTE_FIRST_NAME_BYTES);
     put32(&mut h, offset_of!(H, samples_per_slot), geo.samples_per_slot);
-    put64(&mut h, offset_of!(H, id_table_offset), geo.id_table_offset);
-    put64(&mut h, offset_of!(H, slots_offset), geo.slots_offset);
     put64(&mut h, offset_of!(H, slot_stride), geo.slot_stride);
-    put64(&mut h, offset_of!(H, total_size), geo.total_size);
+    put64(&mut h, offset_of!(H, total_size), slots_at + geo.slot_chunk_bytes(0).unwrap());
+    put64(&mut h, offset_of!(H, name_chunks), names_at);
+    put64(&mut h, offset_of!(H, slot_chunks), slots_at);
     put32(&mut h, offset_of!(H, ids_used), 1);
     put32(&mut h, offset_of!(H, slots_used), slots_used);
-    h[geo.id_table_offset as usize..geo.id_table_offset as usize + 4].copy_from_slice(b"evil");
     use std::os::unix::fs::FileExt;
     f.write_all_at(&h, 0).unwrap();
+    let mut rec = 5u32.to_le_bytes().to_vec(); // "evil": length 4, stored as 4 + 1
+    rec.extend_from_slice(b"evil");
+    f.write_all_at(&rec, names_at).unwrap();
     let mut s = vec![0u8; LATTE_SLOT_HEADER_SIZE as usize];
     type S = latte_slot_header;
     put64(&mut s, offset_of!(S, write_idx), write_idx);
     put32(&mut s, offset_of!(S, generation), 1);
     put32(&mut s, offset_of!(S, state), LATTE_SLOT_CLOSED);
-    f.write_all_at(&s, geo.slots_offset).unwrap();
+    f.write_all_at(&s, slots_at).unwrap();
 }
 
 /// A real region made by a process that recorded and exited; returns its bytes.
@@ -120,7 +123,7 @@ fn scenario() {
     std::fs::remove_file("/dev/shm/fifo").unwrap();
 
     // 2^31 samples per slot, one slot claiming them all: no 32 GiB allocation.
-    let big = Geometry::new(LATTE_MAX_IDS, 1, 1 << 31).unwrap();
+    let big = Geometry::new(1, 1 << 31).unwrap();
     hostile("/dev/shm/big", big, 1, 1 << 31);
     for args in [&["stats", "/big"][..], &["trace", "/big", "-o", "/tmp/latte-hostile-big.json"], &["watch", "/big", "--plain", "--count", "1"]] {
         let r = latte(args);
@@ -130,7 +133,7 @@ fn scenario() {
 
     // 2^32 - 1 slots, all claimed handed out, in an object of 4 KiB of
     // data: no 160 GiB of cursors, no walk through its holes.
-    let many = Geometry::new(LATTE_MAX_IDS, u32::MAX, 2).unwrap();
+    let many = Geometry::new(u32::MAX, 2).unwrap();
     hostile("/dev/shm/many", many, u32::MAX, 1);
     let before = shm_used();
     for args in [&["ls"][..], &["stats", "/many"], &["watch", "/many", "--plain", "--count", "1"]] {

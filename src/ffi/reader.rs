@@ -1,27 +1,58 @@
 use super::*;
 use crate::counters::latte_counters;
 use crate::error::Error;
-use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, Mapping, ReadMode, View, LATTE_READER_MIN_INTERVAL_NS};
+use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, Mapping, NameCursor, ReadMode, View, LATTE_READER_MIN_INTERVAL_NS};
 use core::ffi::{c_char, c_int, CStr};
 use core::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// A read-only view of a region opened by name or a flushed file.
 #[allow(non_camel_case_types)]
 pub struct latte_reader {
-    map: Mapping,
+    /// The mapping (remapped when the region grew) and the names read so
+    /// far; a reader may be used from several threads.
+    state: Mutex<ReaderState>,
     /// Pacing of `latte_reader_read` (ns; 0 = off). Relaxed: a setting read
     /// on its own, ordering nothing else.
     min_interval_ns: AtomicU64,
 }
 
+struct ReaderState {
+    map: Mapping,
+    /// Where the names below end in the region's records.
+    names_at: NameCursor,
+    /// The names read so far, by token.
+    names: Vec<Vec<u8>>,
+}
+
+impl ReaderState {
+    /// Maps what the region grew by, and reads the names published since.
+    fn catch_up(&mut self) -> Result<(), Error> {
+        self.map.refresh()?;
+        let mut new = Vec::new();
+        self.map.view().ids_since(&mut self.names_at, &mut new)?;
+        self.names.extend(new.into_iter().map(|i| i.name));
+        Ok(())
+    }
+}
+
 fn open_reader(r: Result<Mapping, Error>, out: *mut *mut latte_reader) -> c_int {
     match r {
         Ok(map) => {
+            let state = ReaderState { map, names_at: NameCursor::default(), names: Vec::new() };
             // SAFETY: out was checked non-null by the caller.
-            unsafe { *out = Box::into_raw(Box::new(latte_reader { map, min_interval_ns: AtomicU64::new(LATTE_READER_MIN_INTERVAL_NS) })) };
+            unsafe { *out = Box::into_raw(Box::new(latte_reader { state: Mutex::new(state), min_interval_ns: AtomicU64::new(LATTE_READER_MIN_INTERVAL_NS) })) };
             0
         }
         Err(e) => e.code(),
+    }
+}
+
+impl latte_reader {
+    fn state(&self) -> std::sync::MutexGuard<'_, ReaderState> {
+        // A panic inside a call (caught at the boundary) leaves the state
+        // usable: every field is valid on its own.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -68,7 +99,7 @@ pub extern "C" fn latte_reader_close(r: *mut latte_reader) {
 }
 
 fn with_reader<R>(r: *const latte_reader, fallback: R, f: impl FnOnce(&View) -> R) -> R {
-    with_reader_and(r, fallback, |rd| f(&rd.map.view()))
+    with_reader_and(r, fallback, |rd| f(&rd.state().map.view()))
 }
 
 fn with_reader_and<R>(r: *const latte_reader, fallback: R, f: impl FnOnce(&latte_reader) -> R) -> R {
@@ -95,20 +126,47 @@ pub extern "C" fn latte_reader_set_min_interval(r: *mut latte_reader, ns: u64) -
     })
 }
 
-/// Number of published IDs (tokens are 0 .. count-1); 0 for NULL.
+/// Maps what the region grew by since the reader opened it or last caught
+/// up (new chunks of slots and names), and reads the names published
+/// since. `latte_reader_slots` and `latte_reader_id_count` do it too.
+/// Returns 0 or a negative code.
 #[no_mangle]
-pub extern "C" fn latte_reader_id_count(r: *const latte_reader) -> u32 {
-    guard(0, || with_reader(r, 0, |v| v.ids_used()))
+pub extern "C" fn latte_reader_refresh(r: *mut latte_reader) -> c_int {
+    guard(PANICKED, || with_reader_and(r, -libc::EINVAL, |rd| rd.state().catch_up().map_or_else(|e| e.code(), |_| 0)))
 }
 
-/// Writes the name of `token` into `buf`; returns its length or a negative code.
+/// Number of published IDs the reader can name (tokens are 0 .. count-1),
+/// after catching up with the region (`latte_reader_refresh`); 0 for NULL.
+#[no_mangle]
+pub extern "C" fn latte_reader_id_count(r: *const latte_reader) -> u32 {
+    guard(0, || {
+        with_reader_and(r, 0, |rd| {
+            let mut st = rd.state();
+            let _ = st.catch_up();
+            st.names.len() as u32
+        })
+    })
+}
+
+/// Writes the name of `token` into `buf` (NUL-terminated, cut to `len`
+/// bytes); returns the name's whole length (so a caller whose buffer was
+/// too small can ask again with a larger one) or a negative code. Names
+/// are up to LATTE_MAX_NAME_LEN bytes.
 #[no_mangle]
 pub extern "C" fn latte_reader_id_name(r: *const latte_reader, token: u32, buf: *mut c_char, len: usize) -> c_int {
     guard(PANICKED, || {
-        with_reader(r, -libc::EINVAL, |v| match v.id_name(token) {
-            // SAFETY: the caller gives a buffer of len bytes (or NULL).
-            Ok(n) => unsafe { fill_str(crate::name::name_bytes(&n), buf, len) },
-            Err(e) => e.code(),
+        with_reader_and(r, -libc::EINVAL, |rd| {
+            let mut st = rd.state();
+            if token as usize >= st.names.len() {
+                if let Err(e) = st.catch_up() {
+                    return e.code();
+                }
+            }
+            match st.names.get(token as usize) {
+                // SAFETY: the caller gives a buffer of len bytes (or NULL).
+                Some(n) => unsafe { fill_str(n, buf, len) },
+                None => Error::Corrupt.code(),
+            }
         })
     })
 }
@@ -121,10 +179,15 @@ pub extern "C" fn latte_reader_id_name(r: *const latte_reader, token: u32, buf: 
 #[no_mangle]
 pub extern "C" fn latte_reader_id_is_reserved(r: *const latte_reader, token: u32) -> c_int {
     guard(PANICKED, || {
-        with_reader(r, -libc::EINVAL, |v| match v.id_name(token) {
-            _ if token >= v.ids_used() => -libc::EINVAL,
-            Ok(n) => crate::name::is_reserved_name(crate::name::name_bytes(&n)) as c_int,
-            Err(e) => e.code(),
+        with_reader_and(r, -libc::EINVAL, |rd| {
+            let mut st = rd.state();
+            if token as usize >= st.names.len() {
+                let _ = st.catch_up();
+            }
+            match st.names.get(token as usize) {
+                Some(n) => crate::name::is_reserved_name(n) as c_int,
+                None => -libc::EINVAL,
+            }
         })
     })
 }
@@ -134,10 +197,16 @@ pub extern "C" fn latte_reader_id_is_reserved(r: *const latte_reader, token: u32
 #[no_mangle]
 pub extern "C" fn latte_reader_slots(r: *const latte_reader, out: *mut latte_slot_info, cap: usize, out_n: *mut usize) -> c_int {
     guard(PANICKED, || {
-        with_reader(r, -libc::EINVAL, |v| match v.slots() {
-            // SAFETY: the caller gives a buffer of cap elements (or NULL).
-            Ok(s) => unsafe { fill(&s, out, cap, out_n) },
-            Err(e) => e.code(),
+        with_reader_and(r, -libc::EINVAL, |rd| {
+            let mut st = rd.state();
+            if let Err(e) = st.catch_up() {
+                return e.code();
+            }
+            match st.map.view().slots() {
+                // SAFETY: the caller gives a buffer of cap elements (or NULL).
+                Ok(s) => unsafe { fill(&s, out, cap, out_n) },
+                Err(e) => e.code(),
+            }
         })
     })
 }
@@ -173,7 +242,7 @@ pub extern "C" fn latte_reader_read(
             let pace = rd.min_interval_ns.load(Ordering::Relaxed);
             let mode = if pace == 0 { ReadMode::Live } else { ReadMode::Paced { min_interval_ns: pace } };
             // SAFETY: cursor checked non-null, owned by the caller.
-            match rd.map.view().read_into(slot, unsafe { &mut *cursor }, dst, mode) {
+            match rd.state().map.view().read_into(slot, unsafe { &mut *cursor }, dst, mode) {
                 Ok(res) => {
                     if !out_n.is_null() {
                         // SAFETY: checked non-null.
@@ -200,10 +269,14 @@ pub extern "C" fn latte_reader_get_counters(r: *const latte_reader, out: *mut la
 pub struct latte_region_info {
     pub producer_pid: u32,
     pub flags: u32,
+    /// Most IDs the producer takes; 0 = no limit.
     pub id_capacity: u32,
+    /// Slots the reader maps now (the region grows; `latte_reader_refresh`
+    /// maps what it grew by).
     pub slot_capacity: u32,
     pub samples_per_slot: u32,
     pub display_unit: u32,
+    /// Bytes of the region its producer has published.
     pub total_size: u64,
     pub anchor_tsc: u64,
     pub anchor_realtime_ns: u64,
@@ -225,11 +298,11 @@ pub extern "C" fn latte_reader_get_info(r: *const latte_reader, out: *mut latte_
             let i = latte_region_info {
                 producer_pid: v.producer_pid(),
                 flags: v.flags(),
-                id_capacity: v.geo().id_capacity,
-                slot_capacity: v.geo().slot_capacity,
+                id_capacity: v.id_limit(),
+                slot_capacity: v.slot_capacity().min(u32::MAX as u64) as u32,
                 samples_per_slot: v.geo().samples_per_slot,
                 display_unit: v.display_unit(),
-                total_size: v.geo().total_size,
+                total_size: v.published_size(),
                 anchor_tsc: v.anchor_tsc(),
                 anchor_realtime_ns: v.anchor_realtime_ns(),
                 cycles_per_ns: c.cycles_per_ns,

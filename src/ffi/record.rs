@@ -87,19 +87,17 @@ pub extern "C" fn latte_intern_id(id: *const c_char) -> u32 {
     guard(LATTE_INVALID_ID, || unsafe { recorder::intern_id(id) })
 }
 
-/// Writes the name of `token` into `buf` (NUL-terminated, truncated to
-/// `len`); returns the name's length, or a negative code for an unknown token.
+/// Writes the name of `token` into `buf` (NUL-terminated, cut to `len`
+/// bytes); returns the name's whole length (a caller whose buffer was too
+/// small asks again with a larger one), or -ENOENT for an unknown token.
+/// Names are up to LATTE_MAX_NAME_LEN bytes.
 #[no_mangle]
 pub extern "C" fn latte_id_name(token: u32, buf: *mut c_char, len: usize) -> c_int {
     guard(PANICKED, || {
-        let v = match crate::extract::own_view() {
-            Some(v) => v,
-            None => return -libc::ENOENT,
-        };
-        match v.id_name(token) {
+        match recorder::name_of_token(token) {
             // SAFETY: the caller gives a buffer of len bytes (or NULL).
-            Ok(n) => unsafe { fill_str(crate::name::name_bytes(&n), buf, len) },
-            Err(_) => -libc::ENOENT,
+            Some(n) => unsafe { fill_str(&n, buf, len) },
+            None => -libc::ENOENT,
         }
     })
 }

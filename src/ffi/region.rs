@@ -4,12 +4,12 @@ use crate::region::latte_region_config;
 use core::ffi::{c_char, c_int, CStr};
 
 /// Moves recording into a new POSIX shared-memory object `shm_name` (one
-/// leading '/', no other) with the default capacities (128 slots of 65,536
-/// samples, 256 IDs, mode 0600). Must precede the first recording: -EBUSY
-/// after it, -EALREADY when a shared region is installed, -ENOSPC when
-/// /dev/shm cannot hold it. A region of that name whose producer is gone
-/// (exited or killed) is replaced; -EEXIST when the name belongs to a live
-/// producer or to an object that is not a latte region.
+/// leading '/', no other) with the defaults (a first chunk of 16 slots of
+/// 65,536 samples, growing as needed; mode 0600). Must precede the first
+/// recording: -EBUSY after it, -EALREADY when a shared region is installed,
+/// -ENOSPC when /dev/shm cannot hold it. A region of that name whose
+/// producer is gone (exited or killed) is replaced; -EEXIST when the name
+/// belongs to a live producer or to an object that is not a latte region.
 ///
 /// A program that makes no such call records into private memory, unless
 /// its environment names a region: `LATTE_REGION=/name` makes that region

@@ -2,7 +2,6 @@
 //! are `crate::counters`.
 
 use super::thread::{current_if_any, with_cold};
-use crate::layout::*;
 
 /// Per-thread counters of the calling thread.
 #[repr(C)]
@@ -26,9 +25,9 @@ pub fn current_thread_idx() -> Option<u32> {
     with_cold(|c| c.thread_idx)
 }
 
-/// The calling thread's ring for a token, if it has one.
-pub fn own_slot_for(token: u32) -> Option<*mut latte_slot_header> {
-    with_cold(|c| c.slots_by_token.get(token as usize).copied().unwrap_or(core::ptr::null_mut())).filter(|p| !p.is_null())
+/// The slot index of the calling thread's ring for a token, if it has one.
+pub fn own_slot_for(token: u32) -> Option<u32> {
+    with_cold(|c| c.slots_by_token.get(&token).map(|&(_, i)| i)).flatten()
 }
 
 /// The calling thread's counters (zeros before it recorded anything).

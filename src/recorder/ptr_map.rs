@@ -1,38 +1,52 @@
 //! A thread-private open-addressing map from ID pointers to rings: the
-//! second level behind the hot cache.
+//! second level behind the hot cache. It grows with the IDs a thread
+//! records (doubling, at most half full), so a thread with thousands of IDs
+//! finds each here without the registry lock; past `PTR_MAP_MAX` entries
+//! (IDs built in fresh buffers over and over) it starts over.
 
 /// An open-addressing map from ID pointers to rings, thread-private.
 pub(super) struct PtrMap {
-    keys: Box<[usize; PTR_MAP_SIZE]>,
-    slots: Box<[u64; PTR_MAP_SIZE]>,
+    /// `keys.len()` is a power of two; `PTR_MAP_EMPTY` marks a free entry.
+    keys: Vec<usize>,
+    slots: Vec<u64>,
+    /// Entries in use, at most half of `keys.len()`.
     len: usize,
 }
 
+/// Entries of a new map.
 const PTR_MAP_SIZE: usize = 512;
+/// Entries a map grows to at most; beyond, it is emptied and starts over.
+const PTR_MAP_MAX: usize = 1 << 21;
 /// Key of an empty entry (no string lives at address 0: NULL IDs are not cached).
 const PTR_MAP_EMPTY: usize = 0;
 
 impl PtrMap {
     pub(super) fn new() -> PtrMap {
-        PtrMap { keys: Box::new([PTR_MAP_EMPTY; PTR_MAP_SIZE]), slots: Box::new([0; PTR_MAP_SIZE]), len: 0 }
+        PtrMap { keys: vec![PTR_MAP_EMPTY; PTR_MAP_SIZE], slots: vec![0; PTR_MAP_SIZE], len: 0 }
     }
 
     pub(super) fn clear(&mut self) {
-        self.keys.fill(PTR_MAP_EMPTY);
-        self.len = 0;
+        if self.keys.len() > PTR_MAP_SIZE {
+            *self = PtrMap::new();
+        } else {
+            self.keys.fill(PTR_MAP_EMPTY);
+            self.len = 0;
+        }
     }
 
-    fn home(key: usize) -> usize {
-        ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize & (PTR_MAP_SIZE - 1)
+    fn home(&self, key: usize) -> usize {
+        let shift = 64 - self.keys.len().trailing_zeros();
+        ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
     }
 
     pub(super) fn get(&self, key: usize) -> Option<u64> {
-        let mut i = Self::home(key);
+        let mask = self.keys.len() - 1;
+        let mut i = self.home(key);
         loop {
             match self.keys[i] {
                 PTR_MAP_EMPTY => return None,
                 k if k == key => return Some(self.slots[i]),
-                _ => i = (i + 1) & (PTR_MAP_SIZE - 1),
+                _ => i = (i + 1) & mask,
             }
         }
     }
@@ -42,18 +56,40 @@ impl PtrMap {
             return;
         }
         // At most half full, so probes stay short and `get` always ends.
-        if self.len >= PTR_MAP_SIZE / 2 {
-            self.clear();
+        if self.len >= self.keys.len() / 2 {
+            if self.keys.len() >= PTR_MAP_MAX {
+                self.clear();
+            } else {
+                self.grow();
+            }
         }
-        let mut i = Self::home(key);
+        self.put(key, slot);
+    }
+
+    fn put(&mut self, key: usize, slot: u64) {
+        let mask = self.keys.len() - 1;
+        let mut i = self.home(key);
         while self.keys[i] != PTR_MAP_EMPTY && self.keys[i] != key {
-            i = (i + 1) & (PTR_MAP_SIZE - 1);
+            i = (i + 1) & mask;
         }
         if self.keys[i] == PTR_MAP_EMPTY {
             self.len += 1;
         }
         self.keys[i] = key;
         self.slots[i] = slot;
+    }
+
+    /// Twice the entries, every key placed again.
+    fn grow(&mut self) {
+        let n = self.keys.len() * 2;
+        let keys = core::mem::replace(&mut self.keys, vec![PTR_MAP_EMPTY; n]);
+        let slots = core::mem::replace(&mut self.slots, vec![0; n]);
+        self.len = 0;
+        for (k, s) in keys.into_iter().zip(slots) {
+            if k != PTR_MAP_EMPTY {
+                self.put(k, s);
+            }
+        }
     }
 }
 
@@ -66,7 +102,7 @@ mod tests {
     }
 
     #[test]
-    fn ptr_map_finds_what_it_holds_and_clears_when_half_full() {
+    fn ptr_map_finds_what_it_holds_and_grows() {
         let mut m = PtrMap::new();
         assert_eq!(m.get(0x1000), None);
         // Keys that share a home entry probe onwards.
@@ -81,14 +117,17 @@ mod tests {
         assert_eq!(m.len, 10);
         m.insert(PTR_MAP_EMPTY, slot(1)); // NULL IDs are never cached
         assert_eq!(m.len, 10);
-        for k in 11..=(PTR_MAP_SIZE / 2) {
+        // Past half full it grows, and keeps every key.
+        for k in 11..=10_000usize {
             m.insert(k * 0x1000, slot(k));
         }
-        assert_eq!(m.len, PTR_MAP_SIZE / 2);
-        // Full to half: the next insert starts over, and lookups still end.
-        m.insert(0xdead_0000, slot(7));
-        assert_eq!(m.len, 1);
-        assert_eq!(m.get(0xdead_0000), Some(slot(7)));
-        assert_eq!(m.get(0x1000), None);
+        assert_eq!(m.len, 10_000);
+        assert!(m.keys.len() >= 20_000);
+        for k in 2..=10_000usize {
+            assert_eq!(m.get(k * 0x1000), Some(slot(k)));
+        }
+        m.clear();
+        assert_eq!((m.len, m.keys.len()), (0, PTR_MAP_SIZE));
+        assert_eq!(m.get(0x2000), None);
     }
 }

@@ -10,7 +10,7 @@ use crate::layout::*;
 use crate::region::Region;
 use crate::tsc;
 use core::sync::atomic::{AtomicPtr, Ordering};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 /// Rust-private per-thread state: identity, counters and the thread's
 /// rings by token. Pooled when the thread exits.
@@ -21,7 +21,8 @@ pub struct Cold {
     pub(super) overflow_starts: u64,
     pub(super) orphan_stops: u64,
     pub(super) dropped: u64,
-    pub(super) slots_by_token: [*mut latte_slot_header; LATTE_MAX_IDS as usize],
+    /// The thread's ring of each ID it recorded, and the ring's slot index.
+    pub(super) slots_by_token: HashMap<u32, (*mut latte_slot_header, u32)>,
     /// Second level behind the hot cache: ID pointer -> this thread's ring,
     /// so that IDs whose pointers collide in the direct-mapped cache cost a
     /// probe here, not the registry lock. Cleared when it fills up.
@@ -115,7 +116,7 @@ impl Registry {
                 }
             }
         }
-        let r = Region::create_private(LATTE_MAX_IDS, LATTE_DEFAULT_PRIVATE_SLOTS, LATTE_DEFAULT_SAMPLES)?;
+        let r = Region::create_private(LATTE_DEFAULT_PRIVATE_SLOTS, LATTE_DEFAULT_SAMPLES, 0)?;
         self.install(r).map_err(|(e, _)| e)?;
         Ok(self.region.unwrap())
     }
@@ -165,7 +166,7 @@ impl Registry {
                     overflow_starts: 0,
                     orphan_stops: 0,
                     dropped: 0,
-                    slots_by_token: [core::ptr::null_mut(); LATTE_MAX_IDS as usize],
+                    slots_by_token: HashMap::new(),
                     by_ptr: PtrMap::new(),
                 }));
                 self.colds.push(p);
@@ -179,7 +180,7 @@ impl Registry {
         s.overflow_starts = 0;
         s.orphan_stops = 0;
         s.dropped = 0;
-        s.slots_by_token = [core::ptr::null_mut(); LATTE_MAX_IDS as usize];
+        s.slots_by_token.clear();
         s.by_ptr.clear();
         s.os_tid = tsc::gettid();
         s.alive = true;
@@ -199,9 +200,15 @@ impl Registry {
         }
     }
 
-    /// Hands a slot to (thread `c`, `token`): a fresh one while any is left,
-    /// else the oldest slot of an exited thread. None when neither exists.
-    pub(super) fn allocate_slot(&mut self, c: &Cold, token: u32) -> Option<*mut latte_slot_header> {
+    /// Hands a slot to (thread `c`, `token`): a fresh one while the
+    /// region's chunks have any left; else the oldest slot of an exited
+    /// thread once exited threads hold at least half the region (so that a
+    /// service that starts threads all the time stays within about twice
+    /// its live rings, and what exited threads recorded stays readable a
+    /// while); else a fresh one in a new chunk (the region grows); else,
+    /// when it cannot grow, any exited thread's slot. None when none of
+    /// these can be had (the region could not grow: told once).
+    pub(super) fn allocate_slot(&mut self, c: &Cold, token: u32) -> Option<(*mut latte_slot_header, u32)> {
         let region = self.region?;
         let h = region.header();
         // Relaxed, here and for the slot's old generation and index below:
@@ -209,12 +216,15 @@ impl Registry {
         // index: the slot's previous owner, which exited before the slot
         // became reusable, its last store ordered by the lock it took then).
         let used = h.slots_used.load(Ordering::Relaxed);
-        let (i, fresh) = if used < region.geometry().slot_capacity {
+        let cap = region.slot_capacity();
+        let (i, fresh) = if (used as u64) < cap {
             (used, true)
-        } else if let Some(i) = self.reusable.pop_front() {
-            (i, false)
+        } else if self.reusable.len() as u64 >= (cap / 2).max(1) {
+            (self.reusable.pop_front()?, false)
+        } else if used < u32::MAX && region.reserve_slots(used as u64 + 1).is_ok() {
+            (used, true)
         } else {
-            return None;
+            (self.reusable.pop_front()?, false)
         };
         let slot = region.slot(i);
         // SAFETY: slot i is inside the region; we hold the registry lock, the
@@ -242,7 +252,7 @@ impl Registry {
             // Release: the slot's metadata is published before readers count it.
             h.slots_used.store(used + 1, Ordering::Release);
         }
-        Some(slot)
+        Some((slot, i))
     }
 
     /// Marks a thread's slots closed and reusable, and pools its cold state.
@@ -254,20 +264,17 @@ impl Registry {
             return;
         }
         s.alive = false;
-        if let Some(region) = self.region {
-            let base = region.slot(0) as usize;
-            let stride = region.geometry().slot_stride as usize;
-            for p in s.slots_by_token.iter_mut() {
-                if p.is_null() {
-                    continue;
-                }
+        if self.region.is_some() {
+            let mut owned: Vec<(*mut latte_slot_header, u32)> = s.slots_by_token.drain().map(|(_, v)| v).collect();
+            // In slot order: reused oldest first, as they were handed out.
+            owned.sort_by_key(|&(_, i)| i);
+            for (p, i) in owned {
                 // SAFETY: a slot this thread owns, inside the region.
-                let sh = unsafe { &**p };
+                let sh = unsafe { &*p };
                 // W4. Release: every sample this thread wrote is visible to
                 // a reader that sees CLOSED with acquire (R2); the ring is final.
                 sh.state.store(LATTE_SLOT_CLOSED, Ordering::Release);
-                self.reusable.push_back(((*p as usize - base) / stride) as u32);
-                *p = core::ptr::null_mut();
+                self.reusable.push_back(i);
             }
         }
         s.by_ptr.clear();

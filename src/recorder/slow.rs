@@ -91,20 +91,20 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
             return None;
         }
     };
-    let mut slot = c.slots_by_token[token as usize];
-    if slot.is_null() {
-        match reg.allocate_slot(c, token) {
-            Some(s) => {
-                slot = s;
-                c.slots_by_token[token as usize] = s;
+    let slot = match c.slots_by_token.get(&token) {
+        Some(&(s, _)) => s,
+        None => match reg.allocate_slot(c, token) {
+            Some((s, i)) => {
+                c.slots_by_token.insert(token, (s, i));
+                s
             }
             None => {
                 c.dropped += 1;
                 bump(&region.header().no_slot_drops, 1);
                 return None;
             }
-        }
-    }
+        },
+    };
     let ring = tag_ring(slot, token);
     c.by_ptr.insert(id as usize, ring);
     Some(ring)
@@ -200,6 +200,16 @@ pub unsafe fn intern_id(id: *const c_char) -> u32 {
     reg.interner.intern_name(region, &name).unwrap_or(LATTE_INVALID_ID)
 }
 
+/// The token of an ID name in this process, when it has one.
+pub fn token_of_name(name: &[u8]) -> Option<u32> {
+    REGISTRY.lock().interner.token_of(name)
+}
+
+/// The name of a token of this process, when it is one.
+pub fn name_of_token(token: u32) -> Option<crate::name::Name> {
+    REGISTRY.lock().interner.name_of(token).cloned()
+}
+
 /// Installs a shared region before recording began. -EBUSY once any thread
 /// recorded; -EALREADY when a shared region is already installed (but for
 /// the one `LATTE_REGION` named, which this replaces, removing its name).
@@ -217,8 +227,8 @@ pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> 
     let from_env = reg.region.filter(|_| super::env::installed());
     let new = Region::create_shared(name, cfg)?;
     if let Some(old) = reg.region {
-        if !new.copy_ids_from(old) {
-            // More IDs interned than the new table holds.
+        if !crate::intern::Interner::copy_names(old, &new) {
+            // The new region could not take the names interned so far.
             new.discard();
             return Err(Error::Os(libc::ENOSPC));
         }

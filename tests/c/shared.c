@@ -484,8 +484,9 @@ static void polling_reader_is_paced(void) {
   latte_reader_close(r);
 }
 
-static void capacity_is_counted(void) {
-  /* The region was made with 32 slots: use them up from this thread. */
+static void capacity_grows(void) {
+  /* The region was made with 32 slots: 48 more IDs on this thread make it
+   * grow, and nothing is dropped. */
   char id[32];
   int k;
   latte_counters c;
@@ -495,8 +496,68 @@ static void capacity_is_counted(void) {
     latte_stop(NULL, LATTE_MODE_FAST);
   }
   CHECK(latte_region_get_counters(&c) == 0);
-  CHECK_EQ_U(c.slots_used, 32);
-  CHECK(c.no_slot_drops > 0);
+  CHECK(c.slots_used > 48);
+  CHECK_EQ_U(c.no_slot_drops, 0);
+}
+
+/* A reader that follows the region while another thread makes it grow
+ * (new IDs, each a new ring): every ring it lists has a name, and when the
+ * writer is done, read + lost == written for every ring. */
+#define GROW_IDS 200
+#define GROW_SPANS 300
+static volatile int grow_done;
+static void *grow_writer(void *arg) {
+  static char names[GROW_IDS][24];
+  int k, j;
+  (void)arg;
+  for (k = 0; k < GROW_IDS; k++) {
+    snprintf(names[k], sizeof names[k], "grow-%d", k);
+    for (j = 0; j < GROW_SPANS; j++) {
+      latte_start_inline(names[k], LATTE_MODE_FAST);
+      latte_stop_inline(NULL, LATTE_MODE_FAST);
+    }
+  }
+  __atomic_store_n(&grow_done, 1, __ATOMIC_RELEASE);
+  /* Stay alive until read: the rings stay this thread's. */
+  while (__atomic_load_n(&grow_done, __ATOMIC_ACQUIRE) != 2) usleep(1000);
+  return NULL;
+}
+
+static void reader_follows_growth(void) {
+  static latte_slot_info slots[4096];
+  static latte_cursor curs[4096];
+  static latte_raw_sample buf[1024];
+  latte_reader *r = NULL;
+  pthread_t th;
+  size_t n = 0, got, i;
+  int last = 0, rings = 0, exact = 1, named = 1;
+  char name[64];
+  CHECK(latte_reader_open(region_name, &r) == 0);
+  CHECK(latte_reader_set_min_interval(r, 0) == 0);
+  memset(curs, 0, sizeof curs);
+  CHECK(pthread_create(&th, NULL, grow_writer, NULL) == 0);
+  while (!last) {
+    last = __atomic_load_n(&grow_done, __ATOMIC_ACQUIRE) == 1;
+    CHECK(latte_reader_slots(r, slots, 4096, &n) == 0);
+    for (i = 0; i < n; i++) {
+      if (slots[i].index >= 4096) continue;
+      if (latte_reader_id_name(r, slots[i].id_token, name, sizeof name) < 0) named = 0;
+      while (latte_reader_read(r, slots[i].index, &curs[slots[i].index], buf, 1024, &got) == 0 && got > 0) {
+      }
+    }
+  }
+  CHECK(latte_reader_slots(r, slots, 4096, &n) == 0);
+  for (i = 0; i < n; i++) {
+    latte_cursor *c = &curs[slots[i].index];
+    if (latte_reader_id_name(r, slots[i].id_token, name, sizeof name) < 0 || strncmp(name, "grow-", 5) != 0) continue;
+    rings++;
+    if (c->read + c->lost != slots[i].write_idx || slots[i].write_idx != GROW_SPANS) exact = 0;
+  }
+  __atomic_store_n(&grow_done, 2, __ATOMIC_RELEASE);
+  CHECK(pthread_join(th, NULL) == 0);
+  CHECK_EQ_U(rings, GROW_IDS);
+  CHECK(exact && named);
+  latte_reader_close(r);
 }
 
 static void names_and_collisions(void) {
@@ -694,7 +755,8 @@ int main(int argc, char **argv) {
     snprintf(tname, sizeof tname, "%s-trunc", region_name);
     CHECK_EQ_U(spawn_wait("truncate", tname), 0);
   }
-  capacity_is_counted();
+  capacity_grows();
+  reader_follows_growth();
   {
     char name[64];
     CHECK(latte_id_name(0, name, sizeof name) > 0 && strcmp(name, "interned-before-init") == 0);
