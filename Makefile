@@ -9,9 +9,7 @@ REL      := target/release
 LIB_SO   := $(REL)/liblatte.so
 LIB_A    := $(REL)/liblatte.a
 B        := build
-# The Python package's virtual environment (the python section below), set
-# here: make expands a rule's prerequisites where the rule is read, and the
-# speedtest rule needs it.
+# The Python package's virtual environment (make python-test, make speedtest).
 PYVENV   := $(B)/python/venv
 PYV      := $(PYVENV)/bin/python
 VERSION  := $(shell sed -n 's/^version = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
@@ -30,7 +28,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src cli/src -name '*.rs') Cargo.toml cli/Cargo.toml build.rs
 
-.PHONY: python python-test python-lint lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
+.PHONY: compare-test python python-test python-lint lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
 
 all: lib
 
@@ -95,7 +93,7 @@ test:
 	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
 	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
 
-test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test speedtest-test install-test readme-test python-test
+test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test compare-test speedtest-test install-test readme-test python-test
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -116,9 +114,25 @@ cli-test: lib $(B)/cli/service $(B)/cli/unchanged
 	  $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service || rc=1; \
 	  $(PYTHON) tests/cli/env_region.py $(REL)/latte $(B)/cli/unchanged || rc=1; exit $$rc'
 
+# `latte record`, `diff` and `plot` end to end (tests/compare/run.py):
+# synthetic recordings written by a Python writer of the format
+# (tests/compare/latte_file.py), a producer writing known span counts for
+# `record`, and the plot rendered to PNG by rsvg-convert (Debian's
+# librsvg2-bin; plot's labels are measured with DejaVu Sans,
+# fonts-dejavu-core), both installed when missing and make runs as root.
+$(B)/compare/producer: tests/compare/producer.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+compare-test: lib $(B)/compare/producer
+	@$(call need,rsvg-convert,librsvg2-bin)
+	@$(call need_file,/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf,fonts-dejavu-core)
+	$(PYTHON) tests/compare/run.py $(REL)/latte $(B)/compare/producer
+
 # `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), 500
-# regions exported at once (tests/serve/many_regions.py), then
-# a real Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
+# regions exported at once (tests/serve/many_regions.py), a region that
+# grows while serve and watch read it (tests/serve/growth.py), then a real
+# Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
 # Debian package prometheus, installed when missing and make runs as root;
 # its service is never started). In a mount namespace with its own tmpfs on
 # /dev/shm, as cli-test.
@@ -137,7 +151,8 @@ serve-test: lib $(B)/serve/service $(B)/serve/many_regions
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm || exit 1; rc=0; \
 	  $(PYTHON) tests/serve/http_edges.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
 	  $(PYTHON) tests/serve/many_regions.py $(REL)/latte $(B)/serve/many_regions || rc=1; \
-	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
+	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
+	  $(PYTHON) tests/serve/growth.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
 
 # Both builds: without and with the io_uring flush (the suites the feature
 # changes: the unit tests and the flush tests). Profile ci-test: release
@@ -222,14 +237,16 @@ SPEED_FLAGS := -O3 -march=native -std=c++17 -Wall -Wextra -Icpp_compat -Iinclude
 ORIGINAL ?=
 SPEED_RUN := $(PYTHON) speedtest/run.py
 
-# The one library make speedtest builds: the release library with the
-# `uring` feature (the flush rows need the io_uring flush), the library
-# package alone, in target/uring/release. The feature adds the io_uring
+# The one build make speedtest makes: the release library with the `uring`
+# feature (the flush rows need the io_uring flush) and the `latte` command
+# (speedtest/compare.py runs it), in one cargo build in target/uring, which
+# compiles the library's crate once for both. The feature adds the io_uring
 # flush (the only code under cfg(feature = "uring") is in src/flush.rs) and
 # nothing else, so every other row measures the code `make lib` ships.
 URING_A := target/uring/release/liblatte.a
-$(URING_A): $(SRCS) include/latte.h
-	$(CARGO) build --release --features uring --target-dir target/uring -p latte
+URING_LATTE := target/uring/release/latte
+$(URING_A) $(URING_LATTE) &: $(SRCS) include/latte.h
+	$(CARGO) build --release --features latte/uring --target-dir target/uring
 
 # hot.cpp at every code placement (speedtest/hot.cpp: "Code placement"):
 # $(B)/speed/hot.ours.K and, with ORIGINAL=, $(B)/hot.original.K.
@@ -253,15 +270,24 @@ $(B)/speed/speedtest: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $
 	@mkdir -p $(@D)
 	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
 
-# python/tests/producer.c against the same library, for the Python row.
+# python/tests/producer.c and tests/compare/producer.cpp against the same
+# library, for the Python row and speedtest/compare.py.
 $(B)/speed/producer: python/tests/producer.c include/*.h $(URING_A)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $< -o $@ $(URING_A) $(STATIC_LIBS)
 
-speedtest: tools $(HOT_OURS) $(B)/speed/speedtest $(B)/speed/producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL))
+$(B)/speed/compare_producer: tests/compare/producer.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< -o $@ $(URING_A) $(STATIC_LIBS)
+
+# Then `latte record` following a thread that records flat out and `latte
+# diff` of two 10 M-sample recordings (speedtest/compare.py: figures with
+# their goals; exit 1 when one fails).
+speedtest: tools $(HOT_OURS) $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL))
 	$(SPEED_RUN) --ours $(B)/speed/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
 	  --extra "./$(B)/speed/speedtest --shared /latte-speedtest-$$$$" --extra "./$(B)/speed/speedtest --flush-only" \
 	  --extra "$(PYV) speedtest/python_read.py $(B)/speed/producer"
+	$(PYTHON) speedtest/compare.py $(URING_LATTE) $(B)/speed/compare_producer
 
 # hot.cpp against `make lib`'s library, for the mechanism check below.
 $(B)/hot.ours.%: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -369,6 +395,14 @@ need = command -v $(1) >/dev/null 2>&1 || { \
     echo "make: $(1) not found: installing the $(2) package"; \
     if [ ! -e $(B)/.apt-updated ]; then apt-get update -qq && mkdir -p $(B) && touch $(B)/.apt-updated; fi && \
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(2) >/dev/null && command -v $(1) >/dev/null; \
+  else echo "make: $(1) not found: install the $(2) package (apt-get install $(2))"; exit 1; fi; }
+
+# $(call need_file,PATH,PACKAGE): as need, for a file a package installs.
+need_file = test -e $(1) || { \
+  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+    echo "make: $(1) not found: installing the $(2) package"; \
+    if [ ! -e $(B)/.apt-updated ]; then apt-get update -qq && mkdir -p $(B) && touch $(B)/.apt-updated; fi && \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(2) >/dev/null && test -e $(1); \
   else echo "make: $(1) not found: install the $(2) package (apt-get install $(2))"; exit 1; fi; }
 
 test-tools:

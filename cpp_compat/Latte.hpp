@@ -323,12 +323,15 @@ class Manager {
   std::map<ID, std::vector<Sample>> ExtractSamplesGlobal() {
     std::map<ID, std::vector<Sample>> out;
     std::vector<latte_sample_record> recs;
-    size_t n = 0;
+    size_t n = 0, missed = 0;
+    // Two passes, whatever the threads record meanwhile: the count, then
+    // as many as fit in it and a little more; what did not fit is counted
+    // (ExtractMissed), never chased.
     int rc = latte_samples_extract(nullptr, 0, &n);
-    while (rc == -ERANGE) {
-      recs.resize(n + 4096);  // room for samples recorded meanwhile
-      rc = latte_samples_extract(recs.data(), recs.size(), &n);
-    }
+    if (rc != 0 && rc != -ERANGE) return out;
+    recs.resize(n + n / 8 + 4096);
+    rc = latte_samples_extract_some(recs.data(), recs.size(), &n, &missed);
+    extract_missed_.store(missed, std::memory_order_relaxed);
     if (rc != 0) return out;
     recs.resize(n);
     std::map<uint32_t, ID> keys;
@@ -350,6 +353,10 @@ class Manager {
     return out;
   }
 
+  // Samples the last ExtractSamplesGlobal could not take (recorded while
+  // it ran, past the room its single pass had); 0 when it took everything.
+  size_t ExtractMissed() const { return extract_missed_.load(std::memory_order_relaxed); }
+
   Manager() : epoch(latte_tsc_epoch()) {}
   Manager(const Manager &) = delete;
   Manager &operator=(const Manager &) = delete;
@@ -369,6 +376,7 @@ class Manager {
  private:
   std::once_flag calibrate_once_;
   std::atomic<bool> calibrated_{false};
+  std::atomic<size_t> extract_missed_{0};
 };
 
 // Each value / cycles per ns, in order; calibrates first if not yet done.
@@ -391,8 +399,9 @@ inline void DumpToStream(std::ostream &os, Parameter::Unit unit = Parameter::Cyc
                          Parameter::Data data = Parameter::Raw) {
   Manager &m = Manager::Get();
   if (unit == Parameter::Time || data == Parameter::Calibrated) m.EnsureCalibrated();
-  char *s = latte_report_string(unit == Parameter::Time ? LATTE_UNIT_TIME : LATTE_UNIT_CYCLE,
-                                data == Parameter::Calibrated ? LATTE_DATA_CALIBRATED : LATTE_DATA_RAW);
+  // The original's bytes, gray borders included.
+  char *s = latte_report_string_color(unit == Parameter::Time ? LATTE_UNIT_TIME : LATTE_UNIT_CYCLE,
+                                      data == Parameter::Calibrated ? LATTE_DATA_CALIBRATED : LATTE_DATA_RAW);
   if (s) {
     os << s << std::flush;
     latte_string_free(s);

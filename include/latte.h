@@ -136,6 +136,14 @@
 // Region flag: this is a flushed image on disk, not a live region.
 #define LATTE_REGION_FLUSHED 2
 
+// Region flag: a thread of the producer turned switch tracking on
+// (`latte_sched_enable`, or `LATTE_SCHED=1` when it first recorded an ID;
+// docs/sched.md), so samples may carry `LATTE_SAMPLE_SWITCHED`. Without
+// it nothing was tracked: a switched count of 0 means "not tracked", not
+// "never switched". Set by the producer after creation, with an atomic OR
+// (readers load `flags` atomically).
+#define LATTE_REGION_SWITCHES_TRACKED 4
+
 // Slot state: owned by a live thread.
 #define LATTE_SLOT_LIVE 1
 
@@ -311,7 +319,9 @@ typedef struct latte_flush_status {
   uint32_t _pad;
   // Bytes written so far by the current or last flush.
   uint64_t bytes_written;
-  // Bytes the image has.
+  // Bytes the flush writes in all: `bytes_written` reaches it when the
+  // flush completes. (The image's size may be larger: the padding of
+  // rings and of the ID table is never written and reads as zeros.)
   uint64_t bytes_total;
 } latte_flush_status;
 
@@ -419,8 +429,12 @@ typedef struct LATTE_ALIGNED(64) latte_slot_header {
   // with release ordering after the sample it publishes.
   uint64_t write_idx;
   // Only in a flushed image: `write_idx` read again after the samples
-  // were written out (the live reader's second load). Never written in a
-  // live region, so `write_idx` has its line to itself there.
+  // were written out (the live reader's second load); and in a fork
+  // child's private copy of a shared region: the parent's `write_idx`
+  // read after the copy (samples it may have overwritten meanwhile are
+  // counted lost). Never written in a live region, so `write_idx` has
+  // its line to itself there; a live reader takes the larger of the two
+  // as its second load.
   uint64_t flushed_end_idx;
   uint64_t _pad0[6];
   // 0 while unassigned or being reassigned; otherwise changes every time
@@ -794,7 +808,8 @@ uint32_t latte_calibration_iterations(void);
 const char *latte_calibration_id(void);
 
 // The calibrated overheads in cycles: `out9` gets `[start][stop]` for the 9
-// mode pairs, `out_pulse` the pulse. Zeros before calibration.
+// mode pairs, `out_pulse` the pulse. Zeros before calibration. -EINVAL
+// (nothing written) when either is NULL.
 int latte_calibration_get_overheads(double *out9, double *out_pulse);
 
 // TSC cycles per ns, kept once known: the ratio of the region's anchor
@@ -820,6 +835,13 @@ int latte_samples_snapshot(const char *id, uint64_t *out, size_t cap, size_t *ou
 // again with room for a little more (threads may record meanwhile).
 int latte_samples_extract(struct latte_sample_record *out, size_t cap, size_t *out_n);
 
+// `latte_samples_extract` in one pass whatever the threads record
+// meanwhile: writes as many as fit in `out` (the first `cap`, in the same
+// order), their count to `*out_n`, and how many more there were to
+// `*out_missed` (0 when everything fit). -EINVAL when `out_n` or
+// `out_missed` is NULL, or `out` is with `cap` over 0.
+int latte_samples_extract_some(struct latte_sample_record *out, size_t cap, size_t *out_n, size_t *out_missed);
+
 // The first ID pointer a Start or pulse of this process passed for
 // `token` (the address the program used for that name); NULL when none
 // did. The C++ `Manager::ExtractSamplesGlobal` keys its map with it.
@@ -830,10 +852,16 @@ const char *latte_id_key(uint32_t token);
 // on first need; 0 when it cannot be made.
 uint64_t latte_tsc_epoch(void);
 
-// The report table as a NUL-terminated string (free it with
-// `latte_string_free`); NULL on error. Calibrates first when `unit` is
-// TIME or `data` is CALIBRATED.
+// The report table as a NUL-terminated string of plain text, no escape
+// sequences (free it with `latte_string_free`); NULL on error. Calibrates
+// first when `unit` is TIME or `data` is CALIBRATED.
+// `latte_report_string_color` gives the same table with the original's
+// gray borders.
 char *latte_report_string(latte_unit unit, latte_data data);
+
+// `latte_report_string` with the original Latte's gray borders (ANSI
+// escapes): the bytes its `DumpToStream` printed, for a terminal.
+char *latte_report_string_color(latte_unit unit, latte_data data);
 
 // Frees a string returned by latte. NULL is ignored.
 void latte_string_free(char *s);
@@ -848,7 +876,8 @@ int latte_time_format(double ns, char *buf, size_t len);
 
 // The outlier rule of reports on `n` values: writes the kept values sorted
 // into `out_values` (room for `n`), their count, the outlier count, and the
-// cutoff (`*out_has_cutoff` = 0 when there is none). NULL outputs are skipped.
+// cutoff (`*out_has_cutoff` = 0 when there is none). -EINVAL (nothing
+// written) when an output is NULL (`out_values` may be NULL when `n` is 0).
 int latte_samples_clean(const double *values, size_t n, double *out_values, size_t *out_kept, size_t *out_outliers, double *out_cutoff, int *out_has_cutoff);
 
 // Starts writing the region to `fd` (a regular file open for writing,
@@ -868,13 +897,18 @@ int latte_flush_async(int fd, latte_unit unit);
 // also moves the flush along (reaps completions, submits the next writes).
 int latte_poll_flush(void);
 
-// Cancels the pending asynchronous flush: 1 when one was pending (it
-// stops after the writes already in flight; `latte_poll_flush` then
-// returns -ECANCELED and the file holds no valid image), 0 when none was;
-// LATTE_ERR_NOT_SUPPORTED without the `uring` feature.
+// Cancels the pending asynchronous flush without waiting: 1 when one was
+// pending (nothing more is submitted; `latte_poll_flush` then returns
+// -ECANCELED and the file holds no valid image; the writes already with
+// the kernel are reaped by later calls, and `latte_flush_async` returns
+// -EBUSY until they are), 0 when none was; LATTE_ERR_NOT_SUPPORTED
+// without the `uring` feature. A fork child's flush state is its own: it
+// starts idle, and nothing it calls touches its parent's flush.
 int latte_flush_cancel(void);
 
-// Bytes written and total of the current or last asynchronous flush.
+// State, bytes written and bytes to write of the current or last
+// asynchronous flush (`bytes_written` equals `bytes_total` once it
+// completed). -EINVAL when `out` is NULL.
 int latte_flush_get_status(struct latte_flush_status *out);
 
 // Writes the same image as `latte_flush_async`, synchronously, with pwrite
@@ -1096,7 +1130,7 @@ int latte_sched_diff(const struct latte_sched_point *before, const struct latte_
 // (preempted 0.00 ns, blocked 1.05 ms); 1 switch-out (0 preempted); 1 CPU,
 // 0 migrations"), NUL-terminated in `buf`. `*out_n` gets its length
 // without the NUL; -ERANGE (nothing written) when `cap` is not more than
-// that; -EINVAL when `d` is NULL.
+// that; -EINVAL when `d` or `out_n` is NULL, or `buf` is with `cap` over 0.
 int latte_sched_format(const struct latte_sched_delta *d, char *buf, size_t cap, size_t *out_n);
 
 #ifdef __cplusplus

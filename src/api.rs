@@ -221,9 +221,10 @@ pub fn init_shared_region_with(name: &str, config: &RegionConfig) -> Result<(), 
     crate::recorder::install_shared(name.as_bytes(), config)
 }
 
-/// This process's report, the text of the original Latte's `DumpToStream`:
-/// one row per ID. Calibrates first (a few milliseconds, on the calling
-/// thread) when times or calibrated figures are asked.
+/// This process's report, the text of the original Latte's `DumpToStream`
+/// without its colour escapes (plain text): one row per ID. Calibrates
+/// first (a few milliseconds, on the calling thread) when times or
+/// calibrated figures are asked. `own_report_with` gives the coloured bytes.
 ///
 /// ```
 /// latte::Span::start(c"doc.report").stop();
@@ -231,6 +232,12 @@ pub fn init_shared_region_with(name: &str, config: &RegionConfig) -> Result<(), 
 /// assert!(text.contains("doc.report"));
 /// ```
 pub fn own_report(unit: latte_unit, data: latte_data) -> Result<String, Error> {
+    own_report_with(unit, data, false)
+}
+
+/// `own_report`, with the original's gray borders (ANSI escapes) when
+/// `color`: exactly the bytes of the original's `DumpToStream`.
+pub fn own_report_with(unit: latte_unit, data: latte_data, color: bool) -> Result<String, Error> {
     if unit == LATTE_UNIT_TIME || data == LATTE_DATA_CALIBRATED {
         // A calibration that fails leaves the overheads at 0: the report
         // then shows the figures uncorrected.
@@ -238,8 +245,8 @@ pub fn own_report(unit: latte_unit, data: latte_data) -> Result<String, Error> {
     }
     let view = match crate::extract::own_view() {
         Some(v) => v,
-        None => return Ok(render_classic(&[], unit, data, &Calibration::default())),
+        None => return Ok(render_classic(&[], unit, data, &Calibration::default(), color)),
     };
     let cal = view.calibration();
-    Ok(render_classic(&rows_of_view(&view, data, &cal)?, unit, data, &cal))
+    Ok(render_classic(&rows_of_view(&view, data, &cal)?, unit, data, &cal, color))
 }

@@ -3,14 +3,14 @@
 //!
 //! The overhead of a pair is the median duration of an empty span recorded
 //! with that pair: exactly what the measurement adds to every span. The
-//! loops record under the reserved ID `latte.calibrate` (one ID table entry;
-//! never shown as a component). A caller that has its own inline path (the
+//! loops record under the reserved ID `latte.calibrate`, into a ring of
+//! their own outside the region (`recorder::calring`): they take no slot
+//! and no ID of the program's and touch none of its counters. A caller that has its own inline path (the
 //! C++ veneer) runs the loops itself between `begin` and `end`, so the
 //! figures are those of its path; `run_native` runs them through Rust's.
 
 use crate::error::Error;
 use crate::layout::*;
-use crate::reader::latte_cursor;
 use crate::recorder::{self, REGISTRY};
 
 use core::ffi::c_char;
@@ -18,8 +18,16 @@ use core::sync::atomic::Ordering;
 
 pub(crate) use crate::name::CALIBRATION_ID;
 
-/// Empty spans per (start, stop) pair, and pulses.
+/// Empty spans per (start, stop) pair, and pulses, at most.
 pub(crate) const CALIBRATION_ITERS: u32 = 5000;
+
+/// Empty spans per (start, stop) pair, and pulses: `CALIBRATION_ITERS`, or
+/// fewer so that the 10 runs fit the calibration ring (the region's ring
+/// size) whole and every pair keeps its own samples.
+pub fn iterations() -> u32 {
+    let cap = recorder::region_if_any().map(|r| r.geometry().samples_per_slot).unwrap_or(u32::MAX);
+    CALIBRATION_ITERS.min((cap.saturating_sub(1)) / 10).max(1)
+}
 
 /// How old the region's anchor must be for the ratio of the anchor to a
 /// (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
@@ -112,7 +120,10 @@ pub fn begin() -> bool {
         // AcqRel on success: we own the run; Acquire on failure: if done,
         // the published figures are visible.
         match st.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return true,
+            Ok(_) => {
+                recorder::calring::reset();
+                return true;
+            }
             Err(2) => return false,
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
         }
@@ -120,46 +131,41 @@ pub fn begin() -> bool {
 }
 
 /// Ends calibration started by `begin` on this thread: computes the medians
-/// of the calibration samples this thread recorded and publishes them.
-/// On error the overheads stay 0.
+/// of the calibration samples this thread recorded and publishes them. On
+/// error nothing is published: the region stays uncalibrated (reports say
+/// so), and a later `begin` may try again.
 pub fn end() -> Result<(), Error> {
     let region = recorder::region_if_any().ok_or(Error::INVAL)?;
     let h = region.header();
     cycles_per_ns();
     let rc = compute();
-    let rc = match rc {
+    match rc {
         Ok(o) => {
             for (k, v) in o.iter().enumerate().take(9) {
                 store_f64(&h.overhead_bits[k], *v);
             }
             store_f64(&h.pulse_overhead_bits, o[9]);
+            // Release: the figures above are visible to whoever sees "done".
+            h.calibration_state.store(2, Ordering::Release);
             Ok(())
         }
-        Err(e) => Err(e),
-    };
-    // Release: the figures above are visible to whoever sees "done".
-    h.calibration_state.store(2, Ordering::Release);
-    rc
+        Err(e) => {
+            // Release: pairs with begin's acquire (nothing was published).
+            h.calibration_state.store(0, Ordering::Release);
+            Err(e)
+        }
+    }
 }
 
 fn compute() -> Result<[f64; 10], Error> {
-    let t = recorder::current_if_any();
-    if t.is_null() {
+    let region = recorder::region_if_any().ok_or(Error::Os(libc::EINVAL))?;
+    let raw = recorder::calring::samples(region.geometry().samples_per_slot);
+    if raw.is_empty() {
         return Err(Error::Os(libc::EINVAL));
     }
-    // SAFETY: the calling thread's own state.
-    let tok = unsafe { recorder::intern_id(CALIBRATION_ID.as_ptr()) };
-    if tok == LATTE_INVALID_ID {
-        return Err(Error::Os(libc::ENOSPC));
-    }
-    let idx = recorder::own_slot_for(tok).ok_or(Error::Os(libc::ENOSPC))?;
-    let view = crate::extract::own_view().ok_or(Error::Os(libc::EINVAL))?;
-    let mut cur = latte_cursor::default();
-    let mut raw = Vec::new();
-    view.read_slot(idx, &mut cur, &mut raw, crate::reader::ReadMode::Final)?;
     let mut by_pair: [Vec<f64>; 10] = Default::default();
-    for r in &raw {
-        let s = r.decode();
+    for &(start_tsc, packed) in &raw {
+        let s = crate::reader::latte_raw_sample { start_tsc, packed }.decode();
         by_pair[s.pair_index()].push(s.duration as f64);
     }
     let mut out = [0.0; 10];
@@ -180,9 +186,10 @@ pub fn run_native() -> Result<(), Error> {
         // SAFETY: the calling thread's own state.
         let t = unsafe { &mut *t };
         let id: *const c_char = CALIBRATION_ID.as_ptr();
+        let n = iterations();
         for s in 0..3 {
             for e in 0..3 {
-                for _ in 0..CALIBRATION_ITERS {
+                for _ in 0..n {
                     // SAFETY: a static NUL-terminated string.
                     unsafe { recorder::start(t, id, s) };
                     recorder::stop(t, e);
@@ -190,7 +197,7 @@ pub fn run_native() -> Result<(), Error> {
             }
         }
         let mut site = latte_pulse_site::new();
-        for _ in 0..=CALIBRATION_ITERS {
+        for _ in 0..=n {
             // SAFETY: a static NUL-terminated string.
             unsafe { recorder::pulse(t, &mut site, id) };
         }

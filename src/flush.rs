@@ -42,7 +42,9 @@ pub struct latte_flush_status {
     pub _pad: u32,
     /// Bytes written so far by the current or last flush.
     pub bytes_written: u64,
-    /// Bytes the image has.
+    /// Bytes the flush writes in all: `bytes_written` reaches it when the
+    /// flush completes. (The image's size may be larger: the padding of
+    /// rings and of the ID table is never written and reads as zeros.)
     pub bytes_total: u64,
 }
 
@@ -75,7 +77,10 @@ pub(crate) struct Plan {
     n_ids: u32,
     /// Each name chunk: its memory, offset and length.
     names: Vec<(*const u8, u64, u64)>,
+    /// The image's size.
     pub total: u64,
+    /// Bytes the three steps write (`bytes_total`).
+    pub to_write: u64,
     /// Step 2 and 3 bytes, built by `headers` (kept alive while written).
     slot_headers: Vec<u8>,
     file_header: Vec<u8>,
@@ -107,9 +112,7 @@ impl Plan {
     /// Captures the slots and lists the sample writes (step 1).
     pub fn new(region: &'static Region, unit: latte_unit) -> Plan {
         let g = *region.geometry();
-        // Acquire (both counts): the names below ids_used, and the metadata
-        // of every counted slot, are visible.
-        let n_ids = region.header().ids_used.load(Ordering::Acquire);
+        // Acquire: the metadata of every counted slot is visible.
         let n = (region.header().slots_used.load(Ordering::Acquire) as u64).min(region.slot_capacity()) as u32;
         let mut slots = Vec::with_capacity(n as usize);
         let mut total = LATTE_HEADER_SIZE as u64;
@@ -123,12 +126,22 @@ impl Plan {
             slots.push(Captured { index: i, generation, write_idx });
             total = total.max(region.slot_offset(i) + LATTE_SLOT_HEADER_SIZE as u64 + g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64);
         }
+        // Acquire, after every slot was captured: the name of each captured
+        // slot's token (interned before the slot was assigned) lies below it,
+        // and every name below it lies in a chunk listed next.
+        let n_ids = region.header().ids_used.load(Ordering::Acquire);
         let names = region.name_chunks();
         for &(_, off, len) in &names {
             total = total.max(off + len);
         }
         let cycles_per_ns = crate::calibrate::cycles_per_ns_now();
-        Plan { region, unit, cycles_per_ns, slots, n_slots: n, n_ids, names, total, slot_headers: Vec::new(), file_header: Vec::new() }
+        // Step 1: the name chunks and a ring's samples per assigned slot;
+        // step 2: a header per slot; step 3: the file header.
+        let assigned = slots.iter().filter(|c| c.generation != 0).count() as u64;
+        let name_bytes: u64 = names.iter().map(|&(_, _, len)| len).sum();
+        let to_write =
+            name_bytes + assigned * g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64 + n as u64 * LATTE_SLOT_HEADER_SIZE as u64 + LATTE_HEADER_SIZE as u64;
+        Plan { region, unit, cycles_per_ns, slots, n_slots: n, n_ids, names, total, to_write, slot_headers: Vec::new(), file_header: Vec::new() }
     }
 
     /// Step 1: the name chunks, and the sample arrays of the assigned
@@ -189,7 +202,11 @@ impl Plan {
         let mut fh = Vec::with_capacity(LATTE_HEADER_SIZE as usize);
         copy_atomic(self.region.base(), LATTE_HEADER_SIZE as usize, &mut fh);
         type H = latte_region_header;
-        put_u32(&mut fh, offset_of!(H, flags), LATTE_REGION_FLUSHED | (h.flags & LATTE_REGION_SHARED));
+        // The flags as copied (atomically) above: the producer may OR
+        // LATTE_REGION_SWITCHES_TRACKED into them at any time.
+        let o = offset_of!(H, flags);
+        let flags = u32::from_ne_bytes([fh[o], fh[o + 1], fh[o + 2], fh[o + 3]]);
+        put_u32(&mut fh, o, LATTE_REGION_FLUSHED | (flags & (LATTE_REGION_SHARED | LATTE_REGION_SWITCHES_TRACKED)));
         put_u32(&mut fh, offset_of!(H, slots_used), self.n_slots);
         put_u32(&mut fh, offset_of!(H, ids_used), self.n_ids);
         put_u64(&mut fh, offset_of!(H, total_size), self.total);
@@ -294,6 +311,7 @@ pub fn flush_sync(fd: i32, unit: latte_unit) -> Result<u64, Error> {
     }
     bytes += pwrite_all(fd, &fw)?;
     set_len(fd, plan.total);
+    debug_assert_eq!(bytes, plan.to_write);
     Ok(bytes)
 }
 
@@ -301,6 +319,7 @@ pub fn flush_sync(fd: i32, unit: latte_unit) -> Result<u64, Error> {
 mod uring {
     //! The io_uring flush state machine.
     use super::*;
+    use core::sync::atomic::AtomicPtr;
     use io_uring::{opcode, types, IoUring};
     use std::collections::VecDeque;
     use std::sync::Mutex;
@@ -334,10 +353,63 @@ mod uring {
         Idle,
         Flying(Box<Flight>),
         Done(u64, u64),
-        Failed(Error, u64, u64),
+        /// The error, bytes written and to write, and the flight while
+        /// writes it submitted are still with the kernel (their buffers
+        /// must outlive them): reaped, without waiting, by later calls.
+        Failed(Error, u64, u64, Option<Box<Flight>>),
     }
 
-    static FLUSH: Mutex<State> = Mutex::new(State::Idle);
+    /// This process's flush. A fork child inherits its parent's memory,
+    /// ring descriptor and lock state: it never touches them. `this`
+    /// gives each process a state of its own on first use (the parent's
+    /// copy is left alone, leaked), so that a child's calls see an idle
+    /// flush and never reap the parent's completions.
+    struct Proc {
+        pid: u32,
+        state: Mutex<State>,
+    }
+
+    static PROC: AtomicPtr<Proc> = AtomicPtr::new(core::ptr::null_mut());
+
+    fn this() -> &'static Proc {
+        let pid = std::process::id();
+        // Acquire: pairs with the release of the exchange below.
+        let p = PROC.load(Ordering::Acquire);
+        // SAFETY: a non-null PROC points to a leaked, never-freed Proc.
+        if let Some(cur) = unsafe { p.as_ref() }.filter(|c| c.pid == pid) {
+            return cur;
+        }
+        let fresh = Box::into_raw(Box::new(Proc { pid, state: Mutex::new(State::Idle) }));
+        // AcqRel: publishes the new Proc; sees one another thread installed.
+        match PROC.compare_exchange(p, fresh, Ordering::AcqRel, Ordering::Acquire) {
+            // SAFETY: just leaked, never freed.
+            Ok(_) => unsafe { &*fresh },
+            Err(other) => {
+                // SAFETY: ours, never published.
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: another thread's leaked Proc (of this process:
+                // only this process's threads store into PROC after fork).
+                unsafe { &*other }
+            }
+        }
+    }
+
+    fn lock() -> std::sync::MutexGuard<'static, State> {
+        this().state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reaps what completed of a failed or cancelled flight, without
+    /// waiting; true once none of its writes is with the kernel.
+    fn settle(left: &mut Option<Box<Flight>>) -> bool {
+        if let Some(f) = left {
+            let _ = reap(f);
+            if f.outstanding > 0 {
+                return false;
+            }
+        }
+        *left = None;
+        true
+    }
 
     const ENTRIES: u32 = 64;
 
@@ -424,9 +496,16 @@ mod uring {
     }
 
     pub fn flush_async(fd: i32, unit: latte_unit) -> Result<(), Error> {
-        let mut st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = lock();
         if matches!(*st, State::Flying(_)) {
             return Err(Error::BUSY);
+        }
+        // Writes of a flush that failed or was cancelled still with the
+        // kernel: a new image must not be overwritten by them.
+        if let State::Failed(.., left) = &mut *st {
+            if !settle(left) {
+                return Err(Error::BUSY);
+            }
         }
         let fd = own_target(fd)?;
         let region = crate::recorder::REGISTRY.lock().region()?;
@@ -435,50 +514,50 @@ mod uring {
         let queue: VecDeque<Write> = plan.data_writes().into();
         let mut f = Box::new(Flight { ring, fd, plan, step: Step::Data, queue, inflight: Vec::new(), outstanding: 0, written: 0, plan_file_header: None });
         if let Err(e) = submit(&mut f) {
-            *st = State::Failed(e, 0, f.plan.total);
+            f.queue.clear();
+            let (w, t) = (f.written, f.plan.to_write);
+            *st = State::Failed(e, w, t, Some(f));
             return Err(e);
         }
         *st = State::Flying(f);
         Ok(())
     }
 
-    /// Submits nothing more and waits for the writes still in flight
-    /// (each was counted when submitted and is uncounted when reaped):
-    /// their buffers must outlive the kernel's use of them. Writes to a
-    /// regular file (the only target accepted) complete on their own.
-    fn drain(f: &mut Flight) {
-        f.queue.clear();
-        while f.outstanding > 0 {
-            if f.ring.submit_and_wait(1).is_err() {
-                break;
-            }
-            let _ = reap(f);
-        }
-    }
-
-    /// Cancels a pending flush: 1 when one was pending (its state becomes
-    /// -ECANCELED; the file holds no file header, so it never passes for
-    /// an image), 0 when none was.
+    /// Cancels a pending flush, without waiting: 1 when one was pending
+    /// (its state becomes -ECANCELED; nothing more is submitted, and the
+    /// writes already with the kernel are reaped by later calls; the file
+    /// holds no file header, so it never passes for an image), 0 when none
+    /// was.
     pub fn cancel() -> Result<bool, Error> {
-        let mut st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
-        let State::Flying(f) = &mut *st else { return Ok(false) };
-        drain(f);
-        let (w, t) = (f.written, f.plan.total);
-        *st = State::Failed(Error::Os(libc::ECANCELED), w, t);
+        let mut st = lock();
+        let State::Flying(_) = &*st else { return Ok(false) };
+        let State::Flying(mut f) = core::mem::replace(&mut *st, State::Idle) else { unreachable!() };
+        f.queue.clear();
+        let (w, t) = (f.written, f.plan.to_write);
+        let mut left = Some(f);
+        settle(&mut left);
+        *st = State::Failed(Error::Os(libc::ECANCELED), w, t, left);
         Ok(true)
     }
 
     pub fn poll() -> Result<i32, Error> {
-        let mut st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = lock();
         let next = match &mut *st {
             State::Idle | State::Done(..) => return Ok(LATTE_FLUSH_IDLE),
-            State::Failed(e, ..) => return Err(*e),
+            State::Failed(e, _, _, left) => {
+                settle(left);
+                return Err(*e);
+            }
             State::Flying(f) => match advance(f) {
                 Ok(false) => return Ok(LATTE_FLUSH_PENDING),
-                Ok(true) => State::Done(f.written, f.plan.total),
+                Ok(true) => State::Done(f.written, f.plan.to_write),
                 Err(e) => {
-                    drain(f);
-                    State::Failed(e, f.written, f.plan.total)
+                    f.queue.clear();
+                    let (w, t) = (f.written, f.plan.to_write);
+                    let State::Flying(f) = core::mem::replace(&mut *st, State::Idle) else { unreachable!() };
+                    let mut left = Some(f);
+                    settle(&mut left);
+                    State::Failed(e, w, t, left)
                 }
             },
         };
@@ -491,16 +570,15 @@ mod uring {
     }
 
     pub fn status() -> latte_flush_status {
-        let st = FLUSH.lock().unwrap_or_else(|p| p.into_inner());
+        let st = lock();
         match &*st {
             State::Idle => latte_flush_status::default(),
-            State::Flying(f) => latte_flush_status { state: LATTE_FLUSH_PENDING, _pad: 0, bytes_written: f.written, bytes_total: f.plan.total },
+            State::Flying(f) => latte_flush_status { state: LATTE_FLUSH_PENDING, _pad: 0, bytes_written: f.written, bytes_total: f.plan.to_write },
             State::Done(w, t) => latte_flush_status { state: LATTE_FLUSH_IDLE, _pad: 0, bytes_written: *w, bytes_total: *t },
-            State::Failed(e, w, t) => latte_flush_status { state: e.code(), _pad: 0, bytes_written: *w, bytes_total: *t },
+            State::Failed(e, w, t, _) => latte_flush_status { state: e.code(), _pad: 0, bytes_written: *w, bytes_total: *t },
         }
     }
 }
-
 /// Starts an asynchronous flush to `fd` (io_uring). 0, or an error code.
 pub fn flush_async(fd: i32, unit: latte_unit) -> Result<(), Error> {
     #[cfg(feature = "uring")]

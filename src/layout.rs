@@ -129,6 +129,13 @@ pub const LATTE_DATA_CALIBRATED: latte_data = 1;
 pub const LATTE_REGION_SHARED: u32 = 1;
 /// Region flag: this is a flushed image on disk, not a live region.
 pub const LATTE_REGION_FLUSHED: u32 = 2;
+/// Region flag: a thread of the producer turned switch tracking on
+/// (`latte_sched_enable`, or `LATTE_SCHED=1` when it first recorded an ID;
+/// docs/sched.md), so samples may carry `LATTE_SAMPLE_SWITCHED`. Without
+/// it nothing was tracked: a switched count of 0 means "not tracked", not
+/// "never switched". Set by the producer after creation, with an atomic OR
+/// (readers load `flags` atomically).
+pub const LATTE_REGION_SWITCHES_TRACKED: u32 = 4;
 
 /// Slot state: owned by a live thread.
 pub const LATTE_SLOT_LIVE: u32 = 1;
@@ -165,8 +172,12 @@ pub struct latte_slot_header {
     /// with release ordering after the sample it publishes.
     pub write_idx: AtomicU64,
     /// Only in a flushed image: `write_idx` read again after the samples
-    /// were written out (the live reader's second load). Never written in a
-    /// live region, so `write_idx` has its line to itself there.
+    /// were written out (the live reader's second load); and in a fork
+    /// child's private copy of a shared region: the parent's `write_idx`
+    /// read after the copy (samples it may have overwritten meanwhile are
+    /// counted lost). Never written in a live region, so `write_idx` has
+    /// its line to itself there; a live reader takes the larger of the two
+    /// as its second load.
     pub flushed_end_idx: AtomicU64,
     pub _pad0: [u64; 6],
     /// 0 while unassigned or being reassigned; otherwise changes every time

@@ -50,6 +50,7 @@
 // The public API: what the `latte` command and Rust callers use.
 pub mod counters;
 pub mod error;
+pub mod follow;
 pub mod layout;
 pub mod name;
 pub mod reader;
@@ -58,7 +59,7 @@ pub mod shm;
 pub mod stats;
 pub mod trace;
 
-pub use api::{init_shared_region, init_shared_region_with, own_report, pulse_at, snapshot, Mode, PulseSite, RegionConfig, Span};
+pub use api::{init_shared_region, init_shared_region_with, own_report, own_report_with, pulse_at, snapshot, Mode, PulseSite, RegionConfig, Span};
 pub use api::{LATTE_IF_TAKEN_FAIL, LATTE_IF_TAKEN_REPLACE_STALE};
 pub use error::Error;
 pub use reader::{Mapping, ReadMode, View};

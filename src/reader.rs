@@ -112,6 +112,9 @@ pub struct View<'a> {
     // Private: every read trusts them (validated once, at `new`).
     geo: Geometry,
     chunks: Chunks,
+    /// The `total_size` the chunks were validated against: a region that
+    /// published more since has chunks this view does not read.
+    validated_size: u64,
     producer_pid: u32,
     flags: u32,
     anchor_tsc: u64,
@@ -257,9 +260,16 @@ impl View<'_> {
         self.producer_pid
     }
 
-    /// `LATTE_REGION_SHARED`, `LATTE_REGION_FLUSHED`.
+    /// `LATTE_REGION_SHARED`, `LATTE_REGION_FLUSHED` (as at the view's
+    /// creation).
     pub fn flags(&self) -> u32 {
         self.flags
+    }
+
+    /// Whether the producer tracked switches (`LATTE_REGION_SWITCHES_TRACKED`,
+    /// read now: it may be set after the view was made).
+    pub fn switches_tracked(&self) -> bool {
+        self.u32_at(core::mem::offset_of!(latte_region_header, flags) as u64) & LATTE_REGION_SWITCHES_TRACKED != 0
     }
 
     /// TSC of the producer's anchor (its region's creation).
@@ -328,6 +338,7 @@ impl<'a> View<'a> {
             _mapping: PhantomData,
             geo,
             chunks,
+            validated_size: u64::MAX,
             producer_pid: h.producer_pid,
             flags: h.flags,
             anchor_tsc: h.anchor_tsc,
@@ -357,6 +368,7 @@ impl<'a> View<'a> {
             _mapping: PhantomData,
             geo: Geometry::new(1, 2).unwrap(),
             chunks: Chunks { slot_base: none, slot_avail: zero, name_base: none, name_avail: zero },
+            validated_size: 0,
             producer_pid: 0,
             flags: 0,
             anchor_tsc: 0,
@@ -397,6 +409,7 @@ impl<'a> View<'a> {
         if total > len as u64 {
             return Err(Error::Truncated);
         }
+        v.validated_size = total;
         // The chunks the directories list now, each bounded by the size.
         // Acquire: pairs with the producer's release store of each entry
         // (the chunk was whole before it).
@@ -447,7 +460,11 @@ impl<'a> View<'a> {
         if claimed.saturating_add(used.saturating_mul(geo.slot_stride.min(PAGE))) > held.saturating_add(slack) {
             return Err(Error::Corrupt); // more slots than the object holds
         }
-        if (v.ids()?.len() as u64) < ids_claimed as u64 {
+        // Walked, not kept: an object of many tiny names costs no memory here.
+        let mut c = NameCursor::default();
+        v.scan_names(&mut c, None, |_| {})?;
+        check_whole(base)?;
+        if c.token < ids_claimed {
             return Err(Error::Corrupt); // counted names that are not there
         }
         for i in 0..slots_claimed {
@@ -749,16 +766,18 @@ impl<'a> View<'a> {
         // SAFETY: the samples of slot i lie inside the validated mapping.
         let ring = unsafe { p.add(LATTE_SLOT_HEADER_SIZE as usize) } as *const u64;
         // The writer's index as the check after a chunk sees it. A flushed
-        // image's was taken by the flush after the samples were written out.
+        // image's was taken by the flush after the samples were written out;
+        // a fork child's copy carries its parent's, taken after the copy
+        // (`flushed_end_idx`, 0 in a live region): the larger one counts.
         let head = || -> Result<u64, Error> {
+            let end = flushed_end.load(Ordering::Relaxed);
             if flushed {
-                let w = flushed_end.load(Ordering::Relaxed);
-                if w < w1 || w >= LATTE_MAX_WRITE_IDX {
+                if end < w1 || end >= LATTE_MAX_WRITE_IDX {
                     return Err(Error::Corrupt);
                 }
-                Ok(w)
+                Ok(end)
             } else {
-                Ok(widx.load(Ordering::Relaxed))
+                Ok(widx.load(Ordering::Relaxed).max(end.min(LATTE_MAX_WRITE_IDX - 1)))
             }
         };
         // R5-R6 (`ring::copy_checked`): index j goes to out[j - first kept];
@@ -873,6 +892,10 @@ pub fn check_whole(base: *const u8) -> Result<(), Error> {
     }
 }
 
+/// Times `Mapping::from_fd` measures an object again that grew while it
+/// was being mapped.
+const MAP_RETRIES: u32 = 8;
+
 /// Whether the object behind `fd` is now larger than `len` bytes.
 fn grown_since(fd: &OwnedFd, len: usize) -> bool {
     // SAFETY: an all-zero stat is a valid out-parameter; fd is open.
@@ -923,15 +946,35 @@ impl Mapping {
     /// A new mapping of the same object when the region grew past this one
     /// (`refresh` for a mapping that others share).
     pub fn grown(&self) -> Result<Option<Mapping>, Error> {
-        if self.view.flags() & LATTE_REGION_FLUSHED != 0 || self.view.published_size() <= self._map.size() as u64 {
+        // Against what the view validated, not the mapping's length: a
+        // chunk reserved (the object grown) but not yet published when the
+        // view was made lies inside the mapping and outside the view.
+        if self.view.flags() & LATTE_REGION_FLUSHED != 0 || self.view.published_size() <= self.view.validated_size {
             return Ok(None);
         }
         let fd = self.fd.try_clone().map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::EIO)))?;
         Mapping::from_fd(fd).map(Some)
     }
 
-    /// Maps `fd` read-only (PROT_READ: a reader can never disturb the producer) and validates it.
+    /// Maps `fd` read-only (PROT_READ: a reader can never disturb the
+    /// producer) and validates it. An object that grew between its size
+    /// was taken and its header read (its producer made a chunk) is
+    /// measured again, a few times at most: one that keeps growing under a
+    /// header that claims more than it holds stays truncated.
     fn from_fd(fd: OwnedFd) -> Result<Mapping, Error> {
+        for _ in 0..MAP_RETRIES {
+            if let Some((fault, map, view)) = Self::map_fd(&fd)? {
+                return Ok(Mapping { _fault: fault, _map: map, fd, view });
+            }
+        }
+        Err(Error::Truncated)
+    }
+
+    /// One mapping and validation of `fd`: the protection, the mapping and
+    /// the view; None when the object grew while it was mapped (measure it
+    /// again).
+    #[allow(clippy::type_complexity)]
+    fn map_fd(fd: &OwnedFd) -> Result<Option<(Protected, Mmap, View<'static>)>, Error> {
         // SAFETY: an all-zero stat is a valid out-parameter.
         let mut st: libc::stat = unsafe { core::mem::zeroed() };
         // SAFETY: fd is open; st is writable.
@@ -972,17 +1015,14 @@ impl Mapping {
         // the view lives in the Mapping, which hands it out only borrowed
         // (`view`), and the mapping is unmapped only when the Mapping drops.
         let view = match unsafe { View::new_held(map.as_ptr(), len, held) } {
-            // The producer grew the object after it was measured: measure
-            // again (a shrunk object stays truncated).
-            Err(Error::Truncated) if grown_since(&fd, len) => {
-                drop(fault);
-                drop(map);
-                return Self::from_fd(fd);
-            }
+            // The producer grew the object after it was measured: say so,
+            // for `from_fd` to measure again (a shrunk object stays
+            // truncated: it did not grow).
+            Err(Error::Truncated) if grown_since(fd, len) => return Ok(None),
             r => r?,
         };
         check_whole(map.as_ptr())?;
-        Ok(Mapping { _fault: fault, _map: map, fd, view })
+        Ok(Some((fault, map, view)))
     }
 
     /// Opens the shm object `name` read-only.

@@ -108,7 +108,12 @@ struct Growth {
     name_pos: u64,
     /// The program was told that the region could not grow.
     told: bool,
+    /// CLOCK_MONOTONIC (ns) of the last failed growth; 0: none.
+    failed_ns: u64,
 }
+
+/// How long after a failed growth the region tries again (1 s).
+const GROW_RETRY_NS: u64 = 1_000_000_000;
 
 /// A mapped region owned by this process. Dropping it releases everything
 /// it took (chunks and their protection, descriptor and lock, header
@@ -130,6 +135,37 @@ pub struct Region {
     _header_fault: Option<Protected>,
     header_map: Mmap,
     geo: Geometry,
+}
+
+/// Each slot's generation and write index, and the header's `slots_used`
+/// and `ids_used`, taken in the parent before a fork (its fork handler,
+/// under the registry lock: no slot or ID is handed out, and the region
+/// does not grow, meanwhile), for `privatize_after_fork` to cut the child's
+/// copy there.
+#[derive(Debug, Default)]
+pub struct ForkCut {
+    pub slots_used: u32,
+    pub ids_used: u32,
+    /// Per slot below `slots_used`: (generation, write index).
+    pub slots: Vec<(u32, u64)>,
+}
+
+impl ForkCut {
+    /// Takes the cut of `r` now (reusing this cut's memory).
+    pub fn take(&mut self, r: &Region) {
+        let h = r.header();
+        // Acquire: every counted slot's and ID's metadata is visible.
+        self.slots_used = (h.slots_used.load(Ordering::Acquire) as u64).min(r.slot_capacity()) as u32;
+        self.ids_used = h.ids_used.load(Ordering::Acquire);
+        self.slots.clear();
+        for i in 0..self.slots_used {
+            // SAFETY: i < slots_used <= capacity: a slot header inside the region.
+            let sh = unsafe { &*r.slot(i) };
+            // Acquire (both): the samples below this index, and this
+            // generation's metadata, are visible to the child's copy.
+            self.slots.push((sh.generation.load(Ordering::Acquire), sh.write_idx.load(Ordering::Acquire)));
+        }
+    }
 }
 
 /// Bytes of the mapping that holds the header (the header's page).
@@ -283,11 +319,21 @@ impl Region {
     /// `LATTE_QUIET=1`).
     fn grow(&self, slots: bool) -> Result<(), Error> {
         let mut g = self.growth();
+        // After a failure, the next attempts within GROW_RETRY_NS fail at
+        // once: a thread whose new rings cannot be had pays no system call
+        // per span (each is counted all the same).
+        let now = tsc::clock_ns(libc::CLOCK_MONOTONIC);
+        if g.failed_ns != 0 && now.wrapping_sub(g.failed_ns) < GROW_RETRY_NS {
+            return Err(Error::NOMEM);
+        }
         let r = self.grow_locked(&mut g, slots);
         if let Err(e) = r {
-            if !g.told && self.header().magic == LATTE_MAGIC && g.slot_chunks > 0 {
-                g.told = true;
-                tell_once(e, slots);
+            if g.slot_chunks > 0 {
+                g.failed_ns = now.max(1);
+                if !g.told {
+                    g.told = true;
+                    tell_once(e, slots);
+                }
             }
         }
         r
@@ -307,14 +353,12 @@ impl Region {
         let offset = h.total_size.load(Ordering::Relaxed);
         let (map, fault) = match &self.backing {
             Backing::Shared { fd, .. } => {
+                // Mapped first (a range past the object's end may be
+                // mapped; nothing touches it before it is reserved): a
+                // process out of address space fails here, cheaply, before
+                // it takes /dev/shm that others may need.
+                let map = Mmap::shared_at(fd.as_fd(), offset, len as usize, true)?;
                 reserve(fd.as_fd(), offset, len)?;
-                let map = match Mmap::shared_at(fd.as_fd(), offset, len as usize, true) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        unreserve(fd.as_fd(), offset);
-                        return Err(e);
-                    }
-                };
                 let fault = match crate::fault::protect(&map, true) {
                     Ok(f) => f,
                     Err(e) => {
@@ -325,8 +369,7 @@ impl Region {
                 };
                 (map, Some(fault))
             }
-            Backing::Anonymous => (Mmap::anonymous(len as usize)?, None),
-            Backing::ForkedCopy => return Err(Error::NOMEM),
+            Backing::Anonymous | Backing::ForkedCopy => (Mmap::anonymous(len as usize)?, None),
         };
         let base = map.as_ptr();
         g.chunks.push(Chunk { _fault: fault, map, offset, slots });
@@ -347,10 +390,26 @@ impl Region {
         Ok(())
     }
 
+    /// Sets `LATTE_REGION_SWITCHES_TRACKED` in the header's flags (once a
+    /// thread with switch tracking on records).
+    pub fn mark_switches_tracked(&self) {
+        let p = (self.header_map.as_ptr() as usize + core::mem::offset_of!(latte_region_header, flags)) as *mut u32;
+        // SAFETY: the flags word lies in the mapped header, 4-aligned; every
+        // write to it after init_header is this atomic OR, and readers load
+        // it atomically (reader `u32_at`, flush's atomic copy).
+        let flags = unsafe { core::sync::atomic::AtomicU32::from_ptr(p) };
+        // Relaxed: a flag read on its own; nothing else is published with it.
+        if flags.load(Ordering::Relaxed) & LATTE_REGION_SWITCHES_TRACKED == 0 {
+            flags.fetch_or(LATTE_REGION_SWITCHES_TRACKED, Ordering::Relaxed);
+        }
+    }
+
     /// The header.
     pub fn header(&self) -> &latte_region_header {
         // SAFETY: the header page is mapped as long as self lives; its
-        // non-atomic fields are never written after init_header.
+        // non-atomic fields are never written after init_header (but
+        // `flags`, OR-ed atomically by `mark_switches_tracked`: read it
+        // with an atomic load, never through this reference).
         unsafe { &*(self.header_map.as_ptr() as *const latte_region_header) }
     }
 
@@ -463,9 +522,10 @@ impl Region {
     }
 
     /// In a fork child: replace every shared mapping by a private copy of
-    /// what it held at the fork, at the same address, so that nothing the
-    /// child writes reaches the parent, nothing the parent writes
-    /// afterwards shows in the child, and every cached pointer stays valid.
+    /// what it held at the fork (`cut`, taken before it), at the same
+    /// address, so that nothing the child writes reaches the parent,
+    /// nothing the parent writes afterwards shows in the child, and every
+    /// cached pointer stays valid.
     ///
     /// The copy (`replace_with_anonymous_copy`) costs the child time in
     /// proportion to what was recorded. Should it fail (no memory), the
@@ -473,16 +533,16 @@ impl Region {
     /// still never writes into the parent's rings, but pages it has not
     /// touched keep following the object. Should that fail too, its view
     /// is made read-only.
-    pub fn privatize_after_fork(&mut self) {
+    pub fn privatize_after_fork(&mut self, cut: &ForkCut) {
         let Backing::Shared { fd, .. } = core::mem::replace(&mut self.backing, Backing::Anonymous) else {
             return; // anonymous private memory is already copy-on-write.
         };
         let g = self.growth.get_mut().unwrap_or_else(|e| e.into_inner());
         let mut maps: Vec<(*mut u8, usize, u64, bool)> = vec![(self.header_map.as_ptr(), HEADER_MAP_BYTES as usize, 0, false)];
         maps.extend(g.chunks.iter().map(|c| (c.map.as_ptr(), c.map.size(), c.offset, c.slots)));
-        let used = self.header().slots_used.load(Ordering::Acquire);
+        // Relaxed: a test switch, read on its own.
         let copied =
-            !FAIL_FORK_COPY.load(Ordering::Relaxed) && maps.iter().all(|&(base, len, _, slots)| self.replace_with_anonymous_copy(base, len, slots, used));
+            !FAIL_FORK_COPY.load(Ordering::Relaxed) && maps.iter().all(|&(base, len, _, slots)| self.replace_with_anonymous_copy(base, len, slots, cut));
         if !copied {
             for &(base, len, offset, _) in &maps {
                 // SAFETY: remaps exactly one of our own mappings (same base
@@ -511,17 +571,20 @@ impl Region {
         self.backing = Backing::ForkedCopy;
     }
 
-    /// Copies what one mapping of the region holds into fresh anonymous
-    /// memory and moves that over it, at the same address: the header page
-    /// or a name chunk whole; for a slot chunk, each handed-out slot's
-    /// header and the samples written so far (a ring that wrapped: all of
-    /// it). The parent's other threads may be writing meanwhile, so words
-    /// are read with atomic loads; a slot's header is copied before its
-    /// samples, so a sample the parent writes meanwhile lies above the
-    /// copied index (invisible), and only a ring the parent wraps during
-    /// the copy may show a newer sample in an older place. Zero words are
-    /// not written, so untouched pages stay uncommitted.
-    fn replace_with_anonymous_copy(&self, base: *mut u8, len: usize, slots: bool, used: u32) -> bool {
+    /// Copies what one mapping of the region held at the fork into fresh
+    /// anonymous memory and moves that over it, at the same address: the
+    /// header page (with the cut's `slots_used` and `ids_used`) or a name
+    /// chunk whole; for a slot chunk, each slot handed out before the fork
+    /// (`cut`): its header and the samples below its write index at the
+    /// fork (a ring that wrapped: all of it). The parent records meanwhile,
+    /// so words are read with atomic loads, the copy's write indices are the
+    /// cut's, and each ring's `flushed_end_idx` is the parent's write index
+    /// read after its samples were copied: a reader drops (counts lost) what
+    /// the parent may have overwritten in the meantime, exactly as for a
+    /// flushed image. A slot the parent gave to another owner meanwhile
+    /// keeps nothing. Zero words are not written, so untouched pages stay
+    /// uncommitted.
+    fn replace_with_anonymous_copy(&self, base: *mut u8, len: usize, slots: bool, cut: &ForkCut) -> bool {
         let Ok(fresh) = Mmap::anonymous(len) else {
             return false;
         };
@@ -532,9 +595,9 @@ impl Region {
             for i in 0..n / 8 {
                 // SAFETY: callers pass ranges inside both mappings (each
                 // `len` bytes, page aligned); the source is shared memory,
-                // read atomically (relaxed: a moment's picture; no word is
-                // read on the strength of another but the slot's index,
-                // loaded with acquire below).
+                // read atomically (relaxed: a moment's picture; the indices
+                // that vouch for the samples are the cut's, taken with
+                // acquire before the fork).
                 unsafe {
                     let w = (*src.add(i)).load(Ordering::Relaxed);
                     if w != 0 {
@@ -545,26 +608,41 @@ impl Region {
         };
         if !slots {
             copy(0, len);
+            if base == self.header_map.as_ptr() {
+                type H = latte_region_header;
+                // SAFETY: inside the fresh header page: the counts at the fork.
+                unsafe {
+                    (tmp.add(core::mem::offset_of!(H, slots_used)) as *mut u32).write(cut.slots_used);
+                    (tmp.add(core::mem::offset_of!(H, ids_used)) as *mut u32).write(cut.ids_used);
+                }
+            }
         } else {
             let stride = self.geo.slot_stride as usize;
+            let cap = self.geo.samples_per_slot as u64;
             let first =
                 (0..LATTE_CHUNKS as usize).find(|&k| self.slot_bases[k].load(Ordering::Acquire) == base).map(|k| self.geo.slots_before(k as u32)).unwrap_or(0);
             for j in 0..len / stride {
-                if first + j as u64 >= used as u64 {
-                    break;
-                }
-                // SAFETY: slot j of this chunk, inside the mapping.
-                let sh = unsafe { &*(base.add(j * stride) as *const latte_slot_header) };
-                // Acquire: the samples below this index are visible to the copy.
-                let w = sh.write_idx.load(Ordering::Acquire);
+                let Some(&(generation, w)) = cut.slots.get((first + j as u64) as usize) else { break };
                 let off = j * stride;
+                // SAFETY: slot j of this chunk, inside the mapping.
+                let sh = unsafe { &*(base.add(off) as *const latte_slot_header) };
                 copy(off, LATTE_SLOT_HEADER_SIZE as usize);
-                // The header's copied index may be older than `w` (copied after):
-                // store `w` itself, the index whose samples are copied below.
-                // SAFETY: inside the fresh mapping; the write_idx word of slot j.
-                unsafe { (tmp.add(off) as *mut u64).write(w) };
-                let samples = w.min(self.geo.samples_per_slot as u64) as usize * LATTE_SAMPLE_SIZE as usize;
-                copy(off + LATTE_SLOT_HEADER_SIZE as usize, samples);
+                copy(off + LATTE_SLOT_HEADER_SIZE as usize, w.min(cap) as usize * LATTE_SAMPLE_SIZE as usize);
+                // Acquire (both): pairs with the owner's release stores; a
+                // reassignment since the cut shows as another generation.
+                let w_after = sh.write_idx.load(Ordering::Acquire);
+                let same_owner = sh.generation.load(Ordering::Acquire) == generation;
+                // The parent's index after the copy (a reader drops what lies
+                // below it minus a ring); a new owner may have written over
+                // anything: everything counts as lost.
+                let end = if same_owner { w_after.max(w) } else { w.saturating_add(cap) };
+                type S = latte_slot_header;
+                // SAFETY: inside the fresh mapping: slot j's header words.
+                unsafe {
+                    (tmp.add(off + core::mem::offset_of!(S, write_idx)) as *mut u64).write(w);
+                    (tmp.add(off + core::mem::offset_of!(S, flushed_end_idx)) as *mut u64).write(if end > w { end } else { 0 });
+                    (tmp.add(off + core::mem::offset_of!(S, generation)) as *mut u32).write(generation);
+                }
             }
         }
         // SAFETY: moves our fresh mapping over exactly one of our own mappings.

@@ -76,14 +76,33 @@ pub struct Row {
     /// switched out during them; only tracked threads flag any).
     pub switched: u64,
     /// The figures leave the switched samples out instead of applying the
-    /// outlier rule (`outliers` is then 0).
+    /// outlier rule (`outliers` is then 0). With every sample read switched
+    /// out, `summary.count` is 0 and the row says that nothing is left.
     pub clean: bool,
+    /// The producer tracked switches (`LATTE_REGION_SWITCHES_TRACKED`);
+    /// else `switched` is 0 because nothing was tracked, and shows as such.
+    pub tracked: bool,
 }
 
 impl Row {
     /// Samples read for this row: the summarised ones and those left out.
     pub fn read(&self) -> u64 {
         (self.summary.count + self.outliers) as u64 + if self.clean { self.switched } else { 0 }
+    }
+
+    /// Nothing is left to summarise: `clean`, and every sample read was
+    /// switched out.
+    pub fn nothing_left(&self) -> bool {
+        self.clean && self.summary.count == 0
+    }
+
+    /// The SWITCHED cell: `N (x%)`, or `not tracked`.
+    pub fn switched_text(&self) -> String {
+        if self.tracked {
+            format!("{} ({:.1}%)", self.switched, 100.0 * self.switched_share())
+        } else {
+            "not tracked".into()
+        }
     }
 
     /// The share of the samples read that were switched out (0 when none read).
@@ -172,6 +191,7 @@ pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<
 pub fn rows_of_view_with(view: &View, data: latte_data, cal: &Calibration, clean: bool) -> Result<Vec<Row>, Error> {
     let ids = view.ids()?;
     let slots = view.slots()?;
+    let tracked = view.switches_tracked();
     let fin = crate::extract::final_slots(view);
     let mut out = Vec::new();
     let mut raw = Vec::new();
@@ -230,18 +250,24 @@ pub fn rows_of_view_with(view: &View, data: latte_data, cal: &Calibration, clean
         } else {
             crate::stats::data_clean_in_place(&mut durations)?.0
         };
-        if let Some(summary) = summarize(&durations) {
-            out.push(Row {
-                name: String::from_utf8_lossy(name_bytes(&id.name)).into_owned(),
-                token: id.token,
-                summary,
-                outliers,
-                lost,
-                threads: threads.len(),
-                switched,
-                clean,
-            });
-        }
+        // With `clean`, a component whose every sample read was switched
+        // out keeps its row (which says so).
+        let summary = match summarize(&durations) {
+            Some(s) => s,
+            None if clean && switched > 0 => Summary::default(),
+            None => continue,
+        };
+        out.push(Row {
+            name: String::from_utf8_lossy(name_bytes(&id.name)).into_owned(),
+            token: id.token,
+            summary,
+            outliers,
+            lost,
+            threads: threads.len(),
+            switched,
+            clean,
+            tracked,
+        });
     }
     Ok(out)
 }
@@ -301,6 +327,16 @@ pub fn terminal_text(s: &str) -> std::borrow::Cow<'_, str> {
 /// The cells of a component's row, in column order.
 fn row_cells(r: &Row, units: &Units, extended: bool) -> Vec<String> {
     let s = &r.summary;
+    if r.nothing_left() {
+        // Every figure would be of no sample: MEDIAN says so (a note under
+        // the table says why), the others are blank.
+        let mut v = vec![r.name.clone(), "0".into(), "-".into(), "none left".into()];
+        v.resize(COLS.len(), "-".into());
+        if extended {
+            v.extend(["-".into(), "-".into(), "-".into(), r.lost.to_string(), r.switched_text()]);
+        }
+        return v;
+    }
     let mut v = vec![
         r.name.clone(),
         s.count.to_string(),
@@ -314,13 +350,7 @@ fn row_cells(r: &Row, units: &Units, extended: bool) -> Vec<String> {
         r.outliers.to_string(),
     ];
     if extended {
-        v.extend([
-            units.show(s.p90),
-            units.show(s.p99),
-            units.show(s.p999),
-            r.lost.to_string(),
-            format!("{} ({:.1}%)", r.switched, 100.0 * r.switched_share()),
-        ]);
+        v.extend([units.show(s.p90), units.show(s.p99), units.show(s.p999), r.lost.to_string(), r.switched_text()]);
     }
     v
 }
@@ -328,6 +358,10 @@ fn row_cells(r: &Row, units: &Units, extended: bool) -> Vec<String> {
 /// The self-offset matrix's lines (without borders), each `width` wide:
 /// a label in 10, three values right-aligned in 14, then padding.
 fn self_offset_lines(units: &Units, cal: &Calibration, width: usize) -> Vec<String> {
+    if !cal.calibrated {
+        // No figures to show: not a matrix of zeros that reads as measured.
+        return vec![pad("NOT CALIBRATED: no overhead was measured; nothing is subtracted (the figures are raw)", width, true)];
+    }
     let line = |label: &str, vals: [String; 3]| {
         let body = format!("{}{}{}{}", pad(label, 10, true), pad(&vals[0], 14, false), pad(&vals[1], 14, false), pad(&vals[2], 14, false));
         pad(&body, width, true)
@@ -363,14 +397,16 @@ fn title(opts: &Options) -> String {
     )
 }
 
-/// The original Latte's table, as `DumpToStream` prints it: ASCII borders in
-/// gray (`#`/`=` around the title and at the end, `|`/`-` elsewhere), a
-/// leading line feed, cells joined by a gray ` | `, width 136 between the
-/// border characters. Only the standard columns.
-pub fn render_classic(rows: &[Row], unit: latte_unit, data: latte_data, cal: &Calibration) -> String {
-    let opts = Options { unit, data, extended: false, color: true, max_width: None };
+/// The original Latte's table, as `DumpToStream` prints it: ASCII borders
+/// (`#`/`=` around the title and at the end, `|`/`-` elsewhere; in gray
+/// with `color`, the original's bytes), a leading line feed, cells joined
+/// by ` | `, width 136 between the border characters. Only the standard
+/// columns.
+pub fn render_classic(rows: &[Row], unit: latte_unit, data: latte_data, cal: &Calibration, color: bool) -> String {
+    let opts = Options { unit, data, extended: false, color, max_width: None };
     let units = Units { unit, cycles_per_ns: cal.cycles_per_ns };
-    let g = |s: &str| format!("{GRAY}{s}{RESET}");
+    let (gray, reset) = paint(color);
+    let g = |s: &str| format!("{gray}{s}{reset}");
     let rule = |c: char| format!("{}{}{}\n", g(if c == '=' { "#" } else { "|" }), g(&c.to_string().repeat(WIDTH)), g(if c == '=' { "#" } else { "|" }));
     let row = |cells: &[String]| {
         let joined = cells.join(&g(" | "));
@@ -523,6 +559,10 @@ pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<
     border(&mut out, c, '└', '┴', '┘', &widths);
     if opts.extended && rows.iter().any(|r| r.clean) {
         out.push_str(&wrap(&["clean: samples switched out (SWITCHED) are left out of the figures; no outlier rule".to_string()], opts.max_width));
+        for r in rows.iter().filter(|r| r.nothing_left()) {
+            let note = format!("{}: every sample read ({}) was switched out: none left", terminal_text(&r.name), r.switched);
+            out.push_str(&wrap(&[note], opts.max_width));
+        }
     }
     if !dropped.is_empty() {
         dropped.reverse();
@@ -573,11 +613,25 @@ mod tests {
     #[test]
     fn tables_are_136_wide() {
         let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
-        let rows =
-            vec![Row { name: "a_very_long_component_name_indeed".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1, switched: 0, clean: false }];
+        let rows = vec![Row {
+            name: "a_very_long_component_name_indeed".into(),
+            token: 0,
+            summary: s,
+            outliers: 0,
+            lost: 0,
+            threads: 1,
+            switched: 0,
+            clean: false,
+            tracked: false,
+        }];
+        // Calibrated (zero overheads): the self-offset matrix is shown.
+        let cal = Calibration { calibrated: true, ..Calibration::default() };
         for data in [LATTE_DATA_RAW, LATTE_DATA_CALIBRATED] {
-            let boxed = render(&rows, &Options { unit: LATTE_UNIT_CYCLE, data, extended: false, color: true, max_width: None }, &Calibration::default(), None);
-            let classic = render_classic(&rows, LATTE_UNIT_CYCLE, data, &Calibration::default());
+            let boxed = render(&rows, &Options { unit: LATTE_UNIT_CYCLE, data, extended: false, color: true, max_width: None }, &cal, None);
+            let classic = render_classic(&rows, LATTE_UNIT_CYCLE, data, &cal, true);
+            let plain_classic = render_classic(&rows, LATTE_UNIT_CYCLE, data, &cal, false);
+            assert_eq!(plain_classic, classic.replace(GRAY, "").replace(RESET, ""), "without colour: the same text, no escape");
+            assert!(!plain_classic.contains('\x1b'));
             assert!(classic.starts_with('\n') && classic.is_ascii());
             for (t, name_cell) in [(&boxed, "│ a_very_long_componen │"), (&classic, "| a_very_long_componen | ")] {
                 for line in t.lines().filter(|l| !l.is_empty()) {
@@ -595,7 +649,7 @@ mod tests {
     #[test]
     fn command_table_fits_a_width_and_can_go_without_color() {
         let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
-        let rows = vec![Row { name: "svc.a".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1, switched: 0, clean: false }];
+        let rows = vec![Row { name: "svc.a".into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1, switched: 0, clean: false, tracked: false }];
         let counters = crate::counters::latte_counters::default();
         let opts = |max_width| Options { unit: LATTE_UNIT_CYCLE, data: LATTE_DATA_RAW, extended: true, color: false, max_width };
         let wide = render(&rows, &opts(None), &Calibration::default(), Some(&counters));

@@ -78,6 +78,32 @@ pub fn write(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles
     w.flush()
 }
 
+/// Which samples `write_annotated` writes: those of the IDs named (all when
+/// None), of the threads listed (all when None), that start within
+/// `[from_ns, to_ns)` ns of the anchor. A sample keeps its `sample_index`
+/// (its position in its whole track).
+pub struct Filter<'a> {
+    pub ids: Option<&'a [String]>,
+    pub threads: Option<&'a [u32]>,
+    pub from_ns: f64,
+    pub to_ns: f64,
+}
+
+impl Default for Filter<'_> {
+    fn default() -> Self {
+        Filter { ids: None, threads: None, from_ns: 0.0, to_ns: f64::INFINITY }
+    }
+}
+
+impl Filter<'_> {
+    fn keeps(&self, c: &Collected, e: &Timed) -> bool {
+        self.ids.is_none_or(|ids| c.names.get(e.name).is_some_and(|n| ids.contains(n)))
+            && self.threads.is_none_or(|t| t.contains(&e.tid))
+            && e.start_ns >= self.from_ns
+            && e.start_ns < self.to_ns
+    }
+}
+
 /// Names of the process and of its threads, for `write_annotated`.
 pub struct Names<'a> {
     pub process: &'a str,
@@ -88,17 +114,18 @@ pub struct Names<'a> {
 /// The `latte trace` rendering: a JSON array holding a `process_name`
 /// metadata event, a `thread_name` event per thread that recorded, then a
 /// complete event per sample with `component`, `depth`, `start_ns`,
-/// `duration_ns` and `sample_index` under `args`. Times as in `write`.
-pub fn write_annotated(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles_per_ns: f64, names: &Names) -> std::io::Result<()> {
+/// `duration_ns` and `sample_index` under `args`, for the samples `filter`
+/// keeps (and the threads that recorded them). Times as in `write`.
+pub fn write_annotated(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles_per_ns: f64, names: &Names, filter: &Filter) -> std::io::Result<()> {
     let q = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".into());
     let quoted = quoted_names(c);
     w.write_all(b"[\n")?;
     write!(w, "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":{}}}}}", q(names.process))?;
-    let tids: std::collections::BTreeSet<u32> = c.events.iter().map(|e| e.os_tid).collect();
+    let tids: std::collections::BTreeSet<u32> = timed(c, anchor_tsc, cycles_per_ns).filter(|e| filter.keeps(c, e)).map(|e| e.tid).collect();
     for tid in tids {
         write!(w, ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":{}}}}}", q(&(names.thread)(tid)))?;
     }
-    for e in timed(c, anchor_tsc, cycles_per_ns) {
+    for e in timed(c, anchor_tsc, cycles_per_ns).filter(|e| filter.keeps(c, e)) {
         write!(
             w,
             ",\n{{\"name\":{nm},\"cat\":\"latte\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ts:.3},\"dur\":{dur:.3},\"args\":{{\"component\":{nm},\"depth\":{d},\"start_ns\":{sn:.2},\"duration_ns\":{dn:.2},\"sample_index\":{n}}}}}",
@@ -147,7 +174,7 @@ mod tests {
         let c = one_event();
         let mut out = Vec::new();
         let thread = |tid: u32| format!("worker ({tid})");
-        write_annotated(&mut out, &c, 42, 1000, 2.0, &Names { process: "svc", thread: &thread }).unwrap();
+        write_annotated(&mut out, &c, 42, 1000, 2.0, &Names { process: "svc", thread: &thread }, &Filter::default()).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         let a = v.as_array().unwrap();
         assert_eq!(a.len(), 3);

@@ -153,7 +153,8 @@ fn format_follows_the_buffer_rule() {
     assert_eq!(latte_sched_format(&d, buf.as_mut_ptr().cast(), n, &mut n), -libc::ERANGE, "no room for the NUL");
     assert!(buf.iter().all(|&b| b == 0x55), "nothing written on -ERANGE");
     let mut buf = vec![0u8; n + 1];
-    assert_eq!(latte_sched_format(&d, buf.as_mut_ptr().cast(), n + 1, core::ptr::null_mut()), 0);
+    assert_eq!(latte_sched_format(&d, buf.as_mut_ptr().cast(), n + 1, core::ptr::null_mut()), -libc::EINVAL);
+    assert_eq!(latte_sched_format(&d, buf.as_mut_ptr().cast(), n + 1, &mut n), 0);
     assert_eq!(&buf[..n], text.as_bytes());
     assert_eq!(buf[n], 0);
     assert_eq!(latte_sched_format(core::ptr::null(), buf.as_mut_ptr().cast(), n + 1, &mut n), -libc::EINVAL);

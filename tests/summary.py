@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The end of `make test`: sums the counts every suite printed into the log
 (cargo's "test result: ... N passed; M failed", the C, C++, CLI, serve, Python,
-install and README suites' "NAME: N passed, M failed"), checks that the log holds no terminal
+compare, install and README suites' "NAME: N passed, M failed"), checks that the log holds no terminal
 escape codes, and prints one line. Exit status: make's, else 1 on escapes."""
 import re
 import sys
@@ -24,7 +24,7 @@ for m in cargo.finditer(text):
     add("Rust", m.group(1), m.group(2))
 for m in suite.finditer(text):
     name = m.group(1)
-    group = {"cli": "CLI", "install": "install", "readme": "README", "cpp": "C++", "serve": "serve", "python": "Python"}.get(re.split(r"[ -]", name)[0], "C")
+    group = {"cli": "CLI", "install": "install", "readme": "README", "cpp": "C++", "serve": "serve", "python": "Python", "compare": "compare"}.get(re.split(r"[ -]", name)[0], "C")
     add(group, m.group(2), m.group(3))
 passed = sum(g[0] for g in groups.values())
 failed = sum(g[1] for g in groups.values())

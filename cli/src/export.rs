@@ -22,11 +22,15 @@
 //! 4. When a region's name goes away or comes to refer to another object
 //!    (its producer restarted), the old object gets a last pass (step 2)
 //!    before its mapping is dropped, and the new object starts at 0 (step
-//!    3). Series are keyed by region and ID names, not by object, so they
+//!    3). The names are looked at again at once when /dev/shm changes
+//!    (`serve`, `shm_watch`), so that each incarnation of a quickly
+//!    restarting service is seen. Series are keyed by region and ID names, not by object, so they
 //!    go on across restarts.
 //! 5. Series of a region whose name is gone (and, with `--per-thread`, of
-//!    a thread whose slot is closed and read to its end) stay exported for
-//!    `--keep-gone`, so that scrapers see their last counts, then go.
+//!    a thread that no open ring of the region holds any more: its ring
+//!    closed and read to its end, or handed to another thread) stay
+//!    exported for `--keep-gone`, so that scrapers see their last counts,
+//!    then go.
 
 use latte::layout::{LATTE_MAX_DURATION, LATTE_SLOT_CLOSED};
 use latte::reader::{latte_cursor, latte_raw_sample, ReadMode};
@@ -91,14 +95,26 @@ struct Series {
     /// Samples read that carry `LATTE_SAMPLE_SWITCHED` (their thread was
     /// switched out during them).
     switched: u64,
-    /// With `--per-thread`: when the thread's slot was found closed and read
-    /// to its end (step 5).
+    /// Of `buckets` and `sum_seconds`: the switched samples' share, for the
+    /// histogram split by `switched` (`--split-switched`).
+    switched_buckets: [u64; FINITE_BUCKETS + 1],
+    switched_sum_seconds: f64,
+    /// With `--per-thread`: when the thread was first found holding no open
+    /// ring (step 5).
     ended: Option<Instant>,
 }
 
 impl Default for Series {
     fn default() -> Series {
-        Series { buckets: [0; FINITE_BUCKETS + 1], sum_seconds: 0.0, lost: 0, switched: 0, ended: None }
+        Series {
+            buckets: [0; FINITE_BUCKETS + 1],
+            sum_seconds: 0.0,
+            lost: 0,
+            switched: 0,
+            switched_buckets: [0; FINITE_BUCKETS + 1],
+            switched_sum_seconds: 0.0,
+            ended: None,
+        }
     }
 }
 
@@ -151,9 +167,12 @@ struct Region {
 /// What `latte serve` was asked for.
 pub struct Options {
     /// Region names (`/name`); empty: every latte region in /dev/shm.
-    pub regions: Vec<String>,
+    pub regions: Vec<Vec<u8>>,
     pub per_thread: bool,
     pub keep_gone: Duration,
+    /// The duration histogram in two series per (ID, thread): label
+    /// `switched` "true" (samples whose thread was switched out) and "false".
+    pub split_switched: bool,
 }
 
 /// The state the read passes build and the scrapes encode.
@@ -169,6 +188,8 @@ pub struct State {
     scanned: bool,
     last_scan: Option<Instant>,
     buf: Vec<latte_raw_sample>,
+    /// Read passes ended.
+    passes: u64,
 }
 
 /// The directory shared-memory names live in (glibc's `shm_open`).
@@ -199,7 +220,7 @@ fn bounds_in_cycles(cpn: f64) -> [f64; FINITE_BUCKETS] {
 
 impl State {
     pub fn new(opts: Options, own_cpn: f64) -> State {
-        State { opts, regions: BTreeMap::new(), foreign: HashMap::new(), own_cpn, scanned: false, last_scan: None, buf: Vec::new() }
+        State { opts, regions: BTreeMap::new(), foreign: HashMap::new(), own_cpn, scanned: false, last_scan: None, buf: Vec::new(), passes: 0 }
     }
 
     /// One read pass: looks at the names again when `RESCAN` has passed
@@ -221,6 +242,18 @@ impl State {
                 }
             }
         }
+        self.passes += 1;
+    }
+
+    /// The next pass looks at the names again (something changed in
+    /// /dev/shm), whenever the last look was.
+    pub fn scan_next_pass(&mut self) {
+        self.last_scan = None;
+    }
+
+    /// Read passes ended so far (what a scrape shows changes only with it).
+    pub fn passes(&self) -> u64 {
+        self.passes
     }
 
     /// The names to watch now, each with the object it refers to.
@@ -232,8 +265,8 @@ impl State {
                 .regions
                 .iter()
                 .filter_map(|n| {
-                    let m = std::fs::symlink_metadata(format!("{SHM_DIR}{n}")).ok()?;
-                    Some((n.as_bytes().to_vec(), ident(&m)))
+                    let m = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&[SHM_DIR.as_bytes(), n].concat())).ok()?;
+                    Some((n.clone(), ident(&m)))
                 })
                 .collect();
         }
@@ -357,18 +390,36 @@ impl State {
 
         let mut m = enc.encode_descriptor(
             "latte_span_duration",
-            "Span durations (raw, calibration overheads included) read since the exporter began watching the region; buckets 4 ns * 2^(k/2)",
+            if self.opts.split_switched {
+                "Span durations (raw, calibration overheads included) read since the exporter began watching the region; buckets 4 ns * 2^(k/2); switched=\"true\": samples whose thread was switched out during them"
+            } else {
+                "Span durations (raw, calibration overheads included) read since the exporter began watching the region; buckets 4 ns * 2^(k/2)"
+            },
             Some(&Unit::Seconds),
             MetricType::Histogram,
         )?;
         let mut buckets: Vec<(f64, u64)> = Vec::with_capacity(FINITE_BUCKETS + 1);
         for (region, r) in seen() {
             for ((id, t), s) in &r.series {
-                buckets.clear();
-                buckets.extend((0..FINITE_BUCKETS).map(|k| (bound_ns(k) / 1e9, s.buckets[k])));
-                buckets.push((f64::INFINITY, s.buckets[FINITE_BUCKETS]));
                 let labels = series_labels(region, id, &thread_text(*t));
-                m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(s.sum_seconds, s.count(), &buckets, None)?;
+                // (label, per-bucket counts, sum): all samples, or the two
+                // halves by `switched`.
+                let parts: Vec<(Option<&str>, [u64; FINITE_BUCKETS + 1], f64)> = if self.opts.split_switched {
+                    let not: [u64; FINITE_BUCKETS + 1] = std::array::from_fn(|k| s.buckets[k] - s.switched_buckets[k]);
+                    vec![(Some("false"), not, (s.sum_seconds - s.switched_sum_seconds).max(0.0)), (Some("true"), s.switched_buckets, s.switched_sum_seconds)]
+                } else {
+                    vec![(None, s.buckets, s.sum_seconds)]
+                };
+                for (label, counts, sum) in parts {
+                    buckets.clear();
+                    buckets.extend((0..FINITE_BUCKETS).map(|k| (bound_ns(k) / 1e9, counts[k])));
+                    buckets.push((f64::INFINITY, counts[FINITE_BUCKETS]));
+                    let mut l = labels.clone();
+                    if let Some(v) = label {
+                        l.push(("switched", v.to_string()));
+                    }
+                    m.encode_family(&l)?.encode_histogram::<NoLabelSet>(sum, counts.iter().sum(), &buckets, None)?;
+                }
             }
         }
 
@@ -585,18 +636,38 @@ fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, b
             }
         };
         let key = (id.clone(), per_thread.then_some(s.os_tid));
+        // A closed ring read to its end makes no series (again, once its
+        // thread's has gone after --keep-gone).
+        if buf.is_empty() && got.lost == 0 && s.state == LATTE_SLOT_CLOSED && !r.series.contains_key(&key) {
+            continue;
+        }
         let series = r.series.entry(key).or_default();
-        let mut cycles = 0u128;
+        let (mut cycles, mut switched_cycles) = (0u128, 0u128);
         for x in buf.iter() {
             let d = x.packed & LATTE_MAX_DURATION;
+            let k = o.bounds.partition_point(|&b| b < d as f64);
             cycles += d as u128;
-            series.switched += (x.packed & latte::layout::LATTE_SAMPLE_SWITCHED != 0) as u64;
-            series.buckets[o.bounds.partition_point(|&b| b < d as f64)] += 1;
+            series.buckets[k] += 1;
+            if x.packed & latte::layout::LATTE_SAMPLE_SWITCHED != 0 {
+                series.switched += 1;
+                series.switched_buckets[k] += 1;
+                switched_cycles += d as u128;
+            }
         }
         series.sum_seconds += cycles as f64 / cpn / 1e9;
+        series.switched_sum_seconds += switched_cycles as f64 / cpn / 1e9;
         series.lost += got.lost;
-        // Step 5: a closed slot read now holds nothing more.
-        series.ended = if per_thread && s.state == LATTE_SLOT_CLOSED { series.ended.or(Some(now)) } else { None };
+    }
+    // Step 5: a thread's series ends when no open ring holds its (ID,
+    // thread) any more: its ring was closed (and read to its end above),
+    // or handed to another thread before this pass saw it closed.
+    if per_thread {
+        let open: HashSet<(&str, u32)> =
+            slots.iter().filter(|s| s.state != LATTE_SLOT_CLOSED).filter_map(|s| Some((names.get(s.id_token as usize)?.as_deref()?, s.os_tid))).collect();
+        for ((id, t), series) in r.series.iter_mut() {
+            let held = t.is_some_and(|t| open.contains(&(id.as_str(), t)));
+            series.ended = if held { None } else { series.ended.or(Some(now)) };
+        }
     }
     let c = Counts::of(&v);
     r.counts.add_growth(&o.last, &c);
@@ -647,7 +718,7 @@ mod tests {
 
     #[test]
     fn histogram_is_cumulative_in_seconds_with_escaped_labels() {
-        let mut st = State::new(Options { regions: Vec::new(), per_thread: false, keep_gone: Duration::from_secs(1) }, 1.0);
+        let mut st = State::new(Options { regions: Vec::new(), per_thread: false, keep_gone: Duration::from_secs(1), split_switched: false }, 1.0);
         let mut r = Region { seen: true, pid: 77, ..Default::default() };
         let mut s = Series::default();
         s.buckets[0] = 2;

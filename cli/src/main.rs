@@ -12,12 +12,19 @@ use latte::layout::*;
 use latte::reader::{latte_cursor, latte_raw_sample, Mapping, View};
 use latte::report::{self, Options};
 use latte::stats;
+use std::ffi::{OsStr, OsString};
 use std::io::{IsTerminal, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+mod cmd;
+mod diffstats;
 mod export;
+mod recording;
+mod samples;
 mod serve;
+mod shm_watch;
 
 #[derive(Parser)]
 #[command(name = "latte", version, about = "Read latte regions of running services (read-only)")]
@@ -47,8 +54,8 @@ enum Cmd {
     },
     /// The report table of a region (`/name`) or a flushed file, with percentiles and counters.
     Stats {
-        /// A region name (`/name` or `name`) or a file path.
-        target: String,
+        /// A region name (`/name` or `name`; any bytes but '/' and NUL) or a file path.
+        target: OsString,
         /// Show times instead of cycles (also in --json).
         #[arg(long)]
         time: bool,
@@ -66,10 +73,13 @@ enum Cmd {
         #[arg(long)]
         clean: bool,
     },
-    /// A live view: per ID, rate and percentiles over each interval.
+    /// A live view, per ID and interval: the rate recorded (from the rings'
+    /// write indices) and the rate read, samples lost (read + lost =
+    /// recorded), percentiles of every sample read in the interval, and
+    /// switched samples ("not tracked" when the producer tracked none).
     Watch {
-        /// A region name (`/name` or `name`) or a file path.
-        target: String,
+        /// A region name (`/name` or `name`; any bytes but '/' and NUL) or a file path.
+        target: OsString,
         /// Refresh interval (e.g. 1s, 250ms, 0.5).
         #[arg(long, default_value = "1s", value_parser = parse_interval)]
         interval: Duration,
@@ -95,7 +105,7 @@ enum Cmd {
         /// Region names (`/name` or `name`); none: every latte region in
         /// /dev/shm, looked for again every second (every --interval when
         /// longer) as services come and go.
-        regions: Vec<String>,
+        regions: Vec<OsString>,
         /// Address and port to listen on.
         #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
         listen: std::net::SocketAddr,
@@ -108,18 +118,130 @@ enum Cmd {
         #[arg(long, default_value = "100ms", value_parser = parse_interval)]
         interval: Duration,
         /// How long the series of a region that went away (and, with
-        /// --per-thread, of a thread that exited) stay exported.
+        /// --per-thread, of a thread that no longer holds a ring: it exited,
+        /// or its ring went to another thread) stay exported.
         #[arg(long, default_value = "5m", value_parser = parse_interval, value_name = "DURATION")]
         keep_gone: Duration,
+        /// The duration histogram in two series per ID (and thread), label
+        /// `switched` "true" (samples whose thread was switched out during
+        /// them, from producers with switch tracking on) and "false": twice
+        /// the histogram series.
+        #[arg(long)]
+        split_switched: bool,
     },
-    /// Write a Chrome trace (Perfetto, chrome://tracing) of every sample.
-    Trace {
-        /// A region name (`/name` or `name`) or a file path.
+    /// Follow a live region and write every sample it records to a file
+    /// (a recording: read by stats, trace, diff and plot like a flushed image).
+    Record {
+        /// A region name (`/name` or `name`).
         target: String,
-        /// Output file.
+        /// The recording to write.
         #[arg(short = 'o', long = "output")]
         output: std::path::PathBuf,
+        /// Stop after this long (e.g. 10s, 500ms, 2m); without --for and
+        /// --count: when the producer exits or on Ctrl-C.
+        #[arg(long = "for", value_parser = parse_interval, value_name = "DURATION")]
+        duration: Option<Duration>,
+        /// Stop once this many samples were read (whole batches: at least this many).
+        #[arg(long)]
+        count: Option<u64>,
+        /// Record only this ID (repeat for more).
+        #[arg(long = "id", value_name = "NAME")]
+        ids: Vec<String>,
+        /// Begin with the samples the rings hold now (what they no longer
+        /// hold counts as lost) instead of with the next one written.
+        #[arg(long)]
+        from_start: bool,
     },
+    /// Compare two runs (regions, flushed images or recordings) per ID:
+    /// percentiles, their change, a bootstrap interval, the Mann-Whitney U
+    /// p-value and a verdict. Exit code 8 when an ID got significantly slower.
+    Diff {
+        /// The baseline.
+        a: String,
+        /// The run compared with it.
+        b: String,
+        /// Significance level of the U test; the intervals are at 1 - alpha.
+        #[arg(long, default_value_t = 0.05)]
+        alpha: f64,
+        /// Smallest change of the median that counts as slower or faster
+        /// (percent: 5 or 5%).
+        #[arg(long, default_value = "5%", value_parser = parse_percent)]
+        threshold: f64,
+        /// Leave out the samples whose thread was switched out, on both sides.
+        #[arg(long)]
+        clean: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Bootstrap replicates.
+        #[arg(long, default_value_t = 2000)]
+        replicates: usize,
+        /// Seed of the bootstrap's random stream.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Keep every column even when the terminal is narrower.
+        #[arg(long)]
+        wide: bool,
+    },
+    /// Draw runs: per ID, the percentile spectrum of each run (one curve per
+    /// run) and a heat map of one run's latency over time, as SVG or PNG.
+    Plot {
+        /// Regions, flushed images or recordings (one curve each).
+        #[arg(required = true)]
+        sources: Vec<String>,
+        /// The picture: a name ending in .svg or .png.
+        #[arg(short = 'o', long = "output")]
+        output: std::path::PathBuf,
+        /// Plot only this ID (repeat for more).
+        #[arg(long = "id", value_name = "NAME")]
+        ids: Vec<String>,
+        /// Leave out switched samples from the spectra.
+        #[arg(long)]
+        clean: bool,
+        /// Which run's heat map to draw (1 = the first given).
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        heatmap_run: usize,
+    },
+    /// Write a Chrome trace (Perfetto, chrome://tracing) of every sample
+    /// (or of those the filters keep).
+    Trace {
+        /// A region name (`/name` or `name`; any bytes but '/' and NUL) or a file path.
+        target: OsString,
+        /// Output file; `-` is standard output.
+        #[arg(short = 'o', long = "output")]
+        output: std::path::PathBuf,
+        /// Only the samples of this ID (repeatable).
+        #[arg(long = "id", value_name = "NAME")]
+        ids: Vec<OsString>,
+        /// Only the samples of this OS thread id (repeatable).
+        #[arg(long = "thread", value_name = "TID")]
+        threads: Vec<u32>,
+        /// Only the samples that start at or after this time since the
+        /// region was made (e.g. 1.5s, 200ms; the trace's time axis).
+        #[arg(long, value_parser = parse_offset, value_name = "T")]
+        from: Option<Duration>,
+        /// Only the samples that start before this time since the region
+        /// was made.
+        #[arg(long, value_parser = parse_offset, value_name = "T")]
+        to: Option<Duration>,
+    },
+}
+
+/// A time since the region was made: an interval, or 0.
+fn parse_offset(s: &str) -> Result<Duration, String> {
+    if s.trim_end_matches(['m', 's']).trim().parse::<f64>() == Ok(0.0) {
+        return Ok(Duration::ZERO);
+    }
+    parse_interval(s)
+}
+
+/// `5`, `5%` or `0.5%`: a share (0.05, 0.005).
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let x: f64 = s.trim().trim_end_matches('%').trim().parse().map_err(|_| format!("not a percentage: {s}"))?;
+    if !(0.0..=1000.0).contains(&x) {
+        return Err(format!("percentage out of range: {s}"));
+    }
+    Ok(x / 100.0)
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -160,21 +282,28 @@ fn fail(what: &str, text: &str, code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// How a target is read: a shared-memory region or a file.
+/// How a target is read: a shared-memory region (its name's bytes, with
+/// the leading '/') or a file.
 enum Target {
-    Region(String),
+    Region(Vec<u8>),
     File(std::path::PathBuf),
 }
 
-/// The rule of `Mapping::open_any`: a target with no '/' after its first
-/// character is a region name (`/name`, or `name` for `/name`), any other a
-/// file path.
-fn classify(target: &str) -> Target {
-    if latte::shm::is_region_name(target) {
-        Target::Region(if target.starts_with('/') { target.to_string() } else { format!("/{target}") })
+/// The rule of `Mapping::open_any`, on bytes (a name need not be UTF-8): a
+/// target with no '/' after its first byte is a region name (`/name`, or
+/// `name` for `/name`), any other a file path.
+fn classify(target: &OsStr) -> Target {
+    let b = target.as_bytes();
+    if !b.is_empty() && !b[1..].contains(&b'/') {
+        Target::Region(if b[0] == b'/' { b.to_vec() } else { [b"/", b].concat() })
     } else {
         Target::File(std::path::PathBuf::from(target))
     }
+}
+
+/// A target, name or path as text: UTF-8 as is, any other byte as `\xNN`.
+fn shown(b: &[u8]) -> String {
+    export::label_text(b)
 }
 
 /// Owner and mode of a path, for a permission message.
@@ -192,9 +321,11 @@ fn current_uid() -> u32 {
 }
 
 /// Opens a region or file, or prints one precise message and gives the exit code.
-fn open(target: &str) -> Result<Mapping, ExitCode> {
-    let kind = classify(target);
-    if target == "/" {
+fn open(raw: &OsStr) -> Result<Mapping, ExitCode> {
+    let kind = classify(raw);
+    let target = &shown(raw.as_bytes());
+    let target = target.as_str();
+    if raw.as_bytes() == b"/" {
         return Err(fail(target, "is a directory, not a latte region or a flushed image", EXIT_NOT_REGION));
     }
     if let Target::File(p) = &kind {
@@ -206,42 +337,42 @@ fn open(target: &str) -> Result<Mapping, ExitCode> {
         }
     }
     let r = match &kind {
-        Target::Region(n) => Mapping::open_shm(n.as_bytes()),
+        Target::Region(n) => Mapping::open_shm(n),
         Target::File(p) => Mapping::open_file(p),
     };
     r.map_err(|e| {
-        let (shown, path) = match &kind {
-            Target::Region(n) => (format!("region {n}"), std::path::PathBuf::from(format!("/dev/shm{n}"))),
+        let (what, path) = match &kind {
+            Target::Region(n) => (format!("region {}", shown(n)), std::path::PathBuf::from(OsStr::from_bytes(&[b"/dev/shm", &n[..]].concat()))),
             Target::File(p) => (p.display().to_string(), p.clone()),
         };
         match e {
             c if c == Error::Os(libc::ENOENT) => match kind {
-                Target::Region(n) if std::path::Path::new(target).is_dir() => {
-                    fail(target, &format!("is a directory, not a latte region or a flushed image (and there is no region {n})"), EXIT_NOT_REGION)
+                Target::Region(n) if std::path::Path::new(raw).is_dir() => {
+                    fail(target, &format!("is a directory, not a latte region or a flushed image (and there is no region {})", shown(&n)), EXIT_NOT_REGION)
                 }
-                Target::Region(n) if std::path::Path::new(target).exists() => {
+                Target::Region(n) if std::path::Path::new(raw).exists() => {
                     let file = if target.starts_with('/') { format!("/.{target}") } else { format!("./{target}") };
                     fail(
                         target,
-                        &format!("no such region {n} (a name without '/' after its first character is a region; write {file} for the file)"),
+                        &format!("no such region {} (a name without '/' after its first character is a region; write {file} for the file)", shown(&n)),
                         EXIT_MISSING,
                     )
                 }
-                Target::Region(n) => fail(target, &format!("no such region (no /dev/shm{n}; `latte ls` lists the regions)"), EXIT_MISSING),
+                Target::Region(n) => fail(target, &format!("no such region (no /dev/shm{}; `latte ls` lists the regions)", shown(&n)), EXIT_MISSING),
                 Target::File(_) => fail(target, "no such file", EXIT_MISSING),
             },
             c if c == Error::Os(libc::EACCES) || c == Error::Os(libc::EPERM) => {
-                fail(&shown, &format!("permission denied{}", owner_text(&path)), EXIT_PERMISSION)
+                fail(&what, &format!("permission denied{}", owner_text(&path)), EXIT_PERMISSION)
             }
             c if c == Error::Os(libc::EINVAL) && matches!(kind, Target::Region(_)) => {
                 fail(target, "not a valid region name (one leading '/', no other, at most 250 bytes after it)", EXIT_MISSING)
             }
-            Error::NotLatte | Error::Version | Error::Truncated | Error::Corrupt => fail(&shown, &strerror(e), EXIT_NOT_REGION),
+            Error::NotLatte | Error::Version | Error::Truncated | Error::Corrupt => fail(&what, &strerror(e), EXIT_NOT_REGION),
             c if c == Error::Os(libc::ENODEV) || c == Error::Os(libc::EISDIR) => {
-                fail(&shown, "cannot be mapped: not a latte region or a flushed image", EXIT_NOT_REGION)
+                fail(&what, "cannot be mapped: not a latte region or a flushed image", EXIT_NOT_REGION)
             }
-            Error::Os(errno) => fail(&shown, &format!("{} (errno {errno})", strerror(e)), EXIT_OTHER),
-            _ => fail(&shown, &strerror(e), EXIT_OTHER),
+            Error::Os(errno) => fail(&what, &format!("{} (errno {errno})", strerror(e)), EXIT_OTHER),
+            _ => fail(&what, &strerror(e), EXIT_OTHER),
         }
     })
 }
@@ -324,24 +455,46 @@ fn main() -> ExitCode {
         Cmd::Watch { target, interval, count, plain, time, follow, clean } => {
             done(watch(&target, &WatchOpts { every: interval, count, plain: plain || !style.tty, time, follow, clean }, style))
         }
-        Cmd::Trace { target, output } => done(trace(&target, &output)),
-        Cmd::Serve { regions, listen, per_thread, interval, keep_gone } => done(serve_cmd(regions, listen, per_thread, interval, keep_gone)),
+        Cmd::Trace { target, output, ids, threads, from, to } => {
+            let ids: Vec<String> = ids.iter().map(|i| String::from_utf8_lossy(i.as_bytes()).into_owned()).collect();
+            let filter = latte::trace::Filter {
+                ids: (!ids.is_empty()).then_some(&ids[..]),
+                threads: (!threads.is_empty()).then_some(&threads[..]),
+                from_ns: from.map_or(0.0, |d| d.as_nanos() as f64),
+                to_ns: to.map_or(f64::INFINITY, |d| d.as_nanos() as f64),
+            };
+            done(trace(&target, &output, &filter))
+        }
+        Cmd::Serve { regions, listen, per_thread, interval, keep_gone, split_switched } => {
+            done(serve_cmd(regions, listen, export::Options { regions: Vec::new(), per_thread, keep_gone, split_switched }, interval))
+        }
+        Cmd::Record { target, output, duration, count, ids, from_start } => {
+            done(cmd::record::run(&cmd::record::RecordOpts { target, output, duration, count, ids, from_start }))
+        }
+        Cmd::Diff { a, b, alpha, threshold, clean, json, replicates, seed, wide } => done(cmd::diff::run(
+            &cmd::diff::DiffOpts { a, b, alpha, threshold, clean, json, replicates, seed },
+            if wide { Style { width: None, ..style } } else { style },
+        )),
+        Cmd::Plot { sources, output, ids, clean, heatmap_run } => {
+            done(cmd::plot::run(&cmd::plot::PlotOpts { sources, output, ids, clean, heatmap_run: heatmap_run.saturating_sub(1) }))
+        }
     }
 }
 
 /// `latte serve`: checks the names, then serves until killed.
-fn serve_cmd(regions: Vec<String>, listen: std::net::SocketAddr, per_thread: bool, interval: Duration, keep_gone: Duration) -> Result<(), ExitCode> {
+fn serve_cmd(regions: Vec<OsString>, listen: std::net::SocketAddr, export: export::Options, interval: Duration) -> Result<(), ExitCode> {
     let mut names = Vec::new();
     for r in regions {
+        let text = shown(r.as_bytes());
         match classify(&r) {
-            Target::Region(n) if n.len() <= 255 => names.push(n),
-            Target::Region(_) => return Err(fail(&r, "not a valid region name (one leading '/', no other, at most 250 bytes after it)", EXIT_USAGE)),
-            Target::File(_) => return Err(fail(&r, "serve reads shared-memory regions (`/name`), not files", EXIT_USAGE)),
+            Target::Region(n) if n.len() <= 255 && !n.contains(&0) => names.push(n),
+            Target::Region(_) => return Err(fail(&text, "not a valid region name (one leading '/', no other, at most 250 bytes after it)", EXIT_USAGE)),
+            Target::File(_) => return Err(fail(&text, "serve reads shared-memory regions (`/name`), not files", EXIT_USAGE)),
         }
     }
     names.sort();
     names.dedup();
-    serve::run(serve::ServeOpts { listen, interval, export: export::Options { regions: names, per_thread, keep_gone } })
+    serve::run(serve::ServeOpts { listen, interval, export: export::Options { regions: names, ..export } })
 }
 
 /// `1.5 KiB`, `128.0 MiB`.
@@ -408,8 +561,11 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
         Err(e) => return Err(fail("/dev/shm", &format!("cannot list: {e}"), EXIT_OTHER)),
     };
     for e in dir.flatten() {
-        let name = format!("/{}", e.file_name().to_string_lossy());
-        match Mapping::open_shm(name.as_bytes()) {
+        // Opened by its bytes (a name need not be UTF-8), shown with any
+        // byte that is not UTF-8 as \xNN.
+        let raw = [b"/", e.file_name().as_bytes()].concat();
+        let name = shown(&raw);
+        match Mapping::open_shm(&raw) {
             Ok(m) => {
                 let v = m.view();
                 let k = v.counters();
@@ -488,8 +644,9 @@ fn ls(json: bool, style: Style) -> Result<(), ExitCode> {
     emit(&text)
 }
 
-fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, clean: bool, style: Style) -> Result<(), ExitCode> {
-    let m = open(target)?;
+fn stats_cmd(raw: &OsStr, time: bool, calibrated: bool, json: bool, clean: bool, style: Style) -> Result<(), ExitCode> {
+    let m = open(raw)?;
+    let target = &shown(raw.as_bytes());
     let v = m.view();
     let mut cal = v.calibration();
     if time {
@@ -497,7 +654,8 @@ fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, clean: bool
     }
     let data = if calibrated { LATTE_DATA_CALIBRATED } else { LATTE_DATA_RAW };
     let unit = if time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE };
-    let rows = report::rows_of_view_with(&v, data, &cal, clean).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
+    let mut rows = report::rows_of_view_with(&v, data, &cal, clean).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
+    recording::add_lost(target, &mut rows).map_err(|e| fail(target, &e, EXIT_NOT_REGION))?;
     let counters = v.counters();
     if calibrated && !cal.calibrated {
         eprintln!("latte: {target}: the producer never calibrated; showing raw figures");
@@ -512,12 +670,17 @@ fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, clean: bool
         .iter()
         .map(|r| {
             let s = &r.summary;
+            // Figures of no sample are null, not 0 (--clean, every sample
+            // switched out); so are the switched counts of a producer that
+            // tracked no switches.
+            let fig = |x: f64| if r.nothing_left() { serde_json::Value::Null } else { serde_json::json!(x) };
+            let tracked = |x: serde_json::Value| if r.tracked { x } else { serde_json::Value::Null };
             serde_json::json!({
                 "component": r.name, "read": r.read(), "samples": s.count, "threads": r.threads, "lost": r.lost,
-                "switched": r.switched, "switched_share": r.switched_share(),
-                "avg": s.mean * scale, "median": s.median * scale, "std_dev": s.std_dev * scale, "skew": s.skew,
-                "min": s.min * scale, "max": s.max * scale, "p50": s.p50 * scale, "p90": s.p90 * scale,
-                "p99": s.p99 * scale, "p999": s.p999 * scale,
+                "switched": tracked(r.switched.into()), "switched_share": tracked(r.switched_share().into()),
+                "avg": fig(s.mean * scale), "median": fig(s.median * scale), "std_dev": fig(s.std_dev * scale), "skew": fig(s.skew),
+                "min": fig(s.min * scale), "max": fig(s.max * scale), "p50": fig(s.p50 * scale), "p90": fig(s.p90 * scale),
+                "p99": fig(s.p99 * scale), "p999": fig(s.p999 * scale),
                 "outliers": r.outliers,
             })
         })
@@ -529,6 +692,7 @@ fn stats_cmd(target: &str, time: bool, calibrated: bool, json: bool, clean: bool
         "unit": if time { "ns" } else { "cycles" },
         "calibrated": calibrated && cal.calibrated,
         "clean": clean,
+        "switch_tracking": v.switches_tracked(),
         "cycles_per_ns": cal.cycles_per_ns,
         "components": comps,
         "counters": {
@@ -565,8 +729,9 @@ fn output_error(path: &std::path::Path, e: &std::io::Error) -> String {
     }
 }
 
-fn trace(target: &str, output: &std::path::Path) -> Result<(), ExitCode> {
-    let m = open(target)?;
+fn trace(raw: &OsStr, output: &std::path::Path, filter: &latte::trace::Filter) -> Result<(), ExitCode> {
+    let m = open(raw)?;
+    let target = &shown(raw.as_bytes());
     let v = &m.view();
     let c = report::collect(v).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
     let cpn = cycles_per_ns(v);
@@ -583,36 +748,24 @@ fn trace(target: &str, output: &std::path::Path) -> Result<(), ExitCode> {
         }
         format!("tid {tid}")
     };
+    let names = latte::trace::Names { process: &process, thread: &thread };
+    if output.as_os_str() == "-" {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+        return match latte::trace::write_annotated(&mut w, &c, pid, v.anchor_tsc(), cpn, &names, filter) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(ExitCode::SUCCESS),
+            Err(e) => Err(fail("standard output", &format!("cannot write: {e}"), EXIT_OTHER)),
+        };
+    }
     let shown = output.display().to_string();
     let f = std::fs::File::create(output).map_err(|e| fail(&shown, &output_error(output, &e), EXIT_OUTPUT))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    let names = latte::trace::Names { process: &process, thread: &thread };
-    if let Err(e) = latte::trace::write_annotated(&mut w, &c, pid, v.anchor_tsc(), cpn, &names) {
+    if let Err(e) = latte::trace::write_annotated(&mut w, &c, pid, v.anchor_tsc(), cpn, &names, filter) {
         drop(w);
         let _ = std::fs::remove_file(output);
         return Err(fail(&shown, &output_error(output, &e), EXIT_OUTPUT));
     }
     Ok(())
-}
-
-struct WatchOpts {
-    every: Duration,
-    count: u64,
-    plain: bool,
-    time: bool,
-    follow: bool,
-    /// Percentiles without the switched samples.
-    clean: bool,
-}
-
-/// Per-ID figures of one interval.
-struct Interval {
-    name: String,
-    count: usize,
-    lost: u64,
-    /// Samples flagged `LATTE_SAMPLE_SWITCHED`.
-    switched: usize,
-    durations: Vec<f64>,
 }
 
 /// `2026-01-31T12:34:56.789Z` (UTC) of a wall-clock time.
@@ -643,8 +796,96 @@ fn field(name: &str) -> String {
     }
 }
 
-fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
-    let mut m = open(target)?;
+struct WatchOpts {
+    every: Duration,
+    count: u64,
+    plain: bool,
+    time: bool,
+    follow: bool,
+    /// Percentiles without the switched samples.
+    clean: bool,
+}
+
+/// How often `watch` reads the rings within an interval: its percentiles
+/// are of every sample read during the interval, not of the last ring-full.
+const WATCH_STEP: Duration = Duration::from_millis(10);
+
+/// Durations kept per ID per interval for the percentiles; past it, every
+/// other one is dropped and later ones are kept one in two (then one in
+/// four, ...), so that the percentiles are of an evenly spread subset.
+const WATCH_KEEP: usize = 1 << 22;
+
+/// Per-ID figures of one interval: `read + lost == recorded`.
+#[derive(Default)]
+struct Interval {
+    name: String,
+    read: u64,
+    lost: u64,
+    /// Samples flagged `LATTE_SAMPLE_SWITCHED`.
+    switched: u64,
+    durations: Vec<f64>,
+    /// One in `stride` durations is kept (see `WATCH_KEEP`).
+    stride: u64,
+    /// Durations offered since the last one kept.
+    skipped: u64,
+}
+
+impl Interval {
+    fn recorded(&self) -> u64 {
+        self.read + self.lost
+    }
+
+    fn keep(&mut self, d: f64) {
+        self.skipped += 1;
+        if self.skipped < self.stride.max(1) {
+            return;
+        }
+        self.skipped = 0;
+        if self.durations.len() >= WATCH_KEEP {
+            let mut k = 0;
+            self.durations.retain(|_| {
+                k += 1;
+                k % 2 == 0
+            });
+            self.stride = self.stride.max(1) * 2;
+        }
+        self.durations.push(d);
+    }
+}
+
+/// One read of every slot into the interval's figures.
+fn watch_read(v: &View, cursors: &mut Vec<latte_cursor>, buf: &mut Vec<latte_raw_sample>, per: &mut Vec<Interval>, clean: bool) -> Result<(), Error> {
+    let ids = v.ids()?;
+    for i in ids.iter().skip(per.len()) {
+        per.push(Interval { name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(), ..Default::default() });
+    }
+    for s in &v.slots()? {
+        buf.clear();
+        if cursors.len() <= s.index as usize {
+            cursors.resize(s.index as usize + 1, latte_cursor::default());
+        }
+        let c = &mut cursors[s.index as usize];
+        // The reader counts what it returns and what was overwritten
+        // before it could (returned + lost = what the write index moved).
+        let got = v.read_slot(s.index, c, buf, latte::reader::ReadMode::Live)?;
+        if let Some(p) = per.get_mut(s.id_token as usize) {
+            p.read += buf.len() as u64;
+            p.lost += got.lost;
+            for r in buf.iter() {
+                let switched = r.packed & LATTE_SAMPLE_SWITCHED != 0;
+                p.switched += switched as u64;
+                if !(clean && switched) {
+                    p.keep((r.packed & LATTE_MAX_DURATION) as f64);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn watch(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
+    let mut m = open(raw)?;
+    let target = &report::terminal_text(&shown(raw.as_bytes())).into_owned();
     let v = m.view();
     let pid = v.producer_pid();
     let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };
@@ -665,86 +906,82 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
             let _ = v.read_slot(s.index, &mut cursors[s.index as usize], &mut buf, latte::reader::ReadMode::Live);
         }
     }
+    let fail_read = |e: Error| fail(target, &strerror(e), EXIT_NOT_REGION);
     let mut n = 0u64;
-    let mut next = Instant::now() + o.every;
+    let mut start = Instant::now();
+    let mut next = start + o.every;
     loop {
-        let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
-        }
+        // Reads every WATCH_STEP until the interval ends, then once more.
+        let mut per: Vec<Interval> = Vec::new();
+        let alive = loop {
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep((next - now).min(WATCH_STEP));
+            }
+            // Looked at before the interval's last read: when the producer
+            // was gone already, that read takes the last samples there will
+            // ever be.
+            let done = Instant::now() >= next;
+            let alive = done && m.producer_alive();
+            // The region grows while it is watched: map what it grew by.
+            m.refresh().map_err(fail_read)?;
+            watch_read(&m.view(), &mut cursors, &mut buf, &mut per, o.clean).map_err(fail_read)?;
+            if done {
+                break alive;
+            }
+        };
+        let end = Instant::now();
+        let secs = end.duration_since(start).as_secs_f64().max(1e-9);
+        start = end;
         next += o.every;
         n += 1;
-        // Looked at before reading: when the producer was gone already, this
-        // interval's read takes the last samples there will ever be.
-        let alive = m.producer_alive();
-        let fail_read = |e: Error| fail(target, &strerror(e), EXIT_NOT_REGION);
-        // The region grows while it is watched: map what it grew by.
-        m.refresh().map_err(fail_read)?;
-        let v = m.view();
-        let ids = v.ids().map_err(fail_read)?;
-        let slots = v.slots().map_err(fail_read)?;
-        let mut per: Vec<Interval> = ids
-            .iter()
-            .map(|i| Interval {
-                name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(),
-                count: 0,
-                lost: 0,
-                switched: 0,
-                durations: Vec::new(),
-            })
-            .collect();
-        for s in &slots {
-            buf.clear();
-            if cursors.len() <= s.index as usize {
-                cursors.resize(s.index as usize + 1, latte_cursor::default());
-            }
-            let c = &mut cursors[s.index as usize];
-            let lost_before = if c.generation == s.generation { c.lost } else { 0 };
-            v.read_slot(s.index, c, &mut buf, latte::reader::ReadMode::Live).map_err(fail_read)?;
-            if let Some(p) = per.get_mut(s.id_token as usize) {
-                p.count += buf.len();
-                p.lost += c.lost - lost_before;
-                p.switched += buf.iter().filter(|r| r.packed & LATTE_SAMPLE_SWITCHED != 0).count();
-                let keep = |r: &&latte_raw_sample| !o.clean || r.packed & LATTE_SAMPLE_SWITCHED == 0;
-                p.durations.extend(buf.iter().filter(keep).map(|r| (r.packed & LATTE_MAX_DURATION) as f64));
-            }
-        }
-        let secs = o.every.as_secs_f64();
+        let tracked = m.view().switches_tracked();
         let stamp = timestamp(std::time::SystemTime::now());
         let mut text = String::new();
         let mut table_rows = Vec::new();
+        let (mut lost_all, mut recorded_all) = (0u64, 0u64);
         for p in per.iter_mut() {
-            if latte::name::is_reserved_name(p.name.as_bytes()) || (p.count == 0 && p.lost == 0) {
+            if latte::name::is_reserved_name(p.name.as_bytes()) || p.recorded() == 0 {
                 continue;
             }
+            lost_all += p.lost;
+            recorded_all += p.recorded();
             p.durations.sort_by(|a, b| a.total_cmp(b));
-            let s = stats::summarize(&p.durations).unwrap_or_default();
-            let rate = p.count as f64 / secs;
-            let share = if p.count == 0 { 0.0 } else { 100.0 * p.switched as f64 / p.count as f64 };
+            let s = stats::summarize(&p.durations);
+            let (rec_rate, read_rate) = (p.recorded() as f64 / secs, p.read as f64 / secs);
+            let share = if p.read == 0 { 0.0 } else { 100.0 * p.switched as f64 / p.read as f64 };
+            // Percentiles of nothing (nothing read, or --clean and every
+            // sample read switched out) say so instead of showing 0.
+            let none = if p.read == 0 { "none-read" } else { "none-left" };
             if o.plain {
+                let fig = |f: fn(&stats::Summary) -> f64| s.as_ref().map(|s| plain_value(f(s))).unwrap_or_else(|| none.into());
+                let switched = if tracked { format!("switched={} switched_share={share:.1}%", p.switched) } else { "switched=not-tracked".into() };
                 text.push_str(&format!(
-                    "time={stamp} interval={n} id={} rate={rate:.1}/s count={} p50={} p90={} p99={} p999={} max={} lost={} switched={} switched_share={share:.1}%\n",
+                    "time={stamp} interval={n} id={} recorded_rate={rec_rate:.1}/s read_rate={read_rate:.1}/s recorded={} read={} lost={} p50={} p90={} p99={} p999={} max={} {switched}{}\n",
                     field(&p.name),
-                    p.count,
-                    plain_value(s.p50),
-                    plain_value(s.p90),
-                    plain_value(s.p99),
-                    plain_value(s.p999),
-                    plain_value(s.max),
+                    p.recorded(),
+                    p.read,
                     p.lost,
-                    p.switched
+                    fig(|s| s.p50),
+                    fig(|s| s.p90),
+                    fig(|s| s.p99),
+                    fig(|s| s.p999),
+                    fig(|s| s.max),
+                    if o.clean { format!(" left={}", p.read - p.switched) } else { String::new() },
                 ));
             } else {
+                let fig = |f: fn(&stats::Summary) -> f64| s.as_ref().map(|s| cell(f(s))).unwrap_or_else(|| "-".into());
                 table_rows.push(vec![
                     report::terminal_text(&p.name).into_owned(),
-                    format!("{rate:.1}/s"),
-                    cell(s.p50),
-                    cell(s.p99),
-                    cell(s.max),
-                    cell(s.p999),
-                    cell(s.p90),
+                    format!("{rec_rate:.1}/s"),
+                    format!("{read_rate:.1}/s"),
                     p.lost.to_string(),
-                    format!("{} ({share:.1}%)", p.switched),
+                    s.as_ref().map(|s| cell(s.p50)).unwrap_or_else(|| none.replace('-', " ")),
+                    fig(|s| s.p99),
+                    fig(|s| s.max),
+                    if tracked { format!("{} ({share:.1}%)", p.switched) } else { "not tracked".into() },
+                    fig(|s| s.p999),
+                    fig(|s| s.p90),
                 ]);
             }
         }
@@ -757,11 +994,15 @@ fn watch(target: &str, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
             text.push_str(&format!(
                 "latte watch {target}  pid {pid} ({})  every {:.3} s  #{n}  {}{}\n",
                 if alive { "alive" } else { "exited" },
-                secs,
+                o.every.as_secs_f64(),
                 if o.time { "times" } else { "cycles" },
                 if o.clean { "  clean: percentiles without switched samples" } else { "" }
             ));
-            text.push_str(&table(&["ID", "RATE", "P50", "P99", "MAX", "P99.9", "P90", "LOST", "SWITCHED"], "lrrrrrrrr", &table_rows, style.width));
+            // Loss is said on a line of its own too, so that no width hides it.
+            if lost_all > 0 {
+                text.push_str(&format!("LOST {lost_all} of {recorded_all} samples recorded this interval (overwritten before they were read)\n"));
+            }
+            text.push_str(&table(&["ID", "RECORDED", "READ", "LOST", "P50", "P99", "MAX", "SWITCHED", "P99.9", "P90"], "lrrrrrrrrr", &table_rows, style.width));
         }
         emit(&text)?;
         if !alive && !o.follow {

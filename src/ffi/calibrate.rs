@@ -26,7 +26,7 @@ pub extern "C" fn latte_calibration_end() -> c_int {
 /// Iterations per mode pair the calibration loops run.
 #[no_mangle]
 pub extern "C" fn latte_calibration_iterations() -> u32 {
-    crate::calibrate::CALIBRATION_ITERS
+    crate::calibrate::iterations()
 }
 
 /// The ID calibration records under.
@@ -36,19 +36,19 @@ pub extern "C" fn latte_calibration_id() -> *const c_char {
 }
 
 /// The calibrated overheads in cycles: `out9` gets `[start][stop]` for the 9
-/// mode pairs, `out_pulse` the pulse. Zeros before calibration.
+/// mode pairs, `out_pulse` the pulse. Zeros before calibration. -EINVAL
+/// (nothing written) when either is NULL.
 #[no_mangle]
 pub extern "C" fn latte_calibration_get_overheads(out9: *mut f64, out_pulse: *mut f64) -> c_int {
     guard(PANICKED, || {
+        if out9.is_null() || out_pulse.is_null() {
+            return -libc::EINVAL;
+        }
         let c = crate::calibrate::current();
-        // SAFETY: outputs are NULL or writable (out9 for 9 elements).
+        // SAFETY: both checked non-null; writable by contract (out9 for 9 elements).
         unsafe {
-            if !out9.is_null() {
-                core::ptr::copy_nonoverlapping(c.overhead.as_ptr(), out9, crate::layout::LATTE_MODE_PAIRS as usize);
-            }
-            if !out_pulse.is_null() {
-                *out_pulse = c.overhead[9];
-            }
+            core::ptr::copy_nonoverlapping(c.overhead.as_ptr(), out9, crate::layout::LATTE_MODE_PAIRS as usize);
+            *out_pulse = c.overhead[9];
         }
         0
     })

@@ -20,15 +20,16 @@ pub extern "C" fn latte_samples_snapshot(id: *const c_char, out: *mut u64, cap: 
         // After the thread's thread-locals were destroyed (an atexit
         // handler, a static destructor) a local buffer serves.
         let mut local = Vec::new();
+        if !outs_ok(out, cap, out_n) {
+            return Error::INVAL.code();
+        }
         let fill_out = |raw: &mut Vec<latte_raw_sample>| {
             // SAFETY: NULL or a NUL-terminated string (API contract).
             if let Err(e) = unsafe { crate::extract::snapshot_into(id, raw) } {
                 return e.code();
             }
-            if !out_n.is_null() {
-                // SAFETY: checked non-null; writable by contract.
-                unsafe { *out_n = raw.len() };
-            }
+            // SAFETY: checked non-null; writable by contract.
+            unsafe { *out_n = raw.len() };
             if raw.len() > cap || (out.is_null() && !raw.is_empty()) {
                 return Error::RANGE.code();
             }
@@ -75,28 +76,60 @@ pub struct latte_sample_record {
 #[no_mangle]
 pub extern "C" fn latte_samples_extract(out: *mut latte_sample_record, cap: usize, out_n: *mut usize) -> c_int {
     guard(PANICKED, || {
+        if !outs_ok(out, cap, out_n) {
+            return Error::INVAL.code();
+        }
         let mut all = Vec::new();
         if let Err(e) = crate::extract::extract_all(&mut all) {
             return e.code();
         }
-        let recs: Vec<latte_sample_record> = all
-            .iter()
-            .map(|(token, r)| {
-                let s = r.decode();
-                latte_sample_record {
-                    duration: s.duration,
-                    start_tsc: s.start_tsc,
-                    token: *token,
-                    depth: s.depth as u8,
-                    start_mode: s.start_mode as u8,
-                    stop_mode: s.stop_mode as u8,
-                    switched: s.switched as u8,
-                }
-            })
-            .collect();
+        let recs: Vec<latte_sample_record> = all.iter().map(|(token, r)| record(*token, r)).collect();
         // SAFETY: out is NULL or writable for cap records, out_n NULL or writable (API contract).
         unsafe { fill(&recs, out, cap, out_n) }
     })
+}
+
+/// `latte_samples_extract` in one pass whatever the threads record
+/// meanwhile: writes as many as fit in `out` (the first `cap`, in the same
+/// order), their count to `*out_n`, and how many more there were to
+/// `*out_missed` (0 when everything fit). -EINVAL when `out_n` or
+/// `out_missed` is NULL, or `out` is with `cap` over 0.
+#[no_mangle]
+pub extern "C" fn latte_samples_extract_some(out: *mut latte_sample_record, cap: usize, out_n: *mut usize, out_missed: *mut usize) -> c_int {
+    guard(PANICKED, || {
+        if !outs_ok(out, cap, out_n) || out_missed.is_null() {
+            return Error::INVAL.code();
+        }
+        let mut all = Vec::new();
+        if let Err(e) = crate::extract::extract_all(&mut all) {
+            return e.code();
+        }
+        let take = all.len().min(cap);
+        for (k, (token, r)) in all[..take].iter().enumerate() {
+            // SAFETY: out is writable for cap >= take records (contract; non-null when cap > 0).
+            unsafe { out.add(k).write(record(*token, r)) };
+        }
+        // SAFETY: both checked non-null; writable by contract.
+        unsafe {
+            *out_n = take;
+            *out_missed = all.len() - take;
+        }
+        0
+    })
+}
+
+/// A sample as `latte_samples_extract` gives it.
+fn record(token: u32, r: &latte_raw_sample) -> latte_sample_record {
+    let s = r.decode();
+    latte_sample_record {
+        duration: s.duration,
+        start_tsc: s.start_tsc,
+        token,
+        depth: s.depth as u8,
+        start_mode: s.start_mode as u8,
+        stop_mode: s.stop_mode as u8,
+        switched: s.switched as u8,
+    }
 }
 
 /// The first ID pointer a Start or pulse of this process passed for
@@ -120,15 +153,28 @@ pub extern "C" fn latte_tsc_epoch() -> u64 {
     })
 }
 
-/// The report table as a NUL-terminated string (free it with
-/// `latte_string_free`); NULL on error. Calibrates first when `unit` is
-/// TIME or `data` is CALIBRATED.
+/// The report table as a NUL-terminated string of plain text, no escape
+/// sequences (free it with `latte_string_free`); NULL on error. Calibrates
+/// first when `unit` is TIME or `data` is CALIBRATED.
+/// `latte_report_string_color` gives the same table with the original's
+/// gray borders.
 #[no_mangle]
 pub extern "C" fn latte_report_string(unit: latte_unit, data: latte_data) -> *mut c_char {
-    guard(core::ptr::null_mut(), || match crate::api::own_report(unit, data) {
+    guard(core::ptr::null_mut(), || report_string(unit, data, false))
+}
+
+/// `latte_report_string` with the original Latte's gray borders (ANSI
+/// escapes): the bytes its `DumpToStream` printed, for a terminal.
+#[no_mangle]
+pub extern "C" fn latte_report_string_color(unit: latte_unit, data: latte_data) -> *mut c_char {
+    guard(core::ptr::null_mut(), || report_string(unit, data, true))
+}
+
+fn report_string(unit: latte_unit, data: latte_data, color: bool) -> *mut c_char {
+    match crate::api::own_report_with(unit, data, color) {
         Ok(s) => std::ffi::CString::new(s).map(|c| c.into_raw()).unwrap_or(core::ptr::null_mut()),
         Err(_) => core::ptr::null_mut(),
-    })
+    }
 }
 
 /// Frees a string returned by latte. NULL is ignored.
@@ -170,7 +216,8 @@ pub extern "C" fn latte_time_format(ns: f64, buf: *mut c_char, len: usize) -> c_
 
 /// The outlier rule of reports on `n` values: writes the kept values sorted
 /// into `out_values` (room for `n`), their count, the outlier count, and the
-/// cutoff (`*out_has_cutoff` = 0 when there is none). NULL outputs are skipped.
+/// cutoff (`*out_has_cutoff` = 0 when there is none). -EINVAL (nothing
+/// written) when an output is NULL (`out_values` may be NULL when `n` is 0).
 #[no_mangle]
 pub extern "C" fn latte_samples_clean(
     values: *const f64,
@@ -182,7 +229,10 @@ pub extern "C" fn latte_samples_clean(
     out_has_cutoff: *mut c_int,
 ) -> c_int {
     guard(PANICKED, || {
-        if values.is_null() && n > 0 {
+        if (values.is_null() || out_values.is_null()) && n > 0 {
+            return -libc::EINVAL;
+        }
+        if out_kept.is_null() || out_outliers.is_null() || out_cutoff.is_null() || out_has_cutoff.is_null() {
             return -libc::EINVAL;
         }
         let input = if n == 0 {

@@ -26,16 +26,21 @@ pub extern "C" fn latte_poll_flush() -> c_int {
     guard(PANICKED, || crate::flush::poll().unwrap_or_else(Error::code))
 }
 
-/// Cancels the pending asynchronous flush: 1 when one was pending (it
-/// stops after the writes already in flight; `latte_poll_flush` then
-/// returns -ECANCELED and the file holds no valid image), 0 when none was;
-/// LATTE_ERR_NOT_SUPPORTED without the `uring` feature.
+/// Cancels the pending asynchronous flush without waiting: 1 when one was
+/// pending (nothing more is submitted; `latte_poll_flush` then returns
+/// -ECANCELED and the file holds no valid image; the writes already with
+/// the kernel are reaped by later calls, and `latte_flush_async` returns
+/// -EBUSY until they are), 0 when none was; LATTE_ERR_NOT_SUPPORTED
+/// without the `uring` feature. A fork child's flush state is its own: it
+/// starts idle, and nothing it calls touches its parent's flush.
 #[no_mangle]
 pub extern "C" fn latte_flush_cancel() -> c_int {
     guard(PANICKED, || crate::flush::cancel().map(c_int::from).unwrap_or_else(Error::code))
 }
 
-/// Bytes written and total of the current or last asynchronous flush.
+/// State, bytes written and bytes to write of the current or last
+/// asynchronous flush (`bytes_written` equals `bytes_total` once it
+/// completed). -EINVAL when `out` is NULL.
 #[no_mangle]
 pub extern "C" fn latte_flush_get_status(out: *mut crate::flush::latte_flush_status) -> c_int {
     guard(PANICKED, || put_out(out, crate::flush::status))

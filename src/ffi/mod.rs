@@ -7,7 +7,9 @@
 //! code (`Error::code`, the one conversion); `latte_error_string`
 //! describes them. Variable-size outputs take `(out, cap, out_n)`: `*out_n`
 //! is always the full count, and `-ERANGE` (nothing copied) says `cap` was
-//! too small.
+//! too small. A NULL out-parameter is -EINVAL (nothing done, no cursor
+//! moved), but the buffer of a size query: `out` NULL with `cap` 0, or a
+//! string buffer NULL with length 0.
 //!
 //! # Names
 //! `latte_<object>_<verb>`: the object the call acts on (`thread`, `region`,
@@ -99,15 +101,18 @@ fn put_out<T>(out: *mut T, v: impl FnOnce() -> Result<T, Error>) -> c_int {
 }
 
 /// Copies `src` into a caller buffer of `cap` elements. Sets `*out_n` to
-/// the full count; -ERANGE when it does not fit (nothing is copied then).
+/// the full count; -ERANGE when it does not fit (nothing is copied then);
+/// -EINVAL when `out_n` is NULL, or `out` is with `cap` over 0 (check them
+/// with `outs_ok` before the work).
 ///
 /// # Safety
 /// `out` is NULL or writable for `cap` elements; `out_n` is NULL or writable.
 unsafe fn fill<T: Copy>(src: &[T], out: *mut T, cap: usize, out_n: *mut usize) -> c_int {
-    if !out_n.is_null() {
-        // SAFETY: checked non-null; the caller guarantees it is writable.
-        unsafe { *out_n = src.len() };
+    if !outs_ok(out, cap, out_n) {
+        return Error::INVAL.code();
     }
+    // SAFETY: checked non-null; the caller guarantees it is writable.
+    unsafe { *out_n = src.len() };
     if src.len() > cap || (out.is_null() && !src.is_empty()) {
         return Error::RANGE.code();
     }
@@ -116,6 +121,12 @@ unsafe fn fill<T: Copy>(src: &[T], out: *mut T, cap: usize, out_n: *mut usize) -
         unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), out, src.len()) };
     }
     0
+}
+
+/// The outputs of an `(out, cap, out_n)` call are usable: `out_n` is not
+/// NULL, and `out` is not unless `cap` is 0 (a size query).
+fn outs_ok<T>(out: *mut T, cap: usize, out_n: *mut usize) -> bool {
+    !out_n.is_null() && (!out.is_null() || cap == 0)
 }
 
 /// Copies a string into a caller buffer, NUL-terminated; returns the string's

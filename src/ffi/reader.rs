@@ -229,7 +229,9 @@ pub extern "C" fn latte_reader_read(
     out_n: *mut usize,
 ) -> c_int {
     guard(PANICKED, || {
-        if cursor.is_null() || (out.is_null() && cap > 0) {
+        // Checked before the read: a read whose count cannot be told
+        // moves no cursor.
+        if cursor.is_null() || !outs_ok(out, cap, out_n) {
             return -libc::EINVAL;
         }
         with_reader_and(r, -libc::EINVAL, |rd| {
@@ -244,10 +246,8 @@ pub extern "C" fn latte_reader_read(
             // SAFETY: cursor checked non-null, owned by the caller.
             match rd.state().map.view().read_into(slot, unsafe { &mut *cursor }, dst, mode) {
                 Ok(res) => {
-                    if !out_n.is_null() {
-                        // SAFETY: checked non-null.
-                        unsafe { *out_n = res.read as usize };
-                    }
+                    // SAFETY: checked non-null.
+                    unsafe { *out_n = res.read as usize };
                     0
                 }
                 Err(e) => e.code(),

@@ -20,7 +20,15 @@ use core::ffi::{c_char, c_int};
 /// tracking on without opening anything until a thread's slow path.
 #[no_mangle]
 pub extern "C" fn latte_sched_enable() -> c_int {
-    guard(PANICKED, || code(sched::enable()))
+    guard(PANICKED, || {
+        let r = sched::enable();
+        if r.is_ok() {
+            if let Some(region) = crate::recorder::region_if_any() {
+                region.mark_switches_tracked();
+            }
+        }
+        code(r)
+    })
 }
 
 /// Stops tracking the calling thread: releases its perf event and mapping
@@ -90,19 +98,17 @@ pub extern "C" fn latte_sched_diff(before: *const latte_sched_point, after: *con
 /// (preempted 0.00 ns, blocked 1.05 ms); 1 switch-out (0 preempted); 1 CPU,
 /// 0 migrations"), NUL-terminated in `buf`. `*out_n` gets its length
 /// without the NUL; -ERANGE (nothing written) when `cap` is not more than
-/// that; -EINVAL when `d` is NULL.
+/// that; -EINVAL when `d` or `out_n` is NULL, or `buf` is with `cap` over 0.
 #[no_mangle]
 pub extern "C" fn latte_sched_format(d: *const latte_sched_delta, buf: *mut c_char, cap: usize, out_n: *mut usize) -> c_int {
     guard(PANICKED, || {
-        if d.is_null() {
+        if d.is_null() || out_n.is_null() || (buf.is_null() && cap > 0) {
             return Error::INVAL.code();
         }
         // SAFETY: checked non-null; a delta by contract (plain data).
         let s = delta_line(unsafe { &*d });
-        if !out_n.is_null() {
-            // SAFETY: checked non-null; writable by contract.
-            unsafe { *out_n = s.len() };
-        }
+        // SAFETY: checked non-null; writable by contract.
+        unsafe { *out_n = s.len() };
         if buf.is_null() || cap <= s.len() {
             return Error::RANGE.code();
         }

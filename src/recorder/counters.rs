@@ -25,11 +25,6 @@ pub fn current_thread_idx() -> Option<u32> {
     with_cold(|c| c.thread_idx)
 }
 
-/// The slot index of the calling thread's ring for a token, if it has one.
-pub fn own_slot_for(token: u32) -> Option<u32> {
-    with_cold(|c| c.slots_by_token.get(&token).map(|&(_, i)| i)).flatten()
-}
-
 /// The calling thread's counters (zeros before it recorded anything).
 pub fn thread_counters() -> latte_thread_counters {
     let t = current_if_any();

@@ -18,9 +18,11 @@
 //! | `ptr_map.rs` | the thread-private pointer map behind the cache |
 //! | `lock.rs` | the registry's lock |
 //! | `fork.rs` | the fork handlers |
+//! | `calring.rs` | the calibration's own ring, outside the region |
 //! | `counters.rs` | per-thread and per-process counters |
 
 mod cache;
+pub mod calring;
 mod counters;
 mod env;
 mod fork;
@@ -35,4 +37,4 @@ pub use counters::*;
 pub use hot::*;
 pub use registry::{region_if_any, unrecordable, REGISTRY};
 pub use slow::*;
-pub use thread::{activate, current, current_if_any, note_unavailable};
+pub use thread::{activate, current, note_unavailable};

@@ -40,7 +40,8 @@ pub struct Registry {
     /// Hot states Rust allocated for threads that no longer use them.
     pub(super) free_hots: Vec<*mut latte_thread>,
     next_thread_idx: u32,
-    /// Slots of exited threads, oldest first: reused only when no fresh slot is left.
+    /// Slots of exited threads, oldest first: reused when the region has no
+    /// fresh slot and they hold half of it, or it cannot grow (`allocate_slot`).
     reusable: VecDeque<u32>,
     /// Set once a thread recorded: the region can no longer be replaced.
     pub recording_began: bool,

@@ -72,6 +72,11 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
     // A slow path: where a thread opens its switch event once tracking is
     // on (a syscall, once per thread; see `sched`).
     crate::sched::attach_thread();
+    if crate::sched::status() == crate::sched::LATTE_SCHED_ON {
+        if let Some(r) = region_if_any() {
+            r.mark_switches_tracked();
+        }
+    }
     // SAFETY: this thread's own cold state.
     let c = unsafe { &mut *c };
     if let Some(ring) = c.by_ptr.get(id as usize) {
@@ -81,6 +86,12 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
         note_unavailable();
         return None;
     };
+    // SAFETY: NULL or NUL-terminated (this function's contract).
+    if unsafe { super::calring::is_calibration_id(id) } {
+        // Calibration records in its own ring: no slot, no ID, no counter
+        // of the region's (`calring`).
+        return super::calring::ring(&mut reg).map(|r| tag_ring(r, 0));
+    }
     let region = reg.region?;
     // SAFETY: IDs are NULL or NUL-terminated strings (the API contract).
     let token = match unsafe { reg.interner.intern_ptr(region, id) } {

@@ -189,8 +189,12 @@ static void fork_child_is_separate(void) {
 
 static void report_and_trace(void) {
   char *r = latte_report_string(LATTE_UNIT_CYCLE, LATTE_DATA_RAW);
+  char *rc = latte_report_string_color(LATTE_UNIT_CYCLE, LATTE_DATA_RAW);
 #ifndef LATTE_DISABLE
   CHECK(r != NULL && strstr(r, "LATTE TELEMETRY [CYCLES][RAW]") && strstr(r, "shared"));
+  /* Plain text by default; the colour call has the original's gray borders. */
+  CHECK(r != NULL && strchr(r, 0x1b) == NULL);
+  CHECK(rc != NULL && strstr(rc, "\x1b[90m") != NULL && strstr(rc, "LATTE TELEMETRY [CYCLES][RAW]"));
   CHECK(latte_trace_write("/nonexistent-dir/trace.json") < 0);
   CHECK(latte_trace_write(NULL) < 0);
   CHECK(strlen(latte_error_string(LATTE_ERR_CORRUPT)) > 0);
@@ -200,6 +204,7 @@ static void report_and_trace(void) {
   CHECK(r == NULL);
 #endif
   latte_string_free(r);
+  latte_string_free(rc);
 }
 
 #ifndef LATTE_DISABLE

@@ -123,6 +123,13 @@ try:
     check(cl["clean"] and slc.get("read") == 40 and slc.get("outliers") == 0 and slc.get("samples") == 40 - slc.get("switched", -1),
           f"stats --clean leaves the switched samples out: {slc}")
     check(slc.get("max", 1e18) < sl.get("max", 0), f"the sleeping spans are not in the clean figures: {slc.get('max')} vs {sl.get('max')}")
+    # Every sample of svc.allsleep switched out: its --clean row says nothing is left.
+    al = {c["component"]: c for c in cl["components"]}.get("svc.allsleep", {})
+    check(al.get("read") == 5 and al.get("switched") == 5 and al.get("samples") == 0 and al.get("median", 0) is None and al.get("p99", 0) is None,
+          f"stats --clean --json keeps a component with nothing left, figures null: {al}")
+    r = latte("stats", NAME, "--clean", "--wide")
+    check("svc.allsleep" in r.stdout and "none left" in r.stdout and "every sample read (5) was switched out" in r.stdout, f"stats --clean says nothing is left: {r.stdout}")
+    check(cl.get("switch_tracking") is True and sl.get("switched") is not None, "a region with switch tracking says so")
     r = latte("stats", NAME, "--clean", "--wide")
     check(r.returncode == 0 and "SWITCHED" in r.stdout and "clean: samples switched out" in r.stdout, "stats --clean table")
     r = latte("stats", NAME, "--time", "--calibrated")
@@ -147,7 +154,9 @@ try:
     check(all(l.get("time", "").endswith("Z") and "T" in l.get("time", "") for l in lines), "watch lines carry a UTC timestamp")
     live = [l for l in lines if l.get("id") == "svc.live"]
     check(len(live) == 3, "watch shows the live ID every interval")
-    check(all(l["rate"].endswith("/s") and float(l["rate"][:-2]) > 50 for l in live), "watch rates per second")
+    check(all(l.get("recorded_rate", "").endswith("/s") and float(l["recorded_rate"][:-2]) > 50 and l.get("read_rate", "").endswith("/s") for l in live),
+          "watch rates per second")
+    check(all(int(l.get("read", -1)) + int(l.get("lost", -1)) == int(l.get("recorded", -3)) for l in live), f"watch: read + lost == recorded: {live}")
     check(all(l[k].endswith("cycles") for l in live for k in ("p50", "p90", "p99", "p999", "max")), "cycle mode says cycles")
     check(all(l.get("id") not in ("svc.a", "latte.calibrate") for l in lines), "watch shows only what is new, never the reserved ID")
     # The live pulses come from the tracked thread, each after a 1 ms poll: switched.
@@ -158,6 +167,11 @@ try:
     # On a terminal: a redrawn table whose cells carry the unit.
     code, out, err = latte_pty("watch", NAME, "--interval", "200ms", "--count", "2")
     check(code == 0 and ESC + "2J" in out and "P99.9" in out and " cycles" in out, f"watch on a terminal: {out!r} {err!r}")
+    # --clean: svc.nap's samples are all switched out: its line says none is left.
+    r = latte("watch", NAME, "--interval", "300ms", "--count", "2", "--clean")
+    naps = [fields(l) for l in r.stdout.splitlines() if "id=svc.nap" in l]
+    check(r.returncode == 0 and naps and all(l.get("p50") == "none-left" and l.get("left") == "0" and l.get("read") == l.get("switched") for l in naps),
+          f"watch --clean: an ID with nothing left says so: {naps}")
     code, out, err = latte_pty("watch", NAME, "--interval", "200ms", "--count", "1", env={"TERM": "dumb"})
     check(code == 0 and ESC not in out and "time=" in out, f"watch with TERM=dumb is plain: {out!r}")
 
@@ -221,7 +235,7 @@ try:
     # ls counts the program's IDs only (the reserved latte.calibrate is left out).
     r = latte("ls", "--json")
     regions = {x["name"]: x for x in json.loads(r.stdout)}
-    check(regions[NAME]["ids"] == 6, f"ls ids without the reserved one: {regions[NAME]}")
+    check(regions[NAME]["ids"] == 8, f"ls ids (svc.nap too), without the reserved one: {regions[NAME]}")
 
     # Output path errors name the output path.
     r = latte("trace", NAME, "-o", "/missing/dir/t.json")
@@ -305,6 +319,114 @@ if os.geteuid() == 0 and runuser and os.path.basename(runuser) == "runuser":
     check(rows.get(NAME, {}).get("readable") is False and rows[NAME]["error"] == "permission denied", "ls --json as another user")
 else:
     print("cli e2e: permission check skipped (needs root and runuser)")
+
+# A region whose name is not UTF-8 (the library takes any bytes but '/'
+# and NUL): listed, read and exported by every command, shown with \xNN.
+BNAME = NAME.encode() + b"-\xff\xfe"
+BSHOWN = NAME + "-\\xff\\xfe"
+nsvc = subprocess.Popen([SERVICE.encode(), BNAME], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+try:
+    check(nsvc.stdout.readline().startswith("READY"), "service under a non-UTF-8 name ready")
+
+    def latte_b(*args):
+        return subprocess.run([LATTE.encode(), *args], capture_output=True, timeout=60, env=BASE_ENV)
+
+    r = latte_b(b"ls", b"--json")
+    rows = {x["name"]: x for x in json.loads(r.stdout)} if r.returncode == 0 else {}
+    check(rows.get(BSHOWN, {}).get("readable") is True and rows[BSHOWN]["pid"] == nsvc.pid, f"ls lists a non-UTF-8 name as {BSHOWN}: {list(rows)}")
+    r = latte_b(b"stats", BNAME, b"--json")
+    comps = {c["component"]: c for c in json.loads(r.stdout)["components"]} if r.returncode == 0 else {}
+    check(comps.get("svc.a", {}).get("read") == 5000, f"stats reads a non-UTF-8 name: {r.returncode} {r.stderr!r}")
+    r = latte_b(b"watch", BNAME, b"--interval", b"200ms", b"--count", b"1")
+    check(r.returncode == 0 and b"id=svc.live" in r.stdout, f"watch reads a non-UTF-8 name: {r.returncode} {r.stderr!r}")
+    # On an 80-column terminal, with a live ID's row, LOST is shown.
+    code, out, err = latte_pty("watch", BNAME, "--interval", "200ms", "--count", "2", cols=80)
+    check(code == 0 and "svc.live" in out and "LOST" in out, f"watch on 80 columns keeps LOST: {out!r}")
+    # trace -o - writes to standard output; filters by ID, thread and time.
+    r = latte_b(b"trace", BNAME, b"-o", b"-")
+    full = [e for e in json.loads(r.stdout) if e["ph"] == "X"] if r.returncode == 0 else []
+    check([e["name"] for e in full].count("svc.a") == 5000 and not os.path.exists("-"), f"trace -o - of a non-UTF-8 name to stdout: {r.returncode} {r.stderr!r}")
+    r = latte_b(b"trace", BNAME, b"-o", b"-", b"--id", b"svc.b", b"--id", b"svc.inner")
+    got = [e["name"] for e in json.loads(r.stdout) if e["ph"] == "X"] if r.returncode == 0 else []
+    check(got.count("svc.b") == 300 and got.count("svc.inner") == 100 and len(got) == 400, f"trace --id: {len(got)} events")
+    r = latte_b(b"trace", BNAME, b"-o", b"-", b"--thread", str(nsvc.pid).encode())
+    evs = json.loads(r.stdout) if r.returncode == 0 else []
+    xs = [e for e in evs if e["ph"] == "X"]
+    check(xs and all(e["tid"] == nsvc.pid for e in xs) and "svc.a" not in {e["name"] for e in xs}
+          and {e["tid"] for e in evs if e["name"] == "thread_name"} == {nsvc.pid}, "trace --thread: the main thread's samples only")
+    if full:
+        ts = sorted(e["ts"] for e in full)
+        lo, hi = ts[len(ts) // 4], ts[3 * len(ts) // 4]
+        r = latte_b(b"trace", BNAME, b"-o", b"-", b"--from", f"{lo / 1e6!r}s".encode(), b"--to", f"{hi / 1e6!r}s".encode())
+        win = [e for e in json.loads(r.stdout) if e["ph"] == "X"] if r.returncode == 0 else []
+        want = [e for e in full if lo - 0.001 <= e["ts"] < hi + 0.001]
+        check(win and all(lo - 0.001 <= e["ts"] < hi + 0.001 for e in win) and abs(len(win) - len(want)) <= 2,
+              f"trace --from/--to: {len(win)} events in [{lo}, {hi}) us, {len(want)} expected: {r.stderr!r}")
+    # serve exports it (the name named on its command line).
+    sv = subprocess.Popen([LATTE.encode(), b"serve", b"--listen", b"127.0.0.1:0", BNAME], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        for _ in range(20):
+            line = sv.stderr.readline()
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/metrics", line)
+            if m:
+                port = int(m.group(1))
+                break
+        body = ""
+        if port:
+            import urllib.request
+            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20).read().decode()
+        check(f'latte_producer_up{{region="{BSHOWN[1:].replace(chr(92), chr(92) * 2)}"}} 1' in body, f"serve exports a non-UTF-8 name: port {port}")
+    finally:
+        sv.terminate()
+        sv.wait(timeout=10)
+finally:
+    nsvc.stdin.close()
+    nsvc.wait(timeout=30)
+os.unlink(b"/dev/shm" + BNAME)
+
+# watch against a producer of known count and rate: 500,000 spans of
+# about 1 us on one thread into rings of 4,096 samples (lapped every few
+# ms). Over its intervals watch's recorded counts add up to exactly
+# 500,000, each interval's read + lost == recorded, and the recorded rate
+# of the intervals inside the burst is the producer's own rate (within a
+# factor 2: an invariant, not a speed check). No switch tracking:
+# SWITCHED says so.
+BURST = NAME + "-burst"
+bsvc = subprocess.Popen([SERVICE, BURST, "burst"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+check(bsvc.stdout.readline().strip() == "READY", "burst service ready")
+bwatch = subprocess.Popen([LATTE, "watch", BURST, "--interval", "200ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=BASE_ENV)
+# Its first line: watch has skipped what was there and reads from now on.
+first = bwatch.stdout.readline()
+bsvc.stdin.write("go\n")
+bsvc.stdin.flush()
+done = bsvc.stdout.readline().split()
+bsvc.stdin.close()
+bsvc.wait(timeout=30)
+bout, berr = bwatch.communicate(timeout=60)
+bout = first + bout
+check(done[:1] == ["DONE"] and bwatch.returncode == 0, f"burst done {done}, watch exit {bwatch.returncode} {berr!r}")
+blines = [fields(l) for l in bout.splitlines() if "id=svc.burst" in l]
+rec = [int(l.get("recorded", -1)) for l in blines]
+check(sum(rec) == 500000, f"watch: recorded adds up to what the producer wrote (500000): {sum(rec)} over {len(rec)} intervals")
+check(all(int(l.get("read", -1)) + int(l.get("lost", -1)) == int(l.get("recorded", -2)) for l in blines), "watch: read + lost == recorded in every interval")
+if len(done) == 2:
+    known_rate = 500000 / (int(done[1]) / 1e9)
+    inner = [float(l["recorded_rate"][:-2]) for a, l, b in zip(rec, blines[1:], rec[2:]) if a > 0 and b > 0 and "recorded_rate" in l]
+    inner.sort()
+    mid = inner[len(inner) // 2] if inner else 0
+    check(not inner or 0.5 <= mid / known_rate <= 2, f"watch: recorded rate {mid:.0f}/s (median inside the burst) vs the producer's {known_rate:.0f}/s")
+check(blines and all(l.get("switched") == "not-tracked" and "switched_share" not in l for l in blines), f"watch: switched not tracked: {blines[:1]}")
+doc = json.loads(latte("stats", BURST, "--json").stdout)
+bc = {c["component"]: c for c in doc["components"]}.get("svc.burst", {})
+check(doc.get("switch_tracking") is False and "switched" in bc and bc["switched"] is None, f"stats --json: switched null when not tracked: {bc}")
+r = latte("stats", BURST, "--wide")
+check("not tracked" in r.stdout, "stats: SWITCHED not tracked")
+# The burst producer never calibrated: a calibrated table says so (no matrix of zeros).
+r = latte("stats", BURST, "--calibrated", "--wide")
+check(r.returncode == 0 and "NOT CALIBRATED" in r.stdout and "SELF-OFFSET" not in r.stdout and "never calibrated" in r.stderr,
+      f"stats --calibrated of an uncalibrated region says so: {r.stdout[:400]!r}")
+os.unlink("/dev/shm" + BURST)
 
 for p in [SHM, foreign, SHM + "-trunc", SHM + "-ver", fileimg]:
     if os.path.exists(p):

@@ -4,6 +4,7 @@
 // that comes from latte; in every build the counts must be exact.
 #include "Latte.hpp"
 
+#include <atomic>
 #include <condition_variable>
 
 #include "check.h"
@@ -60,5 +61,30 @@ int main() {
   CHECK_EQ_U(per_id, ON ? kThreads : 0);
   auto all = Latte::Manager::Get().ExtractSamplesGlobal();
   CHECK_EQ_U(all.size(), ON ? 6u : 0u);
+  CHECK_EQ_U(Latte::Manager::Get().ExtractMissed(), 0u);
+  // ExtractSamplesGlobal while two threads record flat out: one count and
+  // one extraction, never a chase after what they record meanwhile (which
+  // is what ExtractMissed counts); each ID's samples fit its rings.
+  std::atomic<bool> stop{false};
+  std::atomic<int> started{0};
+  std::vector<std::thread> busy;
+  for (int t = 0; t < 2; t++)
+    busy.emplace_back([&] {
+      started.fetch_add(1);
+      while (!stop.load(std::memory_order_relaxed)) {
+        Latte::Fast::Start("threads.busy");
+        Latte::Fast::Stop(nullptr);
+      }
+    });
+  while (started.load() < 2) std::this_thread::yield();
+  for (int k = 0; k < 5; k++) {
+    auto g = Latte::Manager::Get().ExtractSamplesGlobal();
+    auto b = g.find("threads.busy");
+    size_t n = b == g.end() ? 0 : b->second.size();
+    CHECK(n <= 2u * 65536u);
+    CHECK_EQ_U(g.size(), ON ? 7u : 0u);
+  }
+  stop.store(true);
+  for (auto &th : busy) th.join();
   return check_summary("cpp threads");
 }

@@ -115,7 +115,7 @@ def start_serve(procs, latte, *args):
 def start_service(procs, service, region, mode):
     p = procs.start([service, region, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
-    if line.strip() != "READY":
+    if line.split()[:1] != ["READY"]:
         raise RuntimeError(f"service {region} {mode} did not start: {line!r} (exit {p.poll()})")
     return p
 

@@ -13,6 +13,16 @@
 //          producer that is gone.
 //   small  a region of 4 slots of 64 samples: 10 svc.small spans, READY,
 //          then waits for stdin to close (its object is a small file to copy).
+//   churn  a region of 8 slots: READY, then for 3 s one short-lived thread
+//          after another (4 at a time), each recording 20 svc.churn spans,
+//          so that rings are handed from exited threads to new ones; then
+//          DONE, and waits for stdin to close.
+//   inc    one incarnation of a service that restarts: takes the name over
+//          from the previous one, records 10,000 svc.inc spans, prints
+//          READY and exits.
+//   sched  switch tracking on (SchedEnable), 40 svc.sched spans, every
+//          other one around a 200 us sleep (switched out), then READY and
+//          SchedEnable's result, and waits for stdin to close.
 #include "Latte.hpp"
 
 #include <poll.h>
@@ -110,14 +120,60 @@ static int small() {
   return 0;
 }
 
+static int churn() {
+  std::printf("READY\n");
+  std::fflush(stdout);
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < end) {
+    std::thread t[4];
+    for (auto &x : t)
+      x = std::thread([] {
+        for (int i = 0; i < 20; i++) {
+          Latte::Fast::Start("svc.churn");
+          Latte::Fast::Stop(nullptr);
+        }
+      });
+    for (auto &x : t) x.join();
+  }
+  std::printf("DONE\n");
+  std::fflush(stdout);
+  wait_for_stdin_eof();
+  return 0;
+}
+
+static int inc() {
+  for (int i = 0; i < 10000; i++) {
+    Latte::Fast::Start("svc.inc");
+    Latte::Fast::Stop(nullptr);
+  }
+  std::printf("READY\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+static int sched() {
+  int rc = Latte::SchedEnable();
+  for (int i = 0; i < 40; i++) {
+    Latte::Fast::Start("svc.sched");
+    if (i % 2 == 0) usleep(200);
+    Latte::Fast::Stop(nullptr);
+  }
+  std::printf("READY %d\n", rc);
+  std::fflush(stdout);
+  wait_for_stdin_eof();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: service REGION known|live|small\n");
+    std::fprintf(stderr, "usage: service REGION known|live|small|churn|sched|inc\n");
     return 2;
   }
   const char *mode = argv[2];
   int rc = std::strcmp(mode, "known") == 0  ? Latte::InitSharedRegion(argv[1])
            : std::strcmp(mode, "small") == 0 ? init(argv[1], 4, 64, 8)
+           : std::strcmp(mode, "churn") == 0 ? init(argv[1], 8, 64, 8)
+           : std::strcmp(mode, "inc") == 0   ? init(argv[1], 4, 16384, 8)
                                              : init(argv[1], 0, 4096, 0);
   if (rc != 0) {
     std::fprintf(stderr, "service: %s: %s\n", argv[1], latte_strerror(rc));
@@ -126,6 +182,9 @@ int main(int argc, char **argv) {
   if (std::strcmp(mode, "known") == 0) return known();
   if (std::strcmp(mode, "live") == 0) return live();
   if (std::strcmp(mode, "small") == 0) return small();
+  if (std::strcmp(mode, "churn") == 0) return churn();
+  if (std::strcmp(mode, "sched") == 0) return sched();
+  if (std::strcmp(mode, "inc") == 0) return inc();
   std::fprintf(stderr, "service: unknown mode %s\n", mode);
   return 2;
 }

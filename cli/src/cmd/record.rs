@@ -1,0 +1,266 @@
+//! `latte record TARGET -o FILE`: follows a live region with the library's
+//! `Follower` and appends every sample it reads to a recording
+//! (`crate::recording`), until the duration, the count, the producer's exit
+//! or SIGINT/SIGTERM ends it. Loss is counted per incarnation of each ring,
+//! from its writer's index: `read + lost == recorded`.
+//!
+//! The file is written by a thread of its own, behind a bounded queue of
+//! batches (`QUEUE_BATCHES`), so that a write held up by the page cache's
+//! writeback never holds up the follower; a queue that stays full (a disk
+//! slower than the producers) holds the follower up instead, and the rings
+//! it then cannot read in time count their loss as always.
+
+use crate::recording::Writer;
+use crate::{fail, open, output_error, EXIT_NOT_REGION, EXIT_OUTPUT, EXIT_USAGE};
+use latte::follow::{FollowOptions, Follower, Incarnation};
+use latte::layout::LATTE_REGION_FLUSHED;
+use latte::reader::{latte_raw_sample, View};
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Batches (each at most one ring: 1 MiB at the default 65,536 samples)
+/// queued for the writing thread.
+const QUEUE_BATCHES: usize = 128;
+
+/// One batch for the writing thread: the incarnation's number in the file,
+/// its ring's owner and ID, and the samples.
+struct Batch {
+    number: u32,
+    id_token: u32,
+    thread_idx: u32,
+    os_tid: u32,
+    samples: Vec<latte_raw_sample>,
+}
+
+/// The writing thread: appends every batch, hands each buffer back for
+/// reuse, and returns the writer (for its headers) with the first error.
+fn write_batches(mut w: Writer, rx: mpsc::Receiver<Batch>, pool: mpsc::Sender<Vec<latte_raw_sample>>, failed: &AtomicBool) -> (Writer, Option<std::io::Error>) {
+    let mut error = None;
+    for b in rx {
+        if error.is_none() {
+            if let Err(e) = w.append(b.number, b.id_token, b.thread_idx, b.os_tid, &b.samples) {
+                error = Some(e);
+                // Relaxed: a flag read on its own by the recording loop.
+                failed.store(true, Ordering::Relaxed);
+            }
+        }
+        let _ = pool.send(b.samples);
+    }
+    (w, error)
+}
+
+/// What to record.
+pub struct RecordOpts {
+    pub target: String,
+    pub output: std::path::PathBuf,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop once this many samples were read.
+    pub count: Option<u64>,
+    /// Only these IDs (all when empty).
+    pub ids: Vec<String>,
+    /// Begin at the oldest sample each ring still holds.
+    pub from_start: bool,
+}
+
+/// Set by SIGINT and SIGTERM: stop, write the file, exit 0.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Relaxed: a flag read on its own by the recording loop.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: on_signal only stores to an atomic (async-signal-safe);
+        // the handler address is a valid extern "C" fn.
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+/// An incarnation being recorded.
+struct Pending {
+    /// 1-based number of the incarnation in the file (its slots' generation).
+    number: u32,
+    /// Its figures as of the last batch.
+    inc: Incarnation,
+}
+
+/// The sink's state: the incarnations recorded, the queue to the writing
+/// thread and its buffers, the ID filter.
+struct Store {
+    queue: mpsc::SyncSender<Batch>,
+    pool: mpsc::Receiver<Vec<latte_raw_sample>>,
+    pending: HashMap<(u32, u32), Pending>,
+    /// Order of first sight: (slot, generation) of incarnation number k+1.
+    order: Vec<(u32, u32)>,
+    /// Per token: kept (None: not looked up yet).
+    keep: Vec<Option<bool>>,
+    wanted: Vec<String>,
+    read: u64,
+    lost: u64,
+}
+
+impl Store {
+    /// Whether samples of `token` are recorded: not the reserved IDs
+    /// (calibration's), and with `--id` only those named.
+    fn kept(&mut self, v: &View, token: u32) -> bool {
+        let t = token as usize;
+        if self.keep.len() <= t {
+            self.keep.resize(t + 1, None);
+        }
+        let wanted = &self.wanted;
+        *self.keep[t].get_or_insert_with(|| {
+            let Ok(n) = v.id_name(token) else { return false };
+            let name = latte::name::name_bytes(&n);
+            !latte::name::is_reserved_name(name) && (wanted.is_empty() || wanted.iter().any(|w| w.as_bytes() == name))
+        })
+    }
+
+    fn take(&mut self, v: &View, inc: &Incarnation, samples: &[latte_raw_sample]) {
+        if !self.kept(v, inc.id_token) {
+            return;
+        }
+        let key = (inc.slot, inc.generation);
+        if !self.pending.contains_key(&key) {
+            let number = self.order.len() as u32 + 1;
+            self.order.push(key);
+            self.pending.insert(key, Pending { number, inc: Incarnation { read: 0, lost: 0, ..*inc } });
+        }
+        let Some(p) = self.pending.get_mut(&key) else { return };
+        // The figures are running totals: add what this batch added.
+        self.read += inc.read - p.inc.read;
+        self.lost += inc.lost - p.inc.lost;
+        p.inc = *inc;
+        let mut buf = self.pool.try_recv().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(samples);
+        // Blocks while the queue is full; fails only once the writing
+        // thread is gone (after an error, which the loop reports).
+        let _ = self.queue.send(Batch { number: p.number, id_token: inc.id_token, thread_idx: inc.thread_idx, os_tid: inc.os_tid, samples: buf });
+    }
+}
+
+pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
+    let mut m = open(std::ffi::OsStr::new(&o.target))?;
+    let v = m.view();
+    if v.flags() & LATTE_REGION_FLUSHED != 0 {
+        return Err(fail(&o.target, "is a file: record follows a live region (diff, plot and stats read files as they are)", EXIT_USAGE));
+    }
+    let shown = o.output.display().to_string();
+    let file = std::fs::File::create(&o.output).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
+    let writer = Writer::create(file, v.geo().samples_per_slot).map_err(|e| fail(&shown, &e.to_string(), EXIT_OUTPUT))?;
+    let (queue, rx) = mpsc::sync_channel(QUEUE_BATCHES);
+    let (pool_tx, pool) = mpsc::channel();
+    let failed = std::sync::Arc::new(AtomicBool::new(false));
+    let f2 = failed.clone();
+    let writing = std::thread::spawn(move || write_batches(writer, rx, pool_tx, &f2));
+    let mut store = Store { queue, pool, pending: HashMap::new(), order: Vec::new(), keep: Vec::new(), wanted: o.ids.clone(), read: 0, lost: 0 };
+    catch_signals();
+    let mut follower = Follower::new(FollowOptions { from_start: o.from_start, ..Default::default() });
+    let started = Instant::now();
+    let started_wall = std::time::SystemTime::now();
+    let progress = std::io::stderr().is_terminal();
+    let mut shown_at = Instant::now();
+    let read_err = |e: latte::Error| fail(&o.target, &e.to_string(), EXIT_NOT_REGION);
+    let why = loop {
+        // Looked at before the pass: once the producer is gone, this pass
+        // reads the last samples there will ever be.
+        let alive = m.producer_alive();
+        // A region that grew: map its new chunks (cursors carry over).
+        m.refresh().map_err(read_err)?;
+        let v = m.view();
+        let wait = follower.poll(&v, &mut |inc, s| store.take(&v, inc, s)).map_err(read_err)?;
+        // Relaxed: the flag alone (the error itself comes with the thread's join).
+        if failed.load(Ordering::Relaxed) {
+            break "the file could not be written";
+        }
+        if progress && shown_at.elapsed() >= Duration::from_millis(250) {
+            shown_at = Instant::now();
+            eprint!("\rlatte record: {:.1} s  {} samples read  {} lost   ", started.elapsed().as_secs_f64(), store.read, store.lost);
+        }
+        // Relaxed: the flag alone (set by the signal handler).
+        if STOP.load(Ordering::Relaxed) {
+            break "stopped by a signal";
+        }
+        if !alive {
+            break "the producer exited";
+        }
+        if o.duration.is_some_and(|d| started.elapsed() >= d) {
+            break "the duration elapsed";
+        }
+        if o.count.is_some_and(|n| store.read >= n) {
+            break "the count was reached";
+        }
+        std::thread::sleep(Duration::from_nanos(wait));
+    };
+    m.refresh().map_err(read_err)?;
+    let v = m.view();
+    follower.drain(&v, &mut |inc, s| store.take(&v, inc, s)).map_err(read_err)?;
+    let seconds = started.elapsed().as_secs_f64();
+    if progress {
+        eprintln!();
+    }
+    let Store { queue, pending, order, .. } = store;
+    drop(queue); // the writing thread ends with the last batch
+    let (writer, error) = writing.join().map_err(|_| fail(&shown, "the writing thread failed", EXIT_OUTPUT))?;
+    if let Some(e) = error {
+        return Err(fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT));
+    }
+    // Every incarnation's final figures, in file order.
+    let all = follower.incarnations();
+    let mut incs = Vec::new();
+    for key in &order {
+        let mut inc = pending[key].inc;
+        if let Some(f) = all.iter().find(|i| (i.slot, i.generation) == *key) {
+            inc = *f;
+        }
+        incs.push(inc);
+    }
+    let name = |t: u32| v.id_name(t).map(|n| String::from_utf8_lossy(latte::name::name_bytes(&n)).into_owned()).unwrap_or_default();
+    let list: Vec<_> = incs
+        .iter()
+        .map(|i| {
+            serde_json::json!({
+                "id": name(i.id_token), "slot": i.slot, "generation": i.generation, "thread_idx": i.thread_idx, "os_tid": i.os_tid,
+                "start_idx": i.start_idx, "end_idx": i.end_idx, "recorded": i.recorded(), "read": i.read, "lost": i.lost,
+                "closed": i.closed, "tail_unknown": i.tail_unknown,
+            })
+        })
+        .collect();
+    let (read, lost): (u64, u64) = (incs.iter().map(|i| i.read).sum(), incs.iter().map(|i| i.lost).sum());
+    let ns = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let trailer = serde_json::json!({
+        "format": "latte-recording", "version": crate::recording::RECORDING_VERSION,
+        "target": o.target, "from_start": o.from_start, "ids": o.ids,
+        "started_realtime_ns": ns(started_wall), "ended_realtime_ns": ns(std::time::SystemTime::now()), "seconds": seconds,
+        "ended_because": why,
+        "recorded": read + lost, "read": read, "lost": lost,
+        "incarnations": list,
+    });
+    let bytes = writer.finish(&v, &trailer).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
+    // One line per ID, then the totals (key=value, like `watch --plain`).
+    let mut ids: Vec<String> = incs.iter().map(|i| name(i.id_token)).collect();
+    ids.sort();
+    ids.dedup();
+    let mut text = String::new();
+    for id in &ids {
+        let of: Vec<&Incarnation> = incs.iter().filter(|i| &name(i.id_token) == id).collect();
+        let (r, l) = (of.iter().map(|i| i.read).sum::<u64>(), of.iter().map(|i| i.lost).sum::<u64>());
+        let unknown = of.iter().filter(|i| i.tail_unknown).count();
+        let threads: std::collections::BTreeSet<u32> = of.iter().map(|i| i.thread_idx).collect();
+        text.push_str(&format!("id={} recorded={} read={r} lost={l} threads={} tail_unknown={unknown}\n", crate::field(id), r + l, threads.len()));
+    }
+    text.push_str(&format!(
+        "total recorded={} read={read} lost={lost} seconds={seconds:.3} bytes={bytes} file={} ended={}\n",
+        read + lost,
+        crate::field(&shown),
+        crate::field(why)
+    ));
+    crate::emit(&text)
+}

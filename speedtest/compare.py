@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The `latte record` and `latte diff` figures of `make speedtest`.
+
+usage: compare.py LATTE PRODUCER
+
+1. record following a thread that records flat out (tests/compare/
+   producer.cpp, "rec.fast" back to back for SECONDS): samples followed per
+   second of the reader's CPU time (user + system, from getrusage of the
+   finished `latte record`), beside memcpy of the same bytes in this
+   process; lost must be 0 (goal: follows it without loss).
+2. diff of two recordings of 10 M samples each (the producer's "rec.slow",
+   recorded twice): wall time of `latte diff`, goal under 2 s.
+
+Prints one row per figure with its goal and PASS or FAIL; exits 1 when a
+goal failed."""
+import os, re, subprocess, sys, tempfile, time
+
+LATTE, PRODUCER = sys.argv[1], sys.argv[2]
+SECONDS = 2.0
+DIFF_SAMPLES = 10_000_000
+DIFF_GOAL_S = 2.0
+TMP = tempfile.mkdtemp(prefix="latte-speed-compare-")
+failed = 0
+
+
+def row(name, value, goal, ok):
+    global failed
+    failed += not ok
+    print(f"{name:<44} {value:>28}   goal {goal:<22} {'PASS' if ok else 'FAIL'}")
+
+
+def run_record(producer_args, out):
+    """The producer (its region, then argv producer_args) followed by
+    `latte record --from-start -o out` until it exits; returns (the
+    producer's DONE line, record's output, record's CPU seconds: user +
+    system, from wait4 on its pid)."""
+    region = f"/latte-speed-compare-{os.getpid()}"
+    prod = subprocess.Popen([PRODUCER, region, *producer_args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert prod.stdout.readline().strip() == "READY"
+        rd, wr = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.dup2(wr, 1)
+            os.execv(LATTE, [LATTE, "record", region, "-o", out, "--from-start"])
+        os.close(wr)
+        time.sleep(0.2)
+        prod.stdin.write("go\n")
+        prod.stdin.flush()
+        done = prod.stdout.readline()
+        prod.stdin.close()
+        prod.wait(timeout=120)
+        chunks = []
+        while True:
+            b = os.read(rd, 65536)
+            if not b:
+                break
+            chunks.append(b)
+        _, _, usage = os.wait4(pid, 0)
+        os.close(rd)
+    finally:
+        if prod.poll() is None:
+            prod.kill()
+        try:
+            os.remove("/dev/shm" + region)
+        except OSError:
+            pass
+    return done, b"".join(chunks).decode(), usage.ru_utime + usage.ru_stime
+
+
+def memcpy_rate(nbytes):
+    """Bytes per second of copying nbytes into memory already touched (a
+    slice assignment is one memmove; best of 5) in this process."""
+    src = bytearray(os.urandom(1 << 20)) * max(1, nbytes >> 20)
+    dst = bytearray(len(src))
+    best = None
+    for _ in range(5):
+        t = time.perf_counter()
+        dst[:] = src
+        dt = time.perf_counter() - t
+        best = dt if best is None else min(best, dt)
+    return len(src) / best
+
+
+print("== latte record and latte diff")
+done, text, cpu = run_record(["0", "0", str(SECONDS)], os.path.join(TMP, "flat.rec"))
+m = re.search(r"^id=rec.fast recorded=(\d+) read=(\d+) lost=(\d+)", text, re.M)
+written = int(re.search(r"fast=(\d+)", done).group(1))
+recorded, read, lost = (int(m.group(k)) for k in (1, 2, 3))
+per_core = read / cpu if cpu > 0 else float("inf")
+copy = memcpy_rate(min(read * 16, 256 << 20)) / 16
+print(f"   producer wrote {written} spans in {SECONDS} s ({written / SECONDS / 1e6:.1f} M/s); record read {read}, lost {lost}, CPU {cpu:.3f} s")
+row("record: flat-out thread followed, lost", f"{lost} of {recorded}", "0", lost == 0 and recorded == written)
+print(f"{'record: samples followed per reader core':<44} {per_core / 1e6:>24.1f} M/s   (figure)")
+print(f"{'  memcpy of the same bytes, one core':<44} {copy / 1e6:>24.1f} M/s   (figure: samples of 16 bytes)")
+os.remove(os.path.join(TMP, "flat.rec"))
+
+files = []
+for k in range(2):
+    f = os.path.join(TMP, f"diff-{k}.rec")
+    _, text, _ = run_record(["0", str(DIFF_SAMPLES)], f)
+    m = re.search(r"^id=rec.slow recorded=(\d+) read=(\d+) lost=(\d+)", text, re.M)
+    print(f"   recording {k + 1}: rec.slow recorded {m.group(1)}, read {m.group(2)}, lost {m.group(3)}")
+    files.append(f)
+best = None
+for _ in range(3):
+    t = time.perf_counter()
+    r = subprocess.run([LATTE, "diff", files[0], files[1]], capture_output=True, text=True)
+    dt = time.perf_counter() - t
+    best = dt if best is None else min(best, dt)
+print("   " + "\n   ".join(r.stdout.strip().splitlines()))
+row("diff: two recordings of 10 M samples", f"{best:.2f} s (best of 3)", f"< {DIFF_GOAL_S} s", best < DIFF_GOAL_S and r.returncode in (0, 8))
+for f in files:
+    os.remove(f)
+os.rmdir(TMP)
+sys.exit(1 if failed else 0)

@@ -1,0 +1,90 @@
+"""`latte serve` and `latte watch` follow a region that grows while they
+read it: a producer (ctypes over liblatte.so) starts with 4 rings of 64
+samples and records 300 new IDs, 100 spans each, one after another, so the
+region grows by several chunks of rings and of names while both read. Every
+ID is exported once with read + lost == recorded == 100 exactly (rings lap
+between passes: loss is expected, and counted), and watch names IDs made
+after it started. Run by `make serve-test` in a private /dev/shm.
+Usage: growth.py LATTE SERVICE LIBLATTE (SERVICE unused)."""
+import os
+import subprocess
+import sys
+import time
+
+import threading
+
+from harness import Processes, check, drain, finish, parse, scrape, start_serve, value, wait_for
+
+IDS, SPANS = 300, 100
+
+PRODUCER = r"""
+import ctypes, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+class Cfg(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "if_taken")]
+cfg = Cfg(4, 64, 0, 0, 0)
+rc = lib.latte_init_shared_region_with(sys.argv[2].encode(), ctypes.byref(cfg))
+print("READY" if rc == 0 else f"init {rc}", flush=True)
+sys.stdin.readline()
+# IDs stay valid while recorded under: kept in buffers of their own.
+ids = [ctypes.create_string_buffer(f"grow.{k}".encode()) for k in range(int(sys.argv[3]))]
+for b in ids:
+    for _ in range(int(sys.argv[4])):
+        lib.latte_start(b, 0)
+        lib.latte_stop(None, 0)
+    time.sleep(0.003)
+print("DONE", flush=True)
+sys.stdin.readline()
+"""
+
+
+def main():
+    latte, _service, libpath = sys.argv[1:4]
+    region = f"/latte-growth-{os.getpid()}"
+    label = region[1:]  # serve's region label: the name without its slash
+    with Processes(120) as procs:
+        prod = procs.start([sys.executable, "-c", PRODUCER, libpath, region, str(IDS), str(SPANS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        check(prod.stdout.readline().strip() == "READY", "the producer made its region")
+        port, _serve, _lines = start_serve(procs, latte, region)
+        watch = procs.start([latte, "watch", region, "--plain", "--interval", "200ms"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        watched = []
+        threading.Thread(target=drain, args=(watch.stdout, watched), daemon=True).start()
+        time.sleep(0.5)  # both have mapped the region as it was made
+        prod.stdin.write("go\n")
+        prod.stdin.flush()
+        check(prod.stdout.readline().strip() == "DONE", "the producer recorded")
+
+        seen = {}
+
+        def settled():
+            s = parse(scrape(port))
+            rec = {l["id"]: v for n, l, v in s if n == "latte_samples_recorded_total" and l.get("region") == label}
+            seen["ids"], seen["whole"] = len(rec), sum(1 for v in rec.values() if v == SPANS)
+            if len(rec) < IDS or seen["whole"] < IDS:
+                return None
+            return s
+
+        s = wait_for("serve exports every ID with all it recorded", settled, 60)
+        if s is None:
+            print(f"growth: serve exported {seen.get('ids')} IDs, {seen.get('whole')} with all {SPANS} recorded", file=sys.stderr)
+        if s is not None:
+            exact = all(
+                value(s, "latte_span_duration_seconds_count", region=label, id=f"grow.{k}") + value(s, "latte_samples_lost_total", region=label, id=f"grow.{k}") == SPANS
+                for k in range(IDS)
+            )
+            check(exact, "every ID: read + lost == recorded")
+            lost = sum(value(s, "latte_samples_lost_total", region=label, id=f"grow.{k}") for k in range(IDS))
+            print(f"growth: {IDS} IDs exported, {lost:.0f} of {IDS * SPANS} samples lost to lapping rings (counted)")
+            check(value(s, "latte_slots_used", region=label) >= IDS, "the region grew past its first 4 rings")
+        time.sleep(0.5)
+        procs.stop(watch)
+        out = "".join(watched)
+        check(f"grow.{IDS - 1}" in out, "watch names an ID made after it started (the last one)")
+        prod.stdin.write("end\n")
+        prod.stdin.flush()
+    subprocess.run(["rm", "-f", f"/dev/shm{region}"])
+    return finish("serve growth")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
