@@ -100,11 +100,19 @@ $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
-# In a mount namespace of its own with a tmpfs on /dev/shm: the test makes
-# hostile objects there, never in the machine's /dev/shm.
-cli-test: lib $(B)/cli/service
+# A program written for the original Latte, unchanged, for LATTE_REGION.
+$(B)/cli/unchanged: tests/cli/unchanged.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+# In a mount namespace of its own with a tmpfs on /dev/shm: the tests make
+# hostile objects there, never in the machine's /dev/shm. Then LATTE_REGION
+# and restarts with an unchanged program (tests/cli/env_region.py).
+cli-test: lib $(B)/cli/service $(B)/cli/unchanged
 	@[ "$$(id -u)" = 0 ] || { echo "make: cli-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
-	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=512m tmpfs /dev/shm && exec $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service'
+	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=512m tmpfs /dev/shm || exit 1; rc=0; \
+	  $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service || rc=1; \
+	  $(PYTHON) tests/cli/env_region.py $(REL)/latte $(B)/cli/unchanged || rc=1; exit $$rc'
 
 # `latte record`, `diff` and `plot` end to end (tests/compare/run.py):
 # synthetic recordings written by a Python writer of the format
@@ -121,9 +129,10 @@ compare-test: lib $(B)/compare/producer
 	@$(call need_file,/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf,fonts-dejavu-core)
 	$(PYTHON) tests/compare/run.py $(REL)/latte $(B)/compare/producer
 
-# `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), a
-# region that grows while serve and watch read it (tests/serve/growth.py),
-# then a real Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
+# `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), 500
+# regions exported at once (tests/serve/many_regions.py), a region that
+# grows while serve and watch read it (tests/serve/growth.py), then a real
+# Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
 # Debian package prometheus, installed when missing and make runs as root;
 # its service is never started). In a mount namespace with its own tmpfs on
 # /dev/shm, as cli-test.
@@ -131,11 +140,17 @@ $(B)/serve/service: tests/serve/service.cpp cpp_compat/Latte.hpp include/*.h $(L
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
-serve-test: lib $(B)/serve/service
+# 500 regions made by as many short-lived producers, for one exporter.
+$(B)/serve/many_regions: tests/serve/many_regions.c include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+serve-test: lib $(B)/serve/service $(B)/serve/many_regions
 	@$(call need,prometheus,prometheus)
 	@[ "$$(id -u)" = 0 ] || { echo "make: serve-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm || exit 1; rc=0; \
 	  $(PYTHON) tests/serve/http_edges.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
+	  $(PYTHON) tests/serve/many_regions.py $(REL)/latte $(B)/serve/many_regions || rc=1; \
 	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
 	  $(PYTHON) tests/serve/growth.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
 
@@ -222,15 +237,26 @@ SPEED_FLAGS := -O3 -march=native -std=c++17 -Wall -Wextra -Icpp_compat -Iinclude
 ORIGINAL ?=
 SPEED_RUN := $(PYTHON) speedtest/run.py
 
+# The one build make speedtest makes: the release library with the `uring`
+# feature (the flush rows need the io_uring flush) and the `latte` command
+# (speedtest/compare.py runs it), in one cargo build in target/uring, which
+# compiles the library's crate once for both. The feature adds the io_uring
+# flush (the only code under cfg(feature = "uring") is in src/flush.rs) and
+# nothing else, so every other row measures the code `make lib` ships.
+URING_A := target/uring/release/liblatte.a
+URING_LATTE := target/uring/release/latte
+$(URING_A) $(URING_LATTE) &: $(SRCS) include/latte.h
+	$(CARGO) build --release --features latte/uring --target-dir target/uring
+
 # hot.cpp at every code placement (speedtest/hot.cpp: "Code placement"):
-# $(B)/hot.ours.K and, with ORIGINAL=, $(B)/hot.original.K.
+# $(B)/speed/hot.ours.K and, with ORIGINAL=, $(B)/hot.original.K.
 PLACEMENTS := 0 1 2 3 4 5 6 7
-HOT_OURS := $(foreach k,$(PLACEMENTS),$(B)/hot.ours.$(k))
+HOT_OURS := $(foreach k,$(PLACEMENTS),$(B)/speed/hot.ours.$(k))
 HOT_ORIGINAL := $(foreach k,$(PLACEMENTS),$(B)/hot.original.$(k))
 
-$(B)/hot.ours.%: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+$(B)/speed/hot.ours.%: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
 	@mkdir -p $(@D)
-	$(CXX) $(SPEED_FLAGS) -DLATTE_BENCH_PLACEMENT=$* $< -o $@ $(LIB_A) $(STATIC_LIBS)
+	$(CXX) $(SPEED_FLAGS) -DLATTE_BENCH_PLACEMENT=$* $< -o $@ $(URING_A) $(STATIC_LIBS)
 
 # The original engine's build: its header alone (header-only), by path.
 .PHONY: FORCE
@@ -239,26 +265,34 @@ $(B)/hot.original.%: speedtest/hot.cpp FORCE
 	@mkdir -p $(@D)
 	$(CXX) -O3 -march=native -std=c++17 -pthread -DLATTE_BENCH_PLACEMENT=$* -DLATTE_BENCH_HEADER='"$(abspath $(ORIGINAL))"' $< -o $@
 
-$(B)/speedtest.static: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
-	@mkdir -p $(@D)
-	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
-
-URING_A := target/uring/release/liblatte.a
-$(URING_A): $(SRCS)
-	$(CARGO) build --release --features uring --target-dir target/uring
-
-$(B)/speedtest.uring: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
+# speedtest.cpp, run twice: the extraction goals, then the flush goals.
+$(B)/speed/speedtest: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
 	@mkdir -p $(@D)
 	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
+
+# python/tests/producer.c and tests/compare/producer.cpp against the same
+# library, for the Python row and speedtest/compare.py.
+$(B)/speed/producer: python/tests/producer.c include/*.h $(URING_A)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@ $(URING_A) $(STATIC_LIBS)
+
+$(B)/speed/compare_producer: tests/compare/producer.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< -o $@ $(URING_A) $(STATIC_LIBS)
 
 # Then `latte record` following a thread that records flat out and `latte
 # diff` of two 10 M-sample recordings (speedtest/compare.py: figures with
 # their goals; exit 1 when one fails).
-speedtest: lib $(HOT_OURS) $(B)/speedtest.static $(B)/speedtest.uring $(if $(ORIGINAL),$(HOT_ORIGINAL)) $(B)/python/producer $(PYVENV)/.installed $(B)/compare/producer
-	$(SPEED_RUN) --ours $(B)/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
-	  --extra "./$(B)/speedtest.static --shared /latte-speedtest-$$$$" --extra "./$(B)/speedtest.uring --flush-only" \
-	  --extra "$(PYV) speedtest/python_read.py $(B)/python/producer"
-	$(PYTHON) speedtest/compare.py $(REL)/latte $(B)/compare/producer
+speedtest: tools $(HOT_OURS) $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL))
+	$(SPEED_RUN) --ours $(B)/speed/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
+	  --extra "./$(B)/speed/speedtest --shared /latte-speedtest-$$$$" --extra "./$(B)/speed/speedtest --flush-only" \
+	  --extra "$(PYV) speedtest/python_read.py $(B)/speed/producer"
+	$(PYTHON) speedtest/compare.py $(URING_LATTE) $(B)/speed/compare_producer
+
+# hot.cpp against `make lib`'s library, for the mechanism check below.
+$(B)/hot.ours.%: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(SPEED_FLAGS) -DLATTE_BENCH_PLACEMENT=$* $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
 # The ORIGINAL= mechanism end to end, against a stand-in engine written for
 # this test (tests/speedtest/standin/Latte.hpp), in a quick run: every row is

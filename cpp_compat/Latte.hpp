@@ -422,6 +422,18 @@ inline void DumpToJson(const std::string &path) {
 // New entry points (see include/latte.h for their codes).
 inline int InitSharedRegion(const char *shm_name) { return latte_init_shared_region(shm_name); }
 inline int InitSharedRegion(const std::string &shm_name) { return InitSharedRegion(shm_name.c_str()); }
+// With the region's capacities, permissions and what to do when the name is
+// taken (latte_region_config: a zero field takes its default), e.g.
+//   latte_region_config c{};
+//   c.slot_capacity = 16;
+//   c.samples_per_slot = 4096;
+//   Latte::InitSharedRegion("/svc", c);
+inline int InitSharedRegion(const char *shm_name, const latte_region_config &config) {
+  return latte_init_shared_region_with(shm_name, &config);
+}
+inline int InitSharedRegion(const std::string &shm_name, const latte_region_config &config) {
+  return InitSharedRegion(shm_name.c_str(), config);
+}
 inline uint32_t InternID(ID id) { return latte_intern_id(id); }
 // Commits this thread's ring for `id` before a hot loop: see latte_thread_prefault.
 inline int64_t Prefault(ID id) { return latte_thread_prefault(id); }

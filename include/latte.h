@@ -211,6 +211,18 @@
 // Slots of a shared region's first chunk by default.
 #define LATTE_DEFAULT_SHARED_SLOTS LATTE_DEFAULT_FIRST_SLOTS
 
+// `latte_region_config.if_taken`, the default: a latte region of that name
+// whose producer is gone (it no longer holds the region's liveness lock,
+// however it ended) is replaced by the new one, by exactly one of the
+// producers asking; a live producer's region, or an object that is not a
+// latte region, keeps the name (-EEXIST). Until it is replaced, a dead
+// producer's region stays readable.
+#define LATTE_IF_TAKEN_REPLACE_STALE 0
+
+// `latte_region_config.if_taken`: -EEXIST whenever the name exists, even
+// when its producer is gone (its region is kept for post-mortem reading).
+#define LATTE_IF_TAKEN_FAIL 1
+
 // `latte_sched_status`: tracking is not enabled in this process.
 #define LATTE_SCHED_OFF 0
 
@@ -534,7 +546,8 @@ typedef struct latte_thread_counters {
   uint64_t dropped;
 } latte_thread_counters;
 
-// Sizes and permissions of a shared region.
+// Sizes and permissions of a shared region, and what to do when its
+// name is taken. All zeros (`{0}` in C) is the default for every field.
 typedef struct latte_region_config {
   // Slots ((thread, ID) rings) reserved when the region is made (its
   // first chunk; 0 = the default, 16). The region grows past them, a
@@ -547,10 +560,9 @@ typedef struct latte_region_config {
   uint32_t id_capacity;
   // Permission bits of the shm object; 0 = the default (0600).
   uint32_t mode;
-  // Nonzero: if a latte region of that name exists and its producer is
-  // gone (`liveness`), replace it; anything else keeps the name (-EEXIST).
-  // Zero: fail with -EEXIST when the name is taken by anything.
-  uint32_t replace_stale;
+  // When the name is taken: `LATTE_IF_TAKEN_REPLACE_STALE` (0, the
+  // default) or `LATTE_IF_TAKEN_FAIL`; any other value is -EINVAL.
+  uint32_t if_taken;
 } latte_region_config;
 
 // Process-wide switch tracking counters.
@@ -955,7 +967,9 @@ const char *latte_error_string(int code);
 
 // Opens the shared region `shm_name` read-only, validates it, and stores a
 // reader in `*out`. Errors: -ENOENT, -EACCES, LATTE_ERR_NOT_LATTE,
-// LATTE_ERR_VERSION, LATTE_ERR_TRUNCATED, LATTE_ERR_CORRUPT, -EINVAL.
+// LATTE_ERR_VERSION, LATTE_ERR_TRUNCATED, LATTE_ERR_CORRUPT, -EINVAL;
+// -EMFILE when the process is out of descriptors (a reader holds one).
+// A process may hold any number of readers at once.
 int latte_reader_open(const char *shm_name, struct latte_reader **out);
 
 // Opens a flushed image (a file) read-only, like `latte_reader_open`.
@@ -1055,14 +1069,30 @@ uint32_t latte_intern_id(const char *id);
 int latte_id_name(uint32_t token, char *buf, size_t len);
 
 // Moves recording into a new POSIX shared-memory object `shm_name` (one
-// leading '/', no other) with the default capacities (128 slots of 65,536
-// samples, 256 IDs, mode 0600). Must precede the first recording: -EBUSY
-// after it, -EALREADY when a shared region is installed, -EEXIST when the
-// name is taken, -ENOSPC when /dev/shm cannot hold it.
+// leading '/', no other) with the defaults (a first chunk of 16 slots of
+// 65,536 samples, growing as needed; mode 0600). Must precede the first
+// recording: -EBUSY after it, -EALREADY when a shared region is installed,
+// -ENOSPC when /dev/shm cannot hold it. A region of that name whose
+// producer is gone (exited or killed) is replaced; -EEXIST when the name
+// belongs to a live producer or to an object that is not a latte region.
+//
+// A program that makes no such call records into private memory, unless
+// its environment names a region: `LATTE_REGION=/name` makes that region
+// (default capacities) when the process first records, and an empty value
+// or `auto` names it `/latte-PROGRAM-PID` (PROGRAM: the last component of
+// `argv[0]`, bytes other than `[A-Za-z0-9._-]` made '_'). Should that
+// region not be made (a bad name, a live producer holding it, a full
+// /dev/shm), recording goes to private memory and one line on standard
+// error says why, unless `LATTE_QUIET=1`. The variable is read once, and
+// not at all when this call comes first; called before the first span,
+// this replaces the region the variable named (removing its name), as it
+// replaces the private one.
 int latte_init_shared_region(const char *shm_name);
 
-// `latte_init_shared_region` with capacities and permissions (NULL or
-// zero fields take the defaults).
+// `latte_init_shared_region` with capacities, permissions and what to do
+// when the name is taken (`if_taken`: `LATTE_IF_TAKEN_FAIL` keeps a dead
+// producer's region and fails with -EEXIST); NULL or zero fields take the
+// defaults; -EINVAL for a value out of range.
 int latte_init_shared_region_with(const char *shm_name, const struct latte_region_config *config);
 
 // Removes the shared-memory object `shm_name` (readers that have it open

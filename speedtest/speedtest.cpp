@@ -94,7 +94,13 @@ int CopyChild(const char *name, const char *id, double secs) {
   close(sfd);
   if (m == MAP_FAILED) return 5;
   const latte_region_header *h = static_cast<const latte_region_header *>(m);
-  const char *ring = static_cast<const char *>(m) + h->slots_offset + uint64_t(slots[0].index) * h->slot_stride + LATTE_SLOT_HEADER_SIZE;
+  // The slot's chunk: chunk k holds slots first_slots * (2^k - 1) onwards
+  // (layout.rs); its offset is published in the header's directory.
+  uint64_t index = slots[0].index, k = 0;
+  while (index >= uint64_t(h->first_slots) * ((uint64_t(2) << k) - 1)) k++;
+  uint64_t chunk = __atomic_load_n(&h->slot_chunks[k], __ATOMIC_ACQUIRE);
+  uint64_t in_chunk = index - uint64_t(h->first_slots) * ((uint64_t(1) << k) - 1);
+  const char *ring = static_cast<const char *>(m) + chunk + in_chunk * h->slot_stride + LATTE_SLOT_HEADER_SIZE;
   double bytes = 0, secs_reader = 0, secs_memcpy = 0, t0 = Now();
   int passes = 0;
   std::vector<double> ratios;  // reader rate / memcpy rate, pass by pass
@@ -524,9 +530,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (shared) {
-    latte_region_config cfg{};
-    cfg.replace_stale = 1;  // a region left by a killed run of ours is replaced
-    int rc = latte_init_shared_region_with(shared, &cfg);
+    // A region left by a killed run of ours is taken over (the default).
+    int rc = latte_init_shared_region(shared);
     if (rc != 0) {
       std::fprintf(stderr, "speedtest: InitSharedRegion(%s): %s\n", shared, latte_error_string(rc));
       return 1;

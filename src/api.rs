@@ -175,7 +175,9 @@ pub fn snapshot(id: &CStr) -> Result<Vec<u64>, Error> {
 /// Makes this process record into the POSIX shared-memory object `name`
 /// (`/` and up to 250 more bytes), which other processes can read live
 /// (`Mapping::open_shm`, `latte stats`). Call it before the first span:
-/// `EBUSY` once any thread recorded, `EEXIST` when the name is taken.
+/// `EBUSY` once any thread recorded, `EEXIST` when the name belongs to a
+/// live producer or to something that is not a latte region (a region
+/// whose producer is gone is replaced).
 ///
 /// ```
 /// let name = format!("/latte-doc-{}", std::process::id());
@@ -188,8 +190,35 @@ pub fn snapshot(id: &CStr) -> Result<Vec<u64>, Error> {
 /// latte::shm::unlink(name.as_bytes()).unwrap();
 /// ```
 pub fn init_shared_region(name: &str) -> Result<(), Error> {
-    let cfg = crate::region::latte_region_config { slot_capacity: 0, samples_per_slot: 0, id_capacity: 0, mode: 0, replace_stale: 0 };
-    crate::recorder::install_shared(name.as_bytes(), &cfg)
+    crate::recorder::install_shared(name.as_bytes(), &crate::region::latte_region_config::default())
+}
+
+/// A shared region's capacities, permissions and what to do when its name
+/// is taken (`LATTE_IF_TAKEN_REPLACE_STALE`, the default, or
+/// `LATTE_IF_TAKEN_FAIL`), for `init_shared_region_with`: the C
+/// `latte_region_config`; a zero field takes its default.
+pub use crate::region::latte_region_config as RegionConfig;
+pub use crate::region::{LATTE_IF_TAKEN_FAIL, LATTE_IF_TAKEN_REPLACE_STALE};
+
+/// `init_shared_region` with capacities, permissions and what to do when
+/// the name is taken; `EINVAL` for a value out of range.
+///
+/// ```
+/// use latte::{RegionConfig, LATTE_IF_TAKEN_FAIL};
+/// let name = format!("/latte-doc-with-{}", std::process::id());
+/// // 8 rings of 1,024 samples; a name taken by anything, even a region
+/// // whose producer is gone, is refused (EEXIST).
+/// let cfg = RegionConfig { slot_capacity: 8, samples_per_slot: 1024, if_taken: LATTE_IF_TAKEN_FAIL, ..Default::default() };
+/// latte::init_shared_region_with(&name, &cfg).unwrap();
+/// latte::Span::start(c"doc.with").stop();
+/// let m = latte::Mapping::open_shm(name.as_bytes()).unwrap();
+/// assert!(m.view().ids().unwrap().iter().any(|i| latte::name::name_bytes(&i.name) == b"doc.with"));
+/// // One shared region per process: a second call is refused.
+/// assert!(latte::init_shared_region_with(&name, &RegionConfig::default()).is_err());
+/// latte::shm::unlink(name.as_bytes()).unwrap();
+/// ```
+pub fn init_shared_region_with(name: &str, config: &RegionConfig) -> Result<(), Error> {
+    crate::recorder::install_shared(name.as_bytes(), config)
 }
 
 /// This process's report, the text of the original Latte's `DumpToStream`

@@ -153,7 +153,7 @@ pub fn describe(code: i32) -> &'static CStr {
         c if c == -libc::EPERM => c"operation not permitted",
         c if c == -libc::EIO => c"input/output error",
         c if c == -libc::EAGAIN => c"pending, try again",
-        c if c == -libc::EMFILE => c"too many open (files, or latte readers: at most 64)",
+        c if c == -libc::EMFILE => c"too many open files",
         c if c == -libc::ECANCELED => c"cancelled",
         c if c == -libc::EISDIR => c"is a directory",
         c if c == -libc::ENOTDIR => c"not a directory",

@@ -15,14 +15,20 @@
 //! ours, or, if that was the default, kills the process as it would have.
 //! When the library is unloaded (`dlclose`) or the process exits, the
 //! action from before ours is put back (a finaliser in `.fini_array`).
-//! The table holds 64 mappings; a reader beyond them is refused (-EMFILE).
 //!
-//! Everything the handler touches is an atomic in a fixed table, and it
-//! calls only `mmap` and `sigaction`, both plain system calls.
+//! The table has no fixed size: it is a chain of fixed-size chunks. The
+//! first chunk is static; when every entry is in use, `register` allocates
+//! another (outside the handler, which never allocates) and appends it to
+//! the chain with a compare-and-swap on the last chunk's `next`. Chunks are
+//! never freed; an entry freed by `unregister` is reused by the next
+//! `register`. The handler only walks the chain with atomic loads: it
+//! touches nothing but atomics in chunks that live as long as the process,
+//! and calls only `mmap` and `sigaction`, both plain system calls.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-const ENTRIES: usize = 64;
+/// Entries per chunk of the table.
+const CHUNK_ENTRIES: usize = 64;
 const PAGE: usize = 4096;
 
 struct Entry {
@@ -36,7 +42,71 @@ struct Entry {
 
 #[allow(clippy::declare_interior_mutable_const)]
 const FREE: Entry = Entry { base: AtomicUsize::new(0), len: AtomicUsize::new(0), writable: AtomicBool::new(false), faults: AtomicU64::new(0) };
-static TABLE: [Entry; ENTRIES] = [FREE; ENTRIES];
+
+/// One link of the table's chain.
+struct Chunk {
+    entries: [Entry; CHUNK_ENTRIES],
+    /// The next chunk, or null for the last; set once (null to a chunk that
+    /// lives for the rest of the process), never cleared.
+    next: AtomicPtr<Chunk>,
+}
+
+impl Chunk {
+    const fn new() -> Chunk {
+        Chunk { entries: [FREE; CHUNK_ENTRIES], next: AtomicPtr::new(core::ptr::null_mut()) }
+    }
+}
+
+/// The first chunk of the table; the others hang off its `next`.
+static TABLE: Chunk = Chunk::new();
+
+/// Every entry of the table, chunk by chunk, in chain order. Safe in the
+/// handler: atomic loads only, of chunks never freed.
+fn entries() -> impl Iterator<Item = &'static Entry> {
+    let mut chunk: Option<&'static Chunk> = Some(&TABLE);
+    core::iter::from_fn(move || {
+        let c = chunk?;
+        // Acquire: pairs with the release CAS in `grow`, so the new chunk's
+        // (free) entries are initialised for whoever sees its address.
+        let next = c.next.load(Ordering::Acquire);
+        // SAFETY: a non-null `next` points to a chunk leaked by `grow`,
+        // never freed or moved.
+        chunk = if next.is_null() { None } else { Some(unsafe { &*next }) };
+        Some(c.entries.iter())
+    })
+    .flatten()
+}
+
+/// Appends a chunk of free entries to the chain (or finds that another
+/// thread did meanwhile). False when no memory is left for one.
+fn grow() -> bool {
+    let mut last: &'static Chunk = &TABLE;
+    loop {
+        // Acquire: as in `entries`.
+        let next = last.next.load(Ordering::Acquire);
+        if next.is_null() {
+            break;
+        }
+        // SAFETY: as in `entries`.
+        last = unsafe { &*next };
+    }
+    let layout = std::alloc::Layout::new::<Chunk>();
+    // SAFETY: Chunk has a nonzero size.
+    let fresh = unsafe { std::alloc::alloc(layout) } as *mut Chunk;
+    if fresh.is_null() {
+        return false;
+    }
+    // SAFETY: fresh is valid for writes of one Chunk, and aligned for it.
+    unsafe { fresh.write(Chunk::new()) };
+    // Release: the chunk's initialisation is visible to whoever loads its
+    // address with acquire. On failure another thread appended a chunk
+    // first: free ours (never published) and let the caller look again.
+    if last.next.compare_exchange(core::ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        // SAFETY: allocated above with this layout, never shared.
+        unsafe { std::alloc::dealloc(fresh as *mut u8, layout) };
+    }
+    true
+}
 
 /// Pages replaced after a fault, since the process started.
 static FAULTS: AtomicU64 = AtomicU64::new(0);
@@ -55,7 +125,14 @@ static HAVE_PREVIOUS: AtomicBool = AtomicBool::new(false);
 #[cfg(feature = "internals")]
 pub fn registered() -> usize {
     // Acquire: pairs with the release stores of `register`/`unregister`.
-    TABLE.iter().filter(|e| e.base.load(Ordering::Acquire) != 0).count()
+    entries().filter(|e| e.base.load(Ordering::Acquire) != 0).count()
+}
+
+/// Chunks in the table's chain, for the tests, which check that freed
+/// entries are reused before the table grows.
+#[cfg(feature = "internals")]
+pub fn chunks() -> usize {
+    entries().count() / CHUNK_ENTRIES
 }
 
 /// Pages replaced after a SIGBUS in a latte mapping, process-wide.
@@ -65,30 +142,41 @@ pub fn faults() -> u64 {
 }
 
 /// Protects `[base, base + len)` (a shared mapping of ours) until
-/// `unregister`. Returns false when the table is full: the caller must not
-/// use the mapping then (a reader is refused with -EMFILE), since a shrunk
-/// object would kill the process through it.
+/// `unregister`, in a free entry of the table, which grows by a chunk when
+/// none is free. Returns false only when no memory is left for a chunk:
+/// the caller must not use the mapping then, since a shrunk object would
+/// kill the process through it.
 fn register(base: *mut u8, len: usize, writable: bool) -> bool {
     install();
-    for e in TABLE.iter() {
-        // The CAS claims the entry; the length, stored last with release,
-        // is what makes it live: the handler ignores entries whose length
-        // it sees as 0, and once it sees the length (acquire) it also sees
-        // the protection stored before it.
-        if e.base.compare_exchange(0, base as usize, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-            e.writable.store(writable, Ordering::Release);
-            e.faults.store(0, Ordering::Release);
-            e.len.store(len, Ordering::Release);
-            return true;
+    loop {
+        for e in entries() {
+            // The CAS claims the entry; the length, stored last with
+            // release, is what makes it live: the handler ignores entries
+            // whose length it sees as 0, and once it sees the length
+            // (acquire) it also sees the protection stored before it.
+            if e.base.compare_exchange(0, base as usize, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                e.writable.store(writable, Ordering::Release);
+                e.faults.store(0, Ordering::Release);
+                e.len.store(len, Ordering::Release);
+                return true;
+            }
+        }
+        if !grow() {
+            return false;
         }
     }
-    false
 }
 
 /// Pages of the registered mapping at `base` replaced after faults: nonzero
 /// means the object shrank under it and some of it now reads as zeros.
 pub fn faults_at(base: *const u8) -> u64 {
-    for e in TABLE.iter() {
+    // No page replaced anywhere yet (the usual case): no walk over the
+    // table, whose length grows with the mappings held. Acquire: pairs with
+    // the handler's release increment, made after the entry's.
+    if FAULTS.load(Ordering::Acquire) == 0 {
+        return 0;
+    }
+    for e in entries() {
         if e.base.load(Ordering::Acquire) == base as usize {
             // Acquire: pairs with the handler's release increment.
             return e.faults.load(Ordering::Acquire);
@@ -99,7 +187,7 @@ pub fn faults_at(base: *const u8) -> u64 {
 
 /// Stops protecting the mapping at `base` (before it is unmapped).
 fn unregister(base: *mut u8) {
-    for e in TABLE.iter() {
+    for e in entries() {
         if e.base.load(Ordering::Acquire) == base as usize {
             // Release: the length is cleared before the entry is freed.
             e.len.store(0, Ordering::Release);
@@ -121,13 +209,14 @@ unsafe impl Send for Protected {}
 // SAFETY: as Send.
 unsafe impl Sync for Protected {}
 
-/// Registers `map` (a shared mapping of an object that may shrink); the
-/// table is full: `EMFILE`, and the caller must not use the mapping.
+/// Registers `map` (a shared mapping of an object that may shrink); no
+/// memory for the table to grow: `ENOMEM`, and the caller must not use the
+/// mapping.
 pub fn protect(map: &crate::mmap::Mmap, writable: bool) -> Result<Protected, crate::error::Error> {
     if register(map.as_ptr(), map.size(), writable) {
         Ok(Protected { base: map.as_ptr() })
     } else {
-        Err(crate::error::Error::Os(libc::EMFILE))
+        Err(crate::error::Error::Os(libc::ENOMEM))
     }
 }
 
@@ -163,7 +252,7 @@ pub fn install() {
 
 /// Finds the registered mapping holding `addr`.
 fn lookup(addr: usize) -> Option<&'static Entry> {
-    for e in TABLE.iter() {
+    for e in entries() {
         // Acquire: pairs with the release stores in `register`.
         let base = e.base.load(Ordering::Acquire);
         let len = e.len.load(Ordering::Acquire);
@@ -187,7 +276,8 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
         if p != libc::MAP_FAILED {
             // Release: a reader that sees the count (acquire) knows its data may be zeros.
             e.faults.fetch_add(1, Ordering::Release);
-            FAULTS.fetch_add(1, Ordering::Relaxed);
+            // Release, after the entry's: see `faults_at`.
+            FAULTS.fetch_add(1, Ordering::Release);
             return; // the faulting instruction runs again, on the new page
         }
     }

@@ -14,7 +14,8 @@
 //!   region's name therefore only ever refers to an object whose lock was
 //!   taken before the name did.
 //! - L3 A region is live while its object's lock is held.
-//! - L4 To take over a name whose producer is gone (`replace_stale`): open
+//! - L4 To take over a name whose producer is gone (the default,
+//!   `LATTE_IF_TAKEN_REPLACE_STALE`; not with `LATTE_IF_TAKEN_FAIL`): open
 //!   the object it refers to for writing and take its lock (that fails
 //!   while the producer lives: `-EEXIST`); check that the name still
 //!   refers to that object (else start over at L2); `rename(2)` the new

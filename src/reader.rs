@@ -1023,8 +1023,8 @@ impl Mapping {
         let map = Mmap::shared(fd.as_fd(), len, false)?;
         // The object may shrink under us (see `fault`): from here on a
         // SIGBUS in this mapping reads zeros instead of killing the reader.
-        // With the fault table full, the reader is refused rather than
-        // left unprotected.
+        // With no memory for the fault table to grow, the reader is
+        // refused rather than left unprotected.
         let fault = crate::fault::protect(&map, false)?;
         // On tmpfs (shared memory) reading a hole allocates it: bound what
         // the header claims by the data the object holds. A producer's

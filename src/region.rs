@@ -15,9 +15,10 @@ use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 
-/// Sizes and permissions of a shared region.
+/// Sizes and permissions of a shared region, and what to do when its
+/// name is taken. All zeros (`{0}` in C) is the default for every field.
 #[repr(C)]
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 #[allow(non_camel_case_types)]
 pub struct latte_region_config {
     /// Slots ((thread, ID) rings) reserved when the region is made (its
@@ -31,14 +32,24 @@ pub struct latte_region_config {
     pub id_capacity: u32,
     /// Permission bits of the shm object; 0 = the default (0600).
     pub mode: u32,
-    /// Nonzero: if a latte region of that name exists and its producer is
-    /// gone (`liveness`), replace it; anything else keeps the name (-EEXIST).
-    /// Zero: fail with -EEXIST when the name is taken by anything.
-    pub replace_stale: u32,
+    /// When the name is taken: `LATTE_IF_TAKEN_REPLACE_STALE` (0, the
+    /// default) or `LATTE_IF_TAKEN_FAIL`; any other value is -EINVAL.
+    pub if_taken: u32,
 }
 
 /// Slots of a shared region's first chunk by default.
 pub const LATTE_DEFAULT_SHARED_SLOTS: u32 = LATTE_DEFAULT_FIRST_SLOTS;
+
+/// `latte_region_config.if_taken`, the default: a latte region of that name
+/// whose producer is gone (it no longer holds the region's liveness lock,
+/// however it ended) is replaced by the new one, by exactly one of the
+/// producers asking; a live producer's region, or an object that is not a
+/// latte region, keeps the name (-EEXIST). Until it is replaced, a dead
+/// producer's region stays readable.
+pub const LATTE_IF_TAKEN_REPLACE_STALE: u32 = 0;
+/// `latte_region_config.if_taken`: -EEXIST whenever the name exists, even
+/// when its producer is gone (its region is kept for post-mortem reading).
+pub const LATTE_IF_TAKEN_FAIL: u32 = 1;
 
 impl latte_region_config {
     /// The config with every 0 replaced by its default.
@@ -48,7 +59,7 @@ impl latte_region_config {
             samples_per_slot: if self.samples_per_slot == 0 { LATTE_DEFAULT_SAMPLES } else { self.samples_per_slot },
             id_capacity: self.id_capacity,
             mode: if self.mode == 0 { 0o600 } else { self.mode & 0o777 },
-            replace_stale: self.replace_stale,
+            if_taken: self.if_taken,
         }
     }
 }
@@ -209,6 +220,11 @@ impl Region {
     pub fn create_shared(name: &[u8], cfg: &latte_region_config) -> Result<Region, Error> {
         let cname = crate::shm::c_name(name)?;
         let cfg = cfg.resolved();
+        let replace_stale = match cfg.if_taken {
+            LATTE_IF_TAKEN_REPLACE_STALE => true,
+            LATTE_IF_TAKEN_FAIL => false,
+            _ => return Err(Error::INVAL),
+        };
         let geo = Geometry::new(cfg.slot_capacity, cfg.samples_per_slot).ok_or(Error::INVAL)?;
         // L1 (`liveness`): made under a name of its own, locked and
         // initialised there, then published under `name` (L2).
@@ -230,7 +246,8 @@ impl Region {
         reserve(fd.as_fd(), 0, HEADER_MAP_BYTES)?;
         let map = Mmap::shared(fd.as_fd(), HEADER_MAP_BYTES as usize, true)?;
         // A later truncation of the object by someone else must not SIGBUS
-        // the measured threads: see `fault`. Refused when the table is full.
+        // the measured threads: see `fault`. Refused when no memory is
+        // left for its table to grow.
         let fault = crate::fault::protect(&map, true)?;
         let r = Region::with_header(Backing::Shared { name: cname, fd }, map, Some(fault), geo);
         r.init_header(LATTE_REGION_SHARED, cfg.id_capacity);
@@ -238,13 +255,22 @@ impl Region {
         // them fails here; later chunks are reserved as the region grows.
         r.grow(false)?;
         r.grow(true)?;
-        crate::liveness::publish(&tmp, name, cfg.replace_stale != 0)?;
+        crate::liveness::publish(&tmp, name, replace_stale)?;
         unlink_tmp.0 = None; // published: the temporary name is gone
         Ok(r)
     }
 
     /// Drops a region that was never installed, removing its shm name.
     pub fn discard(self) {
+        if let Backing::Shared { name, .. } = &self.backing {
+            // SAFETY: a valid C string naming the object this region made.
+            unsafe { libc::shm_unlink(name.as_ptr()) };
+        }
+    }
+
+    /// Removes the shm name of a shared region this process made (nothing
+    /// for any other); the mapping and the liveness lock stay.
+    pub fn unlink_name(&self) {
         if let Backing::Shared { name, .. } = &self.backing {
             // SAFETY: a valid C string naming the object this region made.
             unsafe { libc::shm_unlink(name.as_ptr()) };

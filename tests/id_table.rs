@@ -10,7 +10,7 @@ use std::ffi::CString;
 #[test]
 fn the_257th_id_does_not_fit() {
     let region = format!("/latte-id-limit-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 256, mode: 0, replace_stale: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 256, mode: 0, if_taken: 0 };
     latte::internals::recorder::install_shared(region.as_bytes(), &cfg).unwrap();
     let names: Vec<CString> = (0..257).map(|k| CString::new(format!("id-{k}")).unwrap()).collect();
     for (k, n) in names.iter().take(256).enumerate() {

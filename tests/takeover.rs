@@ -4,6 +4,7 @@
 //! namespace is never judged dead while it runs (liveness is a lock on the
 //! object, not a pid).
 
+use latte::internals::region::{LATTE_IF_TAKEN_FAIL, LATTE_IF_TAKEN_REPLACE_STALE};
 use latte::reader::Mapping;
 
 /// The tests fork and hand pipes to their children: one at a time, so that
@@ -18,8 +19,8 @@ fn wait_exit(pid: i32) -> i32 {
     libc::WEXITSTATUS(st)
 }
 
-fn cfg(replace_stale: u32) -> latte::internals::region::latte_region_config {
-    latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, replace_stale }
+fn cfg(if_taken: u32) -> latte::internals::region::latte_region_config {
+    latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, if_taken }
 }
 
 fn pipe() -> [i32; 2] {
@@ -43,7 +44,7 @@ fn producer(name: &str, go: [i32; 2], report: [i32; 2], done: [i32; 2]) -> i32 {
             libc::close(go[1]);
             libc::read(go[0], b.as_mut_ptr() as *mut libc::c_void, 1);
         }
-        let r = match latte::internals::recorder::install_shared(name.as_bytes(), &cfg(1)) {
+        let r = match latte::internals::recorder::install_shared(name.as_bytes(), &cfg(LATTE_IF_TAKEN_REPLACE_STALE)) {
             Ok(()) => 0u8,
             Err(e) if e == latte::Error::Os(libc::EEXIST) => 1,
             Err(_) => 2,
@@ -68,7 +69,7 @@ fn one_of_two_producers_takes_a_stale_region_over() {
         // SAFETY: fork; the child installs and _exits.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            let ok = latte::internals::recorder::install_shared(name.as_bytes(), &cfg(0)).is_ok();
+            let ok = latte::internals::recorder::install_shared(name.as_bytes(), &cfg(LATTE_IF_TAKEN_REPLACE_STALE)).is_ok();
             // SAFETY: leave the child.
             unsafe { libc::_exit(if ok { 0 } else { 1 }) };
         }
@@ -153,7 +154,7 @@ fn a_producer_in_another_pid_namespace_stays_alive() {
     let outer = in_other_pid_namespace(move || {
         // SAFETY: ends this process should the test fail before releasing it.
         unsafe { libc::alarm(20) };
-        let ok = latte::internals::recorder::install_shared(nm.as_bytes(), &cfg(0)).is_ok();
+        let ok = latte::internals::recorder::install_shared(nm.as_bytes(), &cfg(LATTE_IF_TAKEN_REPLACE_STALE)).is_ok();
         let mut b = [0u8; 1];
         // SAFETY: pipe ends of ours.
         unsafe {
@@ -179,7 +180,7 @@ fn a_producer_in_another_pid_namespace_stays_alive() {
     // SAFETY: fork; the child tries and _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let r = latte::internals::recorder::install_shared(name.as_bytes(), &cfg(1));
+        let r = latte::internals::recorder::install_shared(name.as_bytes(), &cfg(LATTE_IF_TAKEN_REPLACE_STALE));
         // SAFETY: leave the child.
         unsafe { libc::_exit(if r == Err(latte::Error::Os(libc::EEXIST)) { 0 } else { 1 }) };
     }
@@ -195,11 +196,20 @@ fn a_producer_in_another_pid_namespace_stays_alive() {
     assert_eq!(wait_exit(outer), 0);
     assert!(!m.producer_alive(), "an exited producer judged alive");
     drop(m);
+    // Stale, but a producer asking for the name only if it is free is refused.
+    // SAFETY: fork; the child tries and _exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let r = latte::internals::recorder::install_shared(name.as_bytes(), &cfg(LATTE_IF_TAKEN_FAIL));
+        // SAFETY: leave the child.
+        unsafe { libc::_exit(if r == Err(latte::Error::Os(libc::EEXIST)) { 0 } else { 1 }) };
+    }
+    assert_eq!(wait_exit(pid), 0, "LATTE_IF_TAKEN_FAIL replaced a stale region");
     // Now it is stale: a producer asking to replace it does.
     // SAFETY: fork; the child tries and _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let ok = latte::internals::recorder::install_shared(name.as_bytes(), &cfg(1)).is_ok();
+        let ok = latte::internals::recorder::install_shared(name.as_bytes(), &cfg(LATTE_IF_TAKEN_REPLACE_STALE)).is_ok();
         // SAFETY: leave the child.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }

@@ -573,7 +573,7 @@ fn open(name: &[u8], ident: (u64, u64)) -> Opened {
         }
         Err(e) if e == Error::Os(libc::ENOENT) => Opened::Vanished,
         Err(e) if e == Error::NotLatte || e == Error::INVAL || e == Error::Os(libc::EISDIR) || e == Error::Os(libc::ENODEV) => Opened::Foreign,
-        Err(e) if e == Error::Os(libc::EMFILE) => Opened::Unreadable("too many regions open (a process maps at most 64 at once)".into()),
+        Err(e) if e == Error::Os(libc::EMFILE) => Opened::Unreadable("too many open files (the exporter's RLIMIT_NOFILE: one descriptor per region)".into()),
         Err(e) => Opened::Unreadable(crate::strerror(e)),
     }
 }

@@ -61,6 +61,21 @@ pub struct ServeOpts {
     pub export: Options,
 }
 
+/// Raises this process's soft limit on open descriptors to its hard
+/// limit: each region watched keeps its object open (to ask whether its
+/// producer lives), so the soft limit (often 1,024) would otherwise cap the
+/// regions one exporter can watch. Left as it is when that fails; a region
+/// past the limit is then reported unreadable, with the reason.
+fn raise_open_files_limit() {
+    let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a valid out-parameter.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } == 0 && l.rlim_cur < l.rlim_max {
+        l.rlim_cur = l.rlim_max;
+        // SAFETY: a valid rlimit, at most the hard limit.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) };
+    }
+}
+
 /// `latte: serve: {text}` on standard error. A failed write (standard
 /// error closed) is ignored: serving goes on.
 pub fn say(text: &str) {
@@ -96,6 +111,7 @@ impl Collector for Metrics {
 
 pub fn run(o: ServeOpts) -> Result<(), ExitCode> {
     let named = o.export.regions.clone();
+    raise_open_files_limit();
     // Cycles to seconds for regions whose producer has published no
     // figure: the TSC is invariant and shared by the machine's cores.
     let own_cpn = latte::measure_cycles_per_ns(50);

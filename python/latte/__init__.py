@@ -157,7 +157,7 @@ class Follow:
 class Region:
     """An opened region or flushed image (``latte.open``). Closing it
     (``close``, or leaving a ``with`` block) unmaps it; a process may hold
-    at most 64 open at once (the reader's limit)."""
+    any number open at once (each keeps one file descriptor)."""
 
     def __init__(self, raw: "_latte.Region"):
         self._r = raw

@@ -58,7 +58,9 @@ impl latte_reader {
 
 /// Opens the shared region `shm_name` read-only, validates it, and stores a
 /// reader in `*out`. Errors: -ENOENT, -EACCES, LATTE_ERR_NOT_LATTE,
-/// LATTE_ERR_VERSION, LATTE_ERR_TRUNCATED, LATTE_ERR_CORRUPT, -EINVAL.
+/// LATTE_ERR_VERSION, LATTE_ERR_TRUNCATED, LATTE_ERR_CORRUPT, -EINVAL;
+/// -EMFILE when the process is out of descriptors (a reader holds one).
+/// A process may hold any number of readers at once.
 #[no_mangle]
 pub extern "C" fn latte_reader_open(shm_name: *const c_char, out: *mut *mut latte_reader) -> c_int {
     guard(PANICKED, || {

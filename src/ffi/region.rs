@@ -4,17 +4,33 @@ use crate::region::latte_region_config;
 use core::ffi::{c_char, c_int, CStr};
 
 /// Moves recording into a new POSIX shared-memory object `shm_name` (one
-/// leading '/', no other) with the default capacities (128 slots of 65,536
-/// samples, 256 IDs, mode 0600). Must precede the first recording: -EBUSY
-/// after it, -EALREADY when a shared region is installed, -EEXIST when the
-/// name is taken, -ENOSPC when /dev/shm cannot hold it.
+/// leading '/', no other) with the defaults (a first chunk of 16 slots of
+/// 65,536 samples, growing as needed; mode 0600). Must precede the first
+/// recording: -EBUSY after it, -EALREADY when a shared region is installed,
+/// -ENOSPC when /dev/shm cannot hold it. A region of that name whose
+/// producer is gone (exited or killed) is replaced; -EEXIST when the name
+/// belongs to a live producer or to an object that is not a latte region.
+///
+/// A program that makes no such call records into private memory, unless
+/// its environment names a region: `LATTE_REGION=/name` makes that region
+/// (default capacities) when the process first records, and an empty value
+/// or `auto` names it `/latte-PROGRAM-PID` (PROGRAM: the last component of
+/// `argv[0]`, bytes other than `[A-Za-z0-9._-]` made '_'). Should that
+/// region not be made (a bad name, a live producer holding it, a full
+/// /dev/shm), recording goes to private memory and one line on standard
+/// error says why, unless `LATTE_QUIET=1`. The variable is read once, and
+/// not at all when this call comes first; called before the first span,
+/// this replaces the region the variable named (removing its name), as it
+/// replaces the private one.
 #[no_mangle]
 pub extern "C" fn latte_init_shared_region(shm_name: *const c_char) -> c_int {
     latte_init_shared_region_with(shm_name, core::ptr::null())
 }
 
-/// `latte_init_shared_region` with capacities and permissions (NULL or
-/// zero fields take the defaults).
+/// `latte_init_shared_region` with capacities, permissions and what to do
+/// when the name is taken (`if_taken`: `LATTE_IF_TAKEN_FAIL` keeps a dead
+/// producer's region and fails with -EEXIST); NULL or zero fields take the
+/// defaults; -EINVAL for a value out of range.
 #[no_mangle]
 pub extern "C" fn latte_init_shared_region_with(shm_name: *const c_char, config: *const latte_region_config) -> c_int {
     guard(PANICKED, || {
@@ -22,7 +38,7 @@ pub extern "C" fn latte_init_shared_region_with(shm_name: *const c_char, config:
             return -libc::EINVAL;
         }
         let cfg = if config.is_null() {
-            latte_region_config { slot_capacity: 0, samples_per_slot: 0, id_capacity: 0, mode: 0, replace_stale: 0 }
+            latte_region_config::default()
         } else {
             // SAFETY: checked non-null; a valid config by contract.
             unsafe { *config }

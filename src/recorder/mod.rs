@@ -14,6 +14,7 @@
 //! | `slow.rs` | cache misses and counted refusals; prefault; installing a region; interning |
 //! | `thread.rs` | the calling thread's hot and cold states, attach and exit |
 //! | `registry.rs` | process-wide state under the lock: region, interner, state pools, slot allocation |
+//! | `env.rs` | the shared region `LATTE_REGION` names, made in place of the private one |
 //! | `ptr_map.rs` | the thread-private pointer map behind the cache |
 //! | `lock.rs` | the registry's lock |
 //! | `fork.rs` | the fork handlers |
@@ -23,6 +24,7 @@
 mod cache;
 pub mod calring;
 mod counters;
+mod env;
 mod fork;
 mod hot;
 mod lock;

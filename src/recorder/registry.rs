@@ -99,10 +99,23 @@ pub fn unrecordable(t: &latte_thread) -> *mut latte_slot_header {
 }
 
 impl Registry {
-    /// The region, creating the default private one on first need.
+    /// The region, creating the default one on first need: the shared
+    /// region `LATTE_REGION` names (`env`), else a private one.
     pub fn region(&mut self) -> Result<&'static Region, Error> {
         if let Some(r) = self.region {
             return Ok(r);
+        }
+        if let Some((shared, name)) = super::env::shared_region() {
+            match self.install(shared) {
+                Ok(()) => {
+                    super::env::note_installed(true);
+                    return Ok(self.region.unwrap());
+                }
+                Err((e, r)) => {
+                    r.discard(); // no memory for the sink: private, as below
+                    super::env::say_private(&name, e);
+                }
+            }
         }
         let r = Region::create_private(LATTE_DEFAULT_PRIVATE_SLOTS, LATTE_DEFAULT_SAMPLES, 0)?;
         self.install(r).map_err(|(e, _)| e)?;

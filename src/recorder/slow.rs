@@ -222,18 +222,20 @@ pub fn name_of_token(token: u32) -> Option<crate::name::Name> {
 }
 
 /// Installs a shared region before recording began. -EBUSY once any thread
-/// recorded; -EALREADY when a shared region is already installed.
+/// recorded; -EALREADY when a shared region is already installed (but for
+/// the one `LATTE_REGION` named, which this replaces, removing its name).
 pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> Result<(), Error> {
     crate::shm::validate_name(name)?;
     let mut reg = REGISTRY.lock();
     if let Some(r) = reg.region {
-        if r.is_shared() {
+        if r.is_shared() && !super::env::installed() {
             return Err(Error::Os(libc::EALREADY));
         }
     }
     if reg.recording_began {
         return Err(Error::Os(libc::EBUSY));
     }
+    let from_env = reg.region.filter(|_| super::env::installed());
     let new = Region::create_shared(name, cfg)?;
     if let Some(old) = reg.region {
         if !crate::intern::Interner::copy_names(old, &new) {
@@ -245,5 +247,13 @@ pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> 
     reg.install(new).map_err(|(e, r)| {
         r.discard(); // a failed install leaves no name behind
         e
-    })
+    })?;
+    if let Some(old) = from_env {
+        super::env::note_installed(false);
+        // Nothing was recorded into it: its name goes, so that no empty
+        // region is left behind (the mapping stays, leaked as installed
+        // regions are).
+        old.unlink_name();
+    }
+    Ok(())
 }

@@ -72,8 +72,10 @@ static int reader_main(int argc, char **argv) {
   return bad ? 14 : 0;
 }
 
-/* Producer mode (a fresh process): make region argv[2], record 100 spans,
- * write 'y' to fd argv[3], wait to be killed. */
+/* Producer mode (a fresh process): make region argv[2] (with the default
+ * config: a dead producer's region of that name is taken over), record 100
+ * spans, write 'y' to fd argv[3] and wait to be killed; argv[3] "exit":
+ * exit 0 instead. */
 static int producer_main(char **argv) {
   int i, fd = atoi(argv[3]);
   char ok = 'x';
@@ -84,20 +86,24 @@ static int producer_main(char **argv) {
     }
     ok = 'y';
   }
+  if (strcmp(argv[3], "exit") == 0) return ok == 'y' ? 0 : 1;
   if (write(fd, &ok, 1) != 1) return 1;
   for (;;) pause();
 }
 
 /* Replace mode (a fresh process): the name argv[2] belongs to a dead
- * producer: without replace_stale EEXIST, with it a new region. */
+ * producer: with LATTE_IF_TAKEN_FAIL EEXIST, an unknown if_taken EINVAL,
+ * by default a new region. */
 static int replace_main(char **argv) {
   latte_region_config cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.slot_capacity = 4;
   cfg.samples_per_slot = 1024;
-  if (latte_init_shared_region(argv[2]) != -EEXIST) return 2;
+  cfg.if_taken = LATTE_IF_TAKEN_FAIL;
   if (latte_init_shared_region_with(argv[2], &cfg) != -EEXIST) return 3;
-  cfg.replace_stale = 1;
+  cfg.if_taken = 7;
+  if (latte_init_shared_region_with(argv[2], &cfg) != -EINVAL) return 2;
+  cfg.if_taken = LATTE_IF_TAKEN_REPLACE_STALE;
   cfg.mode = 0640;
   if (latte_init_shared_region_with(argv[2], &cfg) != 0) return 4;
   {
@@ -112,12 +118,13 @@ static int replace_main(char **argv) {
 }
 
 /* Live mode (a fresh process): the name argv[2] belongs to a live
- * producer: never replaced. */
+ * producer: never replaced, by default or with LATTE_IF_TAKEN_FAIL. */
 static int live_main(char **argv) {
   latte_region_config cfg;
   memset(&cfg, 0, sizeof cfg);
-  cfg.replace_stale = 1;
-  return latte_init_shared_region_with(argv[2], &cfg) == -EEXIST ? 0 : 5;
+  if (latte_init_shared_region_with(argv[2], &cfg) != -EEXIST) return 5;
+  cfg.if_taken = LATTE_IF_TAKEN_FAIL;
+  return latte_init_shared_region_with(argv[2], &cfg) == -EEXIST ? 0 : 6;
 }
 
 /* Truncate mode (a fresh process): another process shrinks our object to
@@ -582,7 +589,9 @@ static void names_and_collisions(void) {
 }
 
 /* A child makes a region, records, and is SIGKILLed: the object persists
- * and reads; a new producer with replace_stale takes the name over. */
+ * and reads; a new producer takes the name over (by default; not with
+ * LATTE_IF_TAKEN_FAIL). A program that exited normally, run again, takes
+ * its own region back; a live producer's name is never taken. */
 static void survives_sigkill_and_stale_names(char *self) {
   char name[96];
   int status, p[2];
@@ -608,8 +617,9 @@ static void survives_sigkill_and_stale_names(char *self) {
   CHECK(latte_reader_get_counters(r, &c) == 0 && c.threads_seen == 1);
   latte_reader_close(r);
   CHECK(run_reader(self, name, expect, 1) == 0);
-  /* Stale: the name is taken, its producer is dead. Without replace: EEXIST;
-   * with replace_stale: a new producer (a child) takes it over. */
+  /* Stale: the name is taken, its producer is dead. With
+   * LATTE_IF_TAKEN_FAIL: EEXIST; by default a new producer (a child) takes
+   * it over. */
   CHECK(spawn_wait("replace", name) == 0);
   {
     latte_region_info info;
@@ -621,6 +631,46 @@ static void survives_sigkill_and_stale_names(char *self) {
   CHECK(spawn_wait("live", region_name) == 0);
   CHECK(latte_region_unlink(name) == 0);
   CHECK(latte_region_unlink(name) == -ENOENT);
+  /* A program run twice under one name, the first run having exited: the
+   * second run's latte_init_shared_region succeeds, and the name then
+   * holds the second run's samples only, under its pid. */
+  {
+    pid_t first, second;
+    snprintf(name, sizeof name, "%s-rerun", region_name);
+    first = spawn("producer", name, "exit");
+    CHECK(waitpid(first, &status, 0) == first && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(run_reader(self, name, expect, 1) == 0);
+    second = spawn("producer", name, "exit");
+    CHECK(waitpid(second, &status, 0) == second && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(run_reader(self, name, expect, 1) == 0);
+    {
+      latte_region_info info;
+      CHECK(latte_reader_open(name, &r) == 0);
+      CHECK(latte_reader_get_info(r, &info) == 0 && info.producer_pid == (uint32_t)second);
+      latte_reader_close(r);
+    }
+    CHECK(latte_region_unlink(name) == 0);
+  }
+}
+
+/* Many C readers of one region at once, far past one chunk of the fault
+ * table (64): every one opens and reads the same counters. */
+static void many_readers_at_once(void) {
+  enum { READERS = 200 };
+  static latte_reader *rs[READERS];
+  latte_counters c0, c;
+  int i, opened = 0, same = 0;
+  memset(&c0, 0, sizeof c0);
+  CHECK(latte_region_get_counters(&c0) == 0);
+  for (i = 0; i < READERS; i++) {
+    rs[i] = NULL;
+    if (latte_reader_open(region_name, &rs[i]) == 0) opened++;
+  }
+  for (i = 0; i < READERS; i++)
+    if (rs[i] && latte_reader_get_counters(rs[i], &c) == 0 && c.threads_seen == c0.threads_seen) same++;
+  for (i = 0; i < READERS; i++) latte_reader_close(rs[i]);
+  CHECK_EQ_U(opened, READERS);
+  CHECK_EQ_U(same, READERS);
 }
 
 static void fork_child_never_writes_parent(char *self) {
@@ -701,6 +751,7 @@ int main(int argc, char **argv) {
   reserved_ids_are_flagged();
   names_and_collisions();
   survives_sigkill_and_stale_names(argv[0]);
+  many_readers_at_once();
   fork_child_never_writes_parent(argv[0]);
   {
     char tname[80];

@@ -22,8 +22,7 @@
 static int burst(const char *name) {
   latte_region_config c{};
   c.samples_per_slot = 4096;
-  c.replace_stale = 1;
-  int rc = latte_init_shared_region_with(name, &c);
+  int rc = Latte::InitSharedRegion(name, c);  // a dead predecessor's region is taken over
   if (rc != 0) {
     std::fprintf(stderr, "service: %s\n", latte_error_string(rc));
     return 1;

@@ -259,12 +259,19 @@ static void NewEntryPoints() {
   if (ON) {
     CHECK(Latte::InternID("cpp.fast") != LATTE_INVALID_ID);
     CHECK(Latte::InitSharedRegion("/latte-cpp-too-late") == -EBUSY);  // recording began
+    latte_region_config cfg{};
+    cfg.slot_capacity = 4;
+    cfg.samples_per_slot = 1024;
+    CHECK(Latte::InitSharedRegion(std::string("/latte-cpp-too-late"), cfg) == -EBUSY);  // with capacities
     CHECK(Latte::FlushAsync(1) == LATTE_ERR_NOT_SUPPORTED);
     CHECK(Latte::PollFlush() == LATTE_ERR_NOT_SUPPORTED);
     auto r = Latte::Reader::OpenShared("/latte-no-such-region");
     CHECK(!r.ok() && r.error() == -ENOENT);
   } else {
     CHECK(Latte::InitSharedRegion("/x") == 0);
+    latte_region_config cfg{};
+    cfg.slot_capacity = 4;
+    CHECK(Latte::InitSharedRegion("/x", cfg) == 0);
     CHECK(Latte::FlushAsync(1) == 0 && Latte::PollFlush() == 0);
     CHECK(!Latte::Reader::OpenShared("/x").ok());
   }

@@ -23,7 +23,7 @@ PRODUCER = r"""
 import ctypes, sys, time
 lib = ctypes.CDLL(sys.argv[1])
 class Cfg(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "replace_stale")]
+    _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "if_taken")]
 cfg = Cfg(4, 64, 0, 0, 0)
 rc = lib.latte_init_shared_region_with(sys.argv[2].encode(), ctypes.byref(cfg))
 print("READY" if rc == 0 else f"init {rc}", flush=True)
@@ -44,7 +44,7 @@ CHURN = r"""
 import ctypes, sys, threading
 lib = ctypes.CDLL(sys.argv[1])
 class Cfg(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "replace_stale")]
+    _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "if_taken")]
 cfg = Cfg(128, 64, 0, 0, 0)
 rc = lib.latte_init_shared_region_with(sys.argv[2].encode(), ctypes.byref(cfg))
 print("READY" if rc == 0 else f"init {rc}", flush=True)

@@ -106,8 +106,7 @@ static int init(const char *name, uint32_t slots, uint32_t samples, uint32_t ids
   c.slot_capacity = slots;
   c.samples_per_slot = samples;
   c.id_capacity = ids;
-  c.replace_stale = 1;
-  return latte_init_shared_region_with(name, &c);
+  return Latte::InitSharedRegion(name, c);  // a dead predecessor's region is taken over
 }
 
 static int small() {

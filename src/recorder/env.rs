@@ -1,0 +1,113 @@
+//! The shared region an unchanged program records into when its
+//! environment names one: `LATTE_REGION=/name` (or `name`), or an empty
+//! value or `auto` for `/latte-PROGRAM-PID`. Read once, where the process
+//! would otherwise make its private region (its first span, or the first
+//! call that needs a region); never on the recording path.
+//!
+//! When the region cannot be made (a bad name, a live producer holding the
+//! name, a full `/dev/shm`), the process records into private memory as
+//! without the variable, and says so once on standard error, unless
+//! `LATTE_QUIET=1`.
+//!
+//! A program's own `latte_init_shared_region` before its first span takes
+//! precedence: it replaces the region made here (whose name it removes),
+//! as it replaces the private region.
+
+use crate::error::Error;
+use crate::region::{latte_region_config, Region};
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// The variable naming the region.
+pub const LATTE_REGION_ENV: &str = "LATTE_REGION";
+/// The variable that silences the line on standard error.
+pub const LATTE_QUIET_ENV: &str = "LATTE_QUIET";
+/// The value (besides an empty one) that asks for the default name.
+const AUTO: &[u8] = b"auto";
+/// Bytes of the program name kept in the default name.
+const PROGRAM_NAME_MAX: usize = 64;
+
+/// Whether the installed region is the one `LATTE_REGION` named. Set and
+/// read under the registry lock, which orders it (hence relaxed).
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Notes that the region `shared_region` made is the installed one.
+pub(super) fn note_installed(yes: bool) {
+    INSTALLED.store(yes, Ordering::Relaxed);
+}
+
+/// Whether the installed region is the one `LATTE_REGION` named: a
+/// program's own `latte_init_shared_region` before its first span replaces
+/// it, as it replaces the private region.
+pub(super) fn installed() -> bool {
+    INSTALLED.load(Ordering::Relaxed)
+}
+
+/// The region `LATTE_REGION` names, made now with the default capacities,
+/// and its name; None when the variable is not set, or when the region
+/// cannot be made (said on standard error, unless `LATTE_QUIET=1`).
+pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let value = std::env::var_os(LATTE_REGION_ENV)?;
+    let name = region_name(value.as_bytes(), std::env::args_os().next().as_deref().map(|a| a.as_bytes()), std::process::id());
+    match Region::create_shared(&name, &latte_region_config::default()) {
+        Ok(r) => Some((r, name)),
+        Err(e) => {
+            say_private(&name, e);
+            None
+        }
+    }
+}
+
+/// The region name for a `LATTE_REGION` value: the value itself, with a
+/// leading '/' added when it has none; for an empty value or `auto`,
+/// `/latte-PROGRAM-PID`, PROGRAM being the last path component of `argv0`
+/// (`program` without one) with every byte but `[A-Za-z0-9._-]` made '_',
+/// at most `PROGRAM_NAME_MAX` bytes of it.
+pub fn region_name(value: &[u8], argv0: Option<&[u8]>, pid: u32) -> Vec<u8> {
+    if !value.is_empty() && value != AUTO {
+        let mut n = Vec::with_capacity(value.len() + 1);
+        if value[0] != b'/' {
+            n.push(b'/');
+        }
+        n.extend_from_slice(value);
+        return n;
+    }
+    let base = argv0.and_then(|a| a.rsplit(|&b| b == b'/').next()).filter(|b| !b.is_empty()).unwrap_or(b"program");
+    let prog: Vec<u8> =
+        base.iter().take(PROGRAM_NAME_MAX).map(|&b| if b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-' { b } else { b'_' }).collect();
+    let mut n = b"/latte-".to_vec();
+    n.extend_from_slice(&prog);
+    n.extend_from_slice(format!("-{pid}").as_bytes());
+    n
+}
+
+/// The one line on standard error when the region cannot be made (or
+/// installed).
+pub(super) fn say_private(name: &[u8], e: Error) {
+    if std::env::var_os(LATTE_QUIET_ENV).is_some_and(|v| v == "1") {
+        return;
+    }
+    use std::io::Write;
+    // A failed write (standard error closed) is ignored: recording goes on.
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "latte: {LATTE_REGION_ENV}: cannot make the shared region {}: {e}; recording into private memory instead",
+        String::from_utf8_lossy(name)
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::region_name;
+
+    #[test]
+    fn names() {
+        assert_eq!(region_name(b"/svc", None, 7), b"/svc");
+        assert_eq!(region_name(b"svc", None, 7), b"/svc");
+        assert_eq!(region_name(b"", Some(b"/usr/bin/my app"), 42), b"/latte-my_app-42");
+        assert_eq!(region_name(b"auto", Some(b"./srv"), 42), b"/latte-srv-42");
+        assert_eq!(region_name(b"auto", None, 1), b"/latte-program-1");
+        assert_eq!(region_name(b"", Some(b"dir/"), 1), b"/latte-program-1");
+        assert_eq!(region_name(b"", Some(&[b'x'; 300]), 1).len(), "/latte-".len() + 64 + 2);
+    }
+}

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""LATTE_REGION end to end, with a program written for the original Latte
+(tests/cli/unchanged.cpp, no latte call of its own): run with the variable,
+it records into that shared region from its first span (one in a static
+constructor), and `latte ls` and `latte stats` see it live and after it
+exits. A second run under the same name takes the region of its dead
+predecessor over (one that exited, one that was SIGKILLed, whose region
+stays readable until then); a run whose name belongs to a live producer
+records privately and says so once on standard error (not with
+LATTE_QUIET=1); `auto` and an empty value name the region after the
+program and its pid.
+
+usage: env_region.py LATTE UNCHANGED"""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+LATTE, PROG = sys.argv[1:3]
+TAG = f"latte-env-{os.getpid()}"
+passed = failed = 0
+ENV = {k: v for k, v in os.environ.items() if k not in ("LATTE_REGION", "LATTE_QUIET")}
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAILED: {what}", file=sys.stderr)
+    return cond
+
+
+def start(count, **env):
+    p = subprocess.Popen([PROG, str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**ENV, **env})
+    line = p.stdout.readline()
+    check(line.startswith("READY"), f"the program started: {line!r}")
+    return p
+
+
+def finish(p):
+    """Closes its standard input; returns (exit code, stdout, stderr)."""
+    out, err = p.communicate(timeout=30)
+    return p.returncode, out, err
+
+
+def ls():
+    r = subprocess.run([LATTE, "ls", "--json"], capture_output=True, text=True, timeout=30)
+    check(r.returncode == 0, f"latte ls: {r.returncode} {r.stderr}")
+    return {x["name"]: x for x in json.loads(r.stdout)}
+
+
+def reads(name):
+    """Samples read per ID by `latte stats NAME --json`."""
+    r = subprocess.run([LATTE, "stats", name, "--json"], capture_output=True, text=True, timeout=30)
+    if not check(r.returncode == 0, f"latte stats {name}: {r.returncode} {r.stderr}"):
+        return {}
+    return {c["component"]: c["read"] for c in json.loads(r.stdout)["components"]}
+
+
+def seen(name, p, count, alive, when):
+    row = ls().get(name, {})
+    check(row.get("pid") == p.pid and row.get("alive") is alive, f"latte ls lists {name} (pid {p.pid}, alive {alive}) {when}: {row}")
+    check(reads(name) == {"unchanged.static": 1, "unchanged.work": count}, f"latte stats {name}: 1 + {count} spans {when}: {reads(name)}")
+
+
+def main():
+    name = f"/{TAG}-svc"
+    # A first run: seen live and after it exits.
+    first = start(1000, LATTE_REGION=name)
+    seen(name, first, 1000, True, "while the first run runs")
+    rc, out, err = finish(first)
+    check(rc == 0 and err == "" and "unchanged.work" in out, f"the first run: exit {rc}, stderr {err!r}")
+    seen(name, first, 1000, False, "after the first run exited")
+
+    # The second run takes its exited predecessor's region over: its own
+    # counts only, under its pid.
+    second = start(700, LATTE_REGION=name)
+    seen(name, second, 700, True, "taken over by the second run")
+
+    # Killed: the region stays readable; the next run takes it over.
+    second.kill()
+    second.wait(timeout=30)
+    for f in (second.stdin, second.stdout, second.stderr):
+        f.close()
+    seen(name, second, 700, False, "after the second run was SIGKILLed")
+    third = start(300, LATTE_REGION=name)
+    seen(name, third, 300, True, "taken over by the third run, after a SIGKILL")
+
+    # A live producer's name is never taken: the fourth run records into
+    # private memory and says so once; with LATTE_QUIET=1, silently.
+    fourth = start(200, LATTE_REGION=name)
+    rc, out, err = finish(fourth)
+    lines = err.splitlines()
+    check(rc == 0 and len(lines) == 1 and "LATTE_REGION" in lines[0] and name in lines[0] and "private memory" in lines[0],
+          f"a live producer's name refused, said once: {err!r}")
+    check("unchanged.work" in out, "the refused run recorded privately (its own report)")
+    quiet = start(200, LATTE_REGION=name, LATTE_QUIET="1")
+    rc, out, err = finish(quiet)
+    check(rc == 0 and err == "" and "unchanged.work" in out, f"LATTE_QUIET=1: nothing said: {err!r}")
+    seen(name, third, 300, True, "the live producer's region untouched")
+    rc, _, err = finish(third)
+    check(rc == 0 and err == "", f"the third run: exit {rc}, stderr {err!r}")
+    os.unlink("/dev/shm" + name)
+
+    # A name that cannot be a region: said, recorded privately.
+    bad = start(10, LATTE_REGION="/a/b")
+    rc, out, err = finish(bad)
+    check(rc == 0 and err.count("\n") == 1 and "/a/b" in err and "unchanged.work" in out, f"a bad name: {err!r}")
+
+    # The default name: /latte-PROGRAM-PID, for `auto` and for an empty value.
+    for value in ("auto", ""):
+        p = start(50, LATTE_REGION=value)
+        auto = f"/latte-{os.path.basename(PROG)}-{p.pid}"
+        seen(auto, p, 50, True, f"with LATTE_REGION={value!r}")
+        rc, _, err = finish(p)
+        check(rc == 0 and err == "", f"LATTE_REGION={value!r}: exit {rc}, stderr {err!r}")
+        if os.path.exists("/dev/shm" + auto):
+            os.unlink("/dev/shm" + auto)
+
+    # Without the variable: nothing in /dev/shm.
+    before = set(os.listdir("/dev/shm"))
+    p = start(10)
+    check(set(os.listdir("/dev/shm")) == before, "without LATTE_REGION the program records privately")
+    finish(p)
+
+    print(f"cli LATTE_REGION: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    signal.alarm(60)
+    sys.exit(main())
