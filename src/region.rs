@@ -656,6 +656,17 @@ impl Region {
     }
 }
 
+/// The variable that silences latte's lines on standard error (never its
+/// counts).
+pub const LATTE_QUIET_ENV: &str = "LATTE_QUIET";
+
+/// Whether `LATTE_QUIET=1`: the one-time lines on standard error (a region
+/// that cannot grow, one that cannot be made from `LATTE_REGION`) are not
+/// written.
+pub fn quiet() -> bool {
+    std::env::var_os(LATTE_QUIET_ENV).is_some_and(|v| v == "1")
+}
+
 /// Reserves `len` bytes of the object from `offset` (the object grows to
 /// hold them), so that a full `/dev/shm` fails here, never as a SIGBUS in
 /// a measured thread later.
@@ -680,7 +691,7 @@ fn unreserve(fd: BorrowedFd<'_>, offset: u64) {
 /// header (`no_slot_drops`, `unfit_id_drops`).
 #[cold]
 fn tell_once(e: Error, slots: bool) {
-    if std::env::var_os("LATTE_QUIET").is_some_and(|v| v == "1") {
+    if quiet() {
         return;
     }
     let what = if slots { "rings" } else { "ID names" };

@@ -19,8 +19,6 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 /// The variable naming the region.
 pub const LATTE_REGION_ENV: &str = "LATTE_REGION";
-/// The variable that silences the line on standard error.
-pub const LATTE_QUIET_ENV: &str = "LATTE_QUIET";
 /// The value (besides an empty one) that asks for the default name.
 const AUTO: &[u8] = b"auto";
 /// Bytes of the program name kept in the default name.
@@ -84,7 +82,7 @@ pub fn region_name(value: &[u8], argv0: Option<&[u8]>, pid: u32) -> Vec<u8> {
 /// The one line on standard error when the region cannot be made (or
 /// installed).
 pub(super) fn say_private(name: &[u8], e: Error) {
-    if std::env::var_os(LATTE_QUIET_ENV).is_some_and(|v| v == "1") {
+    if crate::region::quiet() {
         return;
     }
     use std::io::Write;
