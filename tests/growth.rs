@@ -12,10 +12,6 @@ use latte::layout::*;
 use latte::reader::{latte_cursor, Mapping};
 use std::ffi::CString;
 
-fn small_rings(first: u32) -> latte_region_config {
-    latte_region_config { slot_capacity: first, samples_per_slot: 64, id_capacity: 0, mode: 0, if_taken: 0 }
-}
-
 fn region_name(what: &str) -> String {
     format!("/latte-growth-{what}-{}", std::process::id())
 }

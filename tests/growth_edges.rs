@@ -6,16 +6,11 @@
 
 mod common;
 use common::*;
-use latte::internals::region::latte_region_config;
 use latte::layout::*;
 use latte::reader::Mapping;
 use std::ffi::CString;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-fn small_rings(first: u32) -> latte_region_config {
-    latte_region_config { slot_capacity: first, samples_per_slot: 64, id_capacity: 0, mode: 0, if_taken: 0 }
-}
 
 fn region_name(what: &str) -> String {
     format!("/latte-growth-edge-{what}-{}", std::process::id())

@@ -71,3 +71,9 @@ pub fn flags_of(id: &std::ffi::CStr) -> Vec<bool> {
     v.truncate(n);
     v.iter().filter(|r| r.token == token).map(|r| r.switched != 0).collect()
 }
+
+/// A shared region's config: a first chunk of `first` rings of 64 samples
+/// (small rings, so that many fit), defaults otherwise.
+pub fn small_rings(first: u32) -> latte::internals::region::latte_region_config {
+    latte::internals::region::latte_region_config { slot_capacity: first, samples_per_slot: 64, id_capacity: 0, mode: 0, if_taken: 0 }
+}
