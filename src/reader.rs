@@ -476,7 +476,8 @@ impl<'a> View<'a> {
         if claimed.saturating_add(used.saturating_mul(geo.slot_stride.min(PAGE))) > held.saturating_add(slack) {
             return Err(Error::Corrupt); // more slots than the object holds
         }
-        // Walked, not kept: an object of many tiny names costs no memory here.
+        // Walked without storing a name: an object of many tiny names costs
+        // no memory here.
         let mut c = NameCursor::default();
         v.scan_names(&mut c, None, |_| {})?;
         check_whole(base)?;
