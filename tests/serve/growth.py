@@ -19,15 +19,21 @@ from harness import Processes, check, drain, finish, parse, scrape, start_serve,
 
 IDS, SPANS = 300, 100
 
-PRODUCER = r"""
-import ctypes, sys, time
+# What both producers begin with: the region made with a first chunk of
+# FIRST rings of 64 samples, READY said, then a line on standard input
+# awaited. argv: liblatte.so, region, then the producer's own.
+MAKE_REGION = r"""
+import ctypes, sys, threading, time
 lib = ctypes.CDLL(sys.argv[1])
 class Cfg(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "if_taken")]
-cfg = Cfg(4, 64, 0, 0, 0)
+cfg = Cfg(FIRST, 64, 0, 0, 0)
 rc = lib.latte_init_shared_region_with(sys.argv[2].encode(), ctypes.byref(cfg))
 print("READY" if rc == 0 else f"init {rc}", flush=True)
 sys.stdin.readline()
+"""
+
+PRODUCER = MAKE_REGION.replace("FIRST", "4") + r"""
 # IDs stay valid while recorded under: kept in buffers of their own.
 ids = [ctypes.create_string_buffer(f"grow.{k}".encode()) for k in range(int(sys.argv[3]))]
 for b in ids:
@@ -40,15 +46,7 @@ sys.stdin.readline()
 """
 
 
-CHURN = r"""
-import ctypes, sys, threading
-lib = ctypes.CDLL(sys.argv[1])
-class Cfg(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "if_taken")]
-cfg = Cfg(128, 64, 0, 0, 0)
-rc = lib.latte_init_shared_region_with(sys.argv[2].encode(), ctypes.byref(cfg))
-print("READY" if rc == 0 else f"init {rc}", flush=True)
-sys.stdin.readline()
+CHURN = MAKE_REGION.replace("FIRST", "128") + r"""
 ids = [ctypes.create_string_buffer(b"churn.a"), ctypes.create_string_buffer(b"churn.b")]
 def task(k):
     for _ in range(int(sys.argv[4])):
