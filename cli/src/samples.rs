@@ -1,7 +1,8 @@
 //! Every sample of a source (a live region, a flushed image or a
 //! recording), per ID, for `diff` and `plot`.
 
-use crate::{fail, open, EXIT_NOT_REGION};
+use crate::exit::{fail, EXIT_NOT_REGION};
+use crate::target::open;
 use latte::layout::{LATTE_MAX_DURATION, LATTE_SAMPLE_SWITCHED};
 use latte::reader::{latte_cursor, latte_raw_sample, ReadMode};
 use std::process::ExitCode;
@@ -88,5 +89,5 @@ pub fn load(target: &str) -> Result<Source, ExitCode> {
     }
     let own = v.calibration().cycles_per_ns;
     let ids = ids.into_iter().zip(hidden).filter(|(i, h)| !h && !i.samples.is_empty()).map(|(i, _)| i).collect();
-    Ok(Source { label: target.to_string(), cycles_per_ns: crate::cycles_per_ns(&v), producer_frequency: own > 0.0, ids })
+    Ok(Source { label: target.to_string(), cycles_per_ns: crate::target::cycles_per_ns(&v), producer_frequency: own > 0.0, ids })
 }

@@ -22,13 +22,11 @@
 //! that address (or of the address holding the most), so that a flood
 //! displaces the flooder's own connections.
 
-use crate::export::{Options, State};
+use crate::export::{lock, Metrics, Options, State};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -79,34 +77,7 @@ fn raise_open_files_limit() {
 /// `latte: serve: {text}` on standard error. A failed write (standard
 /// error closed) is ignored: serving goes on.
 pub fn say(text: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "latte: serve: {text}");
-}
-
-fn lock(s: &Mutex<State>) -> MutexGuard<'_, State> {
-    // A pass that panicked (caught in `reader`) left the state usable.
-    s.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The state as a prometheus-client collector: encoded on each scrape.
-pub struct Metrics(Arc<Mutex<State>>);
-
-impl Metrics {
-    pub fn new(state: Arc<Mutex<State>>) -> Metrics {
-        Metrics(state)
-    }
-}
-
-impl std::fmt::Debug for Metrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("latte regions")
-    }
-}
-
-impl Collector for Metrics {
-    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
-        lock(&self.0).encode(&mut enc)
-    }
+    crate::exit::say("serve", text);
 }
 
 pub fn run(o: ServeOpts) -> Result<(), ExitCode> {
@@ -119,12 +90,12 @@ pub fn run(o: ServeOpts) -> Result<(), ExitCode> {
     lock(&state).pass(Instant::now());
     let listener = std::net::TcpListener::bind(o.listen)
         .and_then(|l| l.set_nonblocking(true).map(|_| l))
-        .map_err(|e| crate::fail("serve", &format!("cannot listen on {}: {e}", o.listen), crate::EXIT_OTHER))?;
+        .map_err(|e| crate::exit::fail("serve", &format!("cannot listen on {}: {e}", o.listen), crate::exit::EXIT_OTHER))?;
     let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| o.listen.to_string());
     {
         let st = lock(&state);
         for n in &named {
-            let (bytes, n) = (n, crate::export::label_text(n));
+            let (bytes, n) = (n, crate::term::label_text(n));
             match st.unreadable_reason(bytes) {
                 Some(Some(why)) => say(&format!("{n}: {why} (looked at again every second)")),
                 None => say(&format!("no region {n} yet (looked for every second)")),
@@ -135,7 +106,7 @@ pub fn run(o: ServeOpts) -> Result<(), ExitCode> {
     let what = if named.is_empty() {
         "every latte region in /dev/shm".to_string()
     } else {
-        named.iter().map(|n| crate::export::label_text(n)).collect::<Vec<_>>().join(" ")
+        named.iter().map(|n| crate::term::label_text(n)).collect::<Vec<_>>().join(" ")
     };
     say(&format!("listening on http://{addr}/metrics ({what})"));
     let mut registry = Registry::default();
@@ -148,15 +119,15 @@ pub fn run(o: ServeOpts) -> Result<(), ExitCode> {
             let state = state.clone();
             move || reader(&state, every)
         })
-        .map_err(|e| crate::fail("serve", &format!("cannot start the reading thread: {e}"), crate::EXIT_OTHER))?;
+        .map_err(|e| crate::exit::fail("serve", &format!("cannot start the reading thread: {e}"), crate::exit::EXIT_OTHER))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
         .max_blocking_threads(ENCODERS)
         .build()
-        .map_err(|e| crate::fail("serve", &format!("cannot start the HTTP runtime: {e}"), crate::EXIT_OTHER))?;
+        .map_err(|e| crate::exit::fail("serve", &format!("cannot start the HTTP runtime: {e}"), crate::exit::EXIT_OTHER))?;
     let cache = Arc::new(Cache { state, last: Mutex::new(None) });
-    rt.block_on(accept(listener, registry, cache)).map_err(|e| crate::fail("serve", &e, crate::EXIT_OTHER))
+    rt.block_on(accept(listener, registry, cache)).map_err(|e| crate::exit::fail("serve", &e, crate::exit::EXIT_OTHER))
 }
 
 /// The read pass, once per `every` (never two back to back after a slow

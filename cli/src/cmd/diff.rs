@@ -4,8 +4,9 @@
 //! (`crate::diffstats` holds the statistics).
 
 use crate::diffstats::{self, Interval, UTest, MIN_SAMPLES};
+use crate::exit::{fail, EXIT_USAGE};
 use crate::samples::{self, Source};
-use crate::{emit, fail, Style, EXIT_USAGE};
+use crate::term::{emit, Style};
 use std::process::ExitCode;
 
 /// Exit code when at least one ID got significantly slower beyond the threshold.
@@ -273,7 +274,7 @@ fn table(a: &Source, b: &Source, unit: &Unit, diffs: &[IdDiff], method: &str, st
             format!("; A at {:.3}, B at {:.3} cycles/ns: compared in time", a.cycles_per_ns, b.cycles_per_ns)
         }
     );
-    t.push_str(&crate::table(
+    t.push_str(&crate::term::table(
         &["ID", "VERDICT", "P50 A -> B", "P50 CHANGE [CI]", "P99 A -> B", "P99 CHANGE [CI]", "P-VALUE", "N A/B", "P90", "P99.9", "MAX"],
         "llrrrrrrrrr",
         &rows,

@@ -1,6 +1,12 @@
-//! The commands that compare runs: `record` follows a live region into a
-//! file, `diff` compares two sources per ID, `plot` draws them.
+//! One module per subcommand: each reads its targets through
+//! `crate::target`, prints through `crate::term` and fails through
+//! `crate::exit`.
 
 pub mod diff;
+pub mod ls;
 pub mod plot;
 pub mod record;
+pub mod serve;
+pub mod stats;
+pub mod trace;
+pub mod watch;

@@ -6,8 +6,8 @@
 //! marked. Drawn with `plotters` as SVG or PNG; both measure their text
 //! with a TrueType font read at run time (`FONT_FILES`).
 
+use crate::exit::{fail, EXIT_OTHER, EXIT_OUTPUT, EXIT_USAGE};
 use crate::samples::{self, Source};
-use crate::{fail, EXIT_OTHER, EXIT_OUTPUT, EXIT_USAGE};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::process::ExitCode;
@@ -340,7 +340,7 @@ pub fn run(o: &PlotOpts) -> Result<(), ExitCode> {
         return Err(fail("plot", &format!("{} IDs to draw, at most {MAX_IDS} in one picture: choose with --id", ids.len()), EXIT_USAGE));
     }
     // Created first, so that an unwritable path fails before the drawing.
-    std::fs::File::create(&o.output).map_err(|e| fail(&shown, &crate::output_error(&o.output, &e), EXIT_OUTPUT))?;
+    std::fs::File::create(&o.output).map_err(|e| fail(&shown, &crate::exit::output_error(&o.output, &e), EXIT_OUTPUT))?;
     let size = (PANEL.0 * 2, PANEL.1 * ids.len() as u32);
     // Both backends measure text with the font (to place labels).
     load_font().map_err(|e| fail(&shown, &e, EXIT_OTHER))?;

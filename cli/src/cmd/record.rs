@@ -10,8 +10,9 @@
 //! slower than the producers) holds the follower up instead, and the rings
 //! it then cannot read in time count their loss as always.
 
+use crate::exit::{fail, output_error, EXIT_NOT_REGION, EXIT_OUTPUT, EXIT_USAGE};
 use crate::recording::Writer;
-use crate::{fail, open, output_error, EXIT_NOT_REGION, EXIT_OUTPUT, EXIT_USAGE};
+use crate::target::open;
 use latte::follow::{FollowOptions, Follower, Incarnation};
 use latte::layout::LATTE_REGION_FLUSHED;
 use latte::reader::{latte_raw_sample, View};
@@ -258,13 +259,13 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
         let (r, l) = (of.iter().map(|i| i.read).sum::<u64>(), of.iter().map(|i| i.lost).sum::<u64>());
         let unknown = of.iter().filter(|i| i.tail_unknown).count();
         let threads: std::collections::BTreeSet<u32> = of.iter().map(|i| i.thread_idx).collect();
-        text.push_str(&format!("id={} recorded={} read={r} lost={l} threads={} tail_unknown={unknown}\n", crate::field(id), r + l, threads.len()));
+        text.push_str(&format!("id={} recorded={} read={r} lost={l} threads={} tail_unknown={unknown}\n", crate::term::field(id), r + l, threads.len()));
     }
     text.push_str(&format!(
         "total recorded={} read={read} lost={lost} seconds={seconds:.3} bytes={bytes} file={} ended={}\n",
         read + lost,
-        crate::field(&shown),
-        crate::field(why)
+        crate::term::field(&shown),
+        crate::term::field(why)
     ));
-    crate::emit(&text)
+    crate::term::emit(&text)
 }

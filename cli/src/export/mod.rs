@@ -32,6 +32,7 @@
 //!    exported for `--keep-gone`, so that scrapers see their last counts,
 //!    then go.
 
+use crate::term::label_text;
 use latte::layout::{LATTE_MAX_DURATION, LATTE_SLOT_CLOSED};
 use latte::reader::{latte_cursor, latte_raw_sample, ReadMode};
 use latte::{Error, Mapping, View};
@@ -42,6 +43,18 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
+
+mod encode;
+mod read;
+
+/// Locks the state; a pass that panicked (caught by `serve`'s reading
+/// thread) left it usable.
+pub fn lock(s: &std::sync::Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub use encode::Metrics;
+use read::{open, read_object, skip_to_end, Opened};
 
 /// Finite buckets of the duration histogram (then +Inf).
 pub const FINITE_BUCKETS: usize = 63;
@@ -64,10 +77,16 @@ pub fn bound_ns(k: usize) -> f64 {
 /// label and `latte_counters` field (C API names).
 const DROP_REASONS: [&str; 5] = ["overflow_start", "orphan_stop", "unfit_id", "no_slot", "late"];
 
-/// Region counters as last read: the five drops of `DROP_REASONS`, then
-/// slot reuses and the samples discarded by them.
+/// Index in `Counts` of the slot reuses (after the drops of `DROP_REASONS`).
+const COUNT_REUSES: usize = DROP_REASONS.len();
+/// Index in `Counts` of the samples discarded by slot reuses.
+const COUNT_REUSE_DISCARDED: usize = COUNT_REUSES + 1;
+
+/// Region counters as last read: the drops of `DROP_REASONS`, then slot
+/// reuses (`COUNT_REUSES`) and the samples discarded by them
+/// (`COUNT_REUSE_DISCARDED`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-struct Counts([u64; 7]);
+struct Counts([u64; COUNT_REUSE_DISCARDED + 1]);
 
 impl Counts {
     fn of(v: &View<'_>) -> Counts {
@@ -209,18 +228,6 @@ const UNPUBLISHED_PREFIX: &[u8] = b".latte-new-";
 /// How often the names are looked at again, at most.
 const RESCAN: Duration = Duration::from_secs(1);
 
-/// A name or ID as a label value: UTF-8 as is, any other byte as `\xNN`.
-pub fn label_text(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        s.push_str(chunk.valid());
-        for b in chunk.invalid() {
-            s.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    s
-}
-
 fn bounds_in_cycles(cpn: f64) -> [f64; FINITE_BUCKETS] {
     std::array::from_fn(|k| bound_ns(k) * cpn)
 }
@@ -245,7 +252,7 @@ impl State {
                 r.object = Some(o);
                 // Said when it starts or changes (counted on every pass).
                 if let Some(e) = r.last_error.as_ref().filter(|e| before.as_ref() != Some(*e)) {
-                    crate::serve::say(&format!("{}: {e}", label_text(name)));
+                    crate::exit::say("serve", &format!("{}: {e}", label_text(name)));
                 }
             }
         }
@@ -380,161 +387,6 @@ impl State {
 
     /// The metrics, in the order of the families below (every family's
     /// samples together, as OpenMetrics requires).
-    pub fn encode(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
-        // Labels: a region's name without its leading '/'. Two names that
-        // show as the same text (bytes that are not UTF-8, shown as \xNN)
-        // would make duplicate series: the second is left out.
-        let mut shown = HashSet::new();
-        let regions: Vec<(String, &Region)> = self
-            .regions
-            .iter()
-            .filter_map(|(n, r)| {
-                let label = label_text(n.strip_prefix(b"/").unwrap_or(n));
-                shown.insert(label.clone()).then_some((label, r))
-            })
-            .collect();
-        let seen = || regions.iter().filter(|(_, r)| r.seen);
-        let thread_text = |t: Option<u32>| t.map(|t| t.to_string());
-        let series_labels = |region: &str, id: &str, t: &Option<String>| {
-            let mut l = vec![("region", region.to_string()), ("id", id.to_string())];
-            if let Some(t) = t {
-                l.push(("thread", t.clone()));
-            }
-            l
-        };
-
-        let mut m = enc.encode_descriptor(
-            "latte_span_duration",
-            if self.opts.split_switched {
-                "Span durations (raw, calibration overheads included) read since the exporter began watching the region; buckets 4 ns * 2^(k/2); switched=\"true\": samples whose thread was switched out during them"
-            } else {
-                "Span durations (raw, calibration overheads included) read since the exporter began watching the region; buckets 4 ns * 2^(k/2)"
-            },
-            Some(&Unit::Seconds),
-            MetricType::Histogram,
-        )?;
-        let mut buckets: Vec<(f64, u64)> = Vec::with_capacity(FINITE_BUCKETS + 1);
-        for (region, r) in seen() {
-            for ((id, t), s) in &r.series {
-                let labels = series_labels(region, id, &thread_text(*t));
-                // (label, per-bucket counts, sum): all samples, or the two
-                // halves by `switched`.
-                let parts: Vec<(Option<&str>, [u64; FINITE_BUCKETS + 1], f64)> = if self.opts.split_switched {
-                    let not: [u64; FINITE_BUCKETS + 1] = std::array::from_fn(|k| s.buckets[k] - s.switched_buckets[k]);
-                    vec![(Some("false"), not, (s.sum_seconds - s.switched_sum_seconds).max(0.0)), (Some("true"), s.switched_buckets, s.switched_sum_seconds)]
-                } else {
-                    vec![(None, s.buckets, s.sum_seconds)]
-                };
-                for (label, counts, sum) in parts {
-                    buckets.clear();
-                    buckets.extend((0..FINITE_BUCKETS).map(|k| (bound_ns(k) / 1e9, counts[k])));
-                    buckets.push((f64::INFINITY, counts[FINITE_BUCKETS]));
-                    let mut l = labels.clone();
-                    if let Some(v) = label {
-                        l.push(("switched", v.to_string()));
-                    }
-                    m.encode_family(&l)?.encode_histogram::<NoLabelSet>(sum, counts.iter().sum(), &buckets, None)?;
-                }
-            }
-        }
-
-        // Counters per series: one descriptor each, one value per series.
-        type PerSeries = fn(&Series) -> u64;
-        let counters: [(&str, &str, PerSeries); 3] = [
-            ("latte_samples_recorded", "Samples the producer recorded since the exporter began watching (read, in the histogram's count, plus lost)", |s| {
-                s.count() + s.lost
-            }),
-            ("latte_samples_lost", "Samples overwritten in their ring before the exporter read them", |s| s.lost),
-            (
-                "latte_samples_switched",
-                "Samples read whose thread was switched out during them (producers with switch tracking on flag them; 0 otherwise)",
-                |s| s.switched,
-            ),
-        ];
-        for (name, help, value) in counters {
-            let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for (region, r) in seen() {
-                for ((id, t), s) in &r.series {
-                    let labels = series_labels(region, id, &thread_text(*t));
-                    m.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&value(s), None)?;
-                }
-            }
-        }
-
-        let mut m = enc.encode_descriptor(
-            "latte_spans_dropped",
-            "Spans the producer did not record, by reason (overflow_start: 64 spans open; orphan_stop: stop with none open; unfit_id: ID table full; no_slot: no ring free; late: after the thread's recorder was torn down), since the exporter began watching",
-            None,
-            MetricType::Counter,
-        )?;
-        for (region, r) in seen() {
-            for (k, reason) in DROP_REASONS.iter().enumerate() {
-                let labels = [("region", region.as_str()), ("reason", reason)];
-                m.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, u64>(&r.counts.0[k], None)?;
-            }
-        }
-
-        let mut m = enc.encode_descriptor("latte_slot_reuses", "Rings of exited threads given to new (thread, ID) pairs", None, MetricType::Counter)?;
-        for (region, r) in seen() {
-            m.encode_family(&[("region", region.as_str())])?.encode_counter::<NoLabelSet, u64, u64>(&r.counts.0[5], None)?;
-        }
-        let mut m = enc.encode_descriptor(
-            "latte_slot_reuse_discarded_samples",
-            "Samples still in rings when they were reused (what the exporter had not read of them is in latte_samples_lost_total)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (region, r) in seen() {
-            m.encode_family(&[("region", region.as_str())])?.encode_counter::<NoLabelSet, u64, u64>(&r.counts.0[6], None)?;
-        }
-
-        let mut m =
-            enc.encode_descriptor("latte_producer_up", "1 while the region's producer runs (holds its liveness lock), else 0", None, MetricType::Gauge)?;
-        for (region, r) in seen() {
-            m.encode_family(&[("region", region.as_str())])?.encode_gauge(&(r.alive as i64))?;
-        }
-        let mut m = enc.encode_descriptor("latte_producer", "The producer's process id", None, MetricType::Info)?;
-        for (region, r) in seen() {
-            let pid = r.pid.to_string();
-            m.encode_family(&[("region", region.as_str())])?.encode_info(&[("pid", pid.as_str())])?;
-        }
-        let mut m = enc.encode_descriptor(
-            "latte_calibrated",
-            "1 when durations are converted with the producer's cycles per ns, 0 with the exporter's own measurement",
-            None,
-            MetricType::Gauge,
-        )?;
-        for (region, r) in seen() {
-            m.encode_family(&[("region", region.as_str())])?.encode_gauge(&(r.calibrated as i64))?;
-        }
-        let mut m = enc.encode_descriptor("latte_slots_used", "Rings handed out in the region", None, MetricType::Gauge)?;
-        for (region, r) in seen() {
-            m.encode_family(&[("region", region.as_str())])?.encode_gauge(&(r.slots_used as i64))?;
-        }
-        let mut m = enc.encode_descriptor("latte_slots_capacity", "Rings the region has", None, MetricType::Gauge)?;
-        for (region, r) in seen() {
-            m.encode_family(&[("region", region.as_str())])?.encode_gauge(&(r.slot_capacity as i64))?;
-        }
-
-        let mut m = enc.encode_descriptor(
-            "latte_serve_read_errors",
-            "Reads of a mapped region that failed (the object is corrupt or shrank)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (region, r) in seen() {
-            m.encode_family(&[("region", region.as_str())])?.encode_counter::<NoLabelSet, u64, u64>(&r.read_errors, None)?;
-        }
-        let mut m =
-            enc.encode_descriptor("latte_serve_region_unreadable", "1 for a region name whose object cannot be opened, with why", None, MetricType::Gauge)?;
-        for (region, r) in &regions {
-            if let Some(why) = &r.unreadable {
-                m.encode_family(&[("region", region.as_str()), ("reason", why.as_str())])?.encode_gauge(&1i64)?;
-            }
-        }
-        Ok(())
-    }
-
     /// A name's state after a scan: None when not found, Some(None) when
     /// mapped, Some(Some(why)) when it cannot be opened.
     pub fn unreadable_reason(&self, name: &[u8]) -> Option<Option<&str>> {
@@ -547,161 +399,9 @@ impl State {
     }
 }
 
-/// What opening a name gave.
-enum Opened {
-    Region(Box<Mapping>),
-    /// An object that is not a latte region (or not a regular file).
-    Foreign,
-    /// A region that cannot be read now, with why.
-    Unreadable(String),
-    /// The name went away (or came to refer to another object) meanwhile.
-    Vanished,
-}
-
-fn open(name: &[u8], ident: (u64, u64)) -> Opened {
-    match Mapping::open_shm(name) {
-        Ok(map) => {
-            // The name still refers to the object listed (else the mapping
-            // may be of its successor, which the next scan finds).
-            let path = [SHM_DIR.as_bytes(), name].concat();
-            let now = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&path)).map(|m| (m.dev(), m.ino()));
-            if now.ok() == Some(ident) {
-                Opened::Region(Box::new(map))
-            } else {
-                Opened::Vanished
-            }
-        }
-        Err(e) if e == Error::Os(libc::ENOENT) => Opened::Vanished,
-        Err(e) if e == Error::NotLatte || e == Error::INVAL || e == Error::Os(libc::EISDIR) || e == Error::Os(libc::ENODEV) => Opened::Foreign,
-        Err(e) if e == Error::Os(libc::EMFILE) => Opened::Unreadable("too many open files (the exporter's RLIMIT_NOFILE: one descriptor per region)".into()),
-        Err(e) => Opened::Unreadable(crate::strerror(e)),
-    }
-}
-
-/// Step 3 for an object present at the first scan: every cursor to the end
-/// of what its slot holds now.
-fn skip_to_end(o: &mut Object, buf: &mut Vec<latte_raw_sample>) {
-    let v = o.map.view();
-    o.last = Counts::of(&v);
-    if let Ok(slots) = v.slots() {
-        for s in slots {
-            let i = s.index as usize;
-            if o.cursors.len() <= i {
-                o.cursors.resize(i + 1, latte_cursor::default());
-            }
-            buf.clear();
-            let _ = v.read_slot(s.index, &mut o.cursors[i], buf, ReadMode::Live);
-        }
-    }
-}
-
-/// Step 1 for one object: reads every slot past its cursor into the
-/// region's series, and the region counters' growth.
-fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, buf: &mut Vec<latte_raw_sample>, now: Instant) {
-    // The region grows while it is read: map what it grew by first.
-    if let Err(e) = o.map.refresh() {
-        r.read_errors += 1;
-        r.last_error = Some(crate::strerror(e));
-        return;
-    }
-    let v = o.map.view();
-    // Looked at before reading: when the producer was gone already, this
-    // pass takes the last samples there will ever be.
-    r.alive = o.map.producer_alive();
-    r.pid = v.producer_pid();
-    let cal = v.calibration();
-    r.calibrated = cal.cycles_per_ns > 0.0;
-    let cpn = if r.calibrated { cal.cycles_per_ns } else { own_cpn };
-    if cpn != o.cpn {
-        o.cpn = cpn;
-        o.bounds = bounds_in_cycles(cpn);
-    }
-    r.slot_capacity = v.slot_capacity().min(u32::MAX as u64) as u32;
-    r.slots_used = v.slots_used();
-    let fail = |r: &mut Region, e: Error| {
-        r.read_errors += 1;
-        r.last_error = Some(crate::strerror(e));
-    };
-    let (ids, slots) = match v.ids().and_then(|i| Ok((i, v.slots()?))) {
-        Ok(x) => x,
-        Err(e) => return fail(r, e),
-    };
-    let names: Vec<Option<String>> = ids
-        .iter()
-        .map(|i| {
-            let n = latte::name::name_bytes(&i.name);
-            (!latte::name::is_reserved_name(n)).then(|| label_text(n))
-        })
-        .collect();
-    for s in &slots {
-        // The calibration's own spans are not exported (nor read).
-        let Some(Some(id)) = names.get(s.id_token as usize) else {
-            continue;
-        };
-        let i = s.index as usize;
-        if o.cursors.len() <= i {
-            o.cursors.resize(i + 1, latte_cursor::default());
-        }
-        buf.clear();
-        let got = match v.read_slot(s.index, &mut o.cursors[i], buf, ReadMode::Live) {
-            Ok(g) => g,
-            Err(e) => {
-                fail(r, e);
-                continue;
-            }
-        };
-        let key = (id.clone(), per_thread.then_some(s.os_tid));
-        if o.owners.len() <= i {
-            o.owners.resize(i + 1, None);
-        }
-        // The earlier owners' samples this pass found unread (the slot got
-        // a new owner since the last pass): lost, in the series the slot's
-        // last owner fed (or this owner's, when it had none here).
-        if got.lost_before > 0 {
-            let to = o.owners[i].clone().unwrap_or_else(|| key.clone());
-            r.series.entry(to).or_default().lost += got.lost_before;
-        }
-        o.owners[i] = Some(key.clone());
-        // A closed ring read to its end makes no series (again, once its
-        // thread's has gone after --keep-gone).
-        if buf.is_empty() && got.lost == 0 && s.state == LATTE_SLOT_CLOSED && !r.series.contains_key(&key) {
-            continue;
-        }
-        let series = r.series.entry(key).or_default();
-        let (mut cycles, mut switched_cycles) = (0u128, 0u128);
-        for x in buf.iter() {
-            let d = x.packed & LATTE_MAX_DURATION;
-            let k = o.bounds.partition_point(|&b| b < d as f64);
-            cycles += d as u128;
-            series.buckets[k] += 1;
-            if x.packed & latte::layout::LATTE_SAMPLE_SWITCHED != 0 {
-                series.switched += 1;
-                series.switched_buckets[k] += 1;
-                switched_cycles += d as u128;
-            }
-        }
-        series.sum_seconds += cycles as f64 / cpn / 1e9;
-        series.switched_sum_seconds += switched_cycles as f64 / cpn / 1e9;
-        series.lost += got.lost;
-    }
-    // Step 5: a thread's series ends when no open ring holds its (ID,
-    // thread) any more: its ring was closed (and read to its end above),
-    // or handed to another thread before this pass saw it closed.
-    if per_thread {
-        let open: HashSet<(&str, u32)> =
-            slots.iter().filter(|s| s.state != LATTE_SLOT_CLOSED).filter_map(|s| Some((names.get(s.id_token as usize)?.as_deref()?, s.os_tid))).collect();
-        for ((id, t), series) in r.series.iter_mut() {
-            let held = t.is_some_and(|t| open.contains(&(id.as_str(), t)));
-            series.ended = if held { None } else { series.ended.or(Some(now)) };
-        }
-    }
-    let c = Counts::of(&v);
-    r.counts.add_growth(&o.last, &c);
-    o.last = c;
-}
-
 #[cfg(test)]
 mod tests {
+    use super::encode::Metrics;
     use super::*;
 
     #[test]
@@ -736,7 +436,7 @@ mod tests {
     /// The text of a state, through prometheus-client, as a scrape gets it.
     fn text_of(st: State) -> String {
         let mut reg = prometheus_client::registry::Registry::default();
-        reg.register_collector(Box::new(crate::serve::Metrics::new(std::sync::Arc::new(std::sync::Mutex::new(st)))));
+        reg.register_collector(Box::new(Metrics::new(std::sync::Arc::new(std::sync::Mutex::new(st)))));
         let mut s = String::new();
         prometheus_client::encoding::text::encode(&mut s, &reg).unwrap();
         s

@@ -1,0 +1,169 @@
+//! Reading the objects under the watched names: opening a name, and the
+//! read pass over one object (steps 1-4 of the counting protocol in
+//! `super`).
+
+use super::*;
+
+/// What opening a name gave.
+pub(super) enum Opened {
+    Region(Box<Mapping>),
+    /// An object that is not a latte region (or not a regular file).
+    Foreign,
+    /// A region that cannot be read now, with why.
+    Unreadable(String),
+    /// The name went away (or came to refer to another object) meanwhile.
+    Vanished,
+}
+
+pub(super) fn open(name: &[u8], ident: (u64, u64)) -> Opened {
+    match Mapping::open_shm(name) {
+        Ok(map) => {
+            // The name still refers to the object listed (else the mapping
+            // may be of its successor, which the next scan finds).
+            let path = [SHM_DIR.as_bytes(), name].concat();
+            let now = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&path)).map(|m| (m.dev(), m.ino()));
+            if now.ok() == Some(ident) {
+                Opened::Region(Box::new(map))
+            } else {
+                Opened::Vanished
+            }
+        }
+        Err(e) if e == Error::Os(libc::ENOENT) => Opened::Vanished,
+        Err(e) if e == Error::NotLatte || e == Error::INVAL || e == Error::Os(libc::EISDIR) || e == Error::Os(libc::ENODEV) => Opened::Foreign,
+        Err(e) if e == Error::Os(libc::EMFILE) => Opened::Unreadable("too many open files (the exporter's RLIMIT_NOFILE: one descriptor per region)".into()),
+        Err(e) => Opened::Unreadable(crate::exit::strerror(e)),
+    }
+}
+
+/// Step 3 for an object present at the first scan: every cursor to the end
+/// of what its slot holds now.
+pub(super) fn skip_to_end(o: &mut Object, buf: &mut Vec<latte_raw_sample>) {
+    let v = o.map.view();
+    o.last = Counts::of(&v);
+    if let Ok(slots) = v.slots() {
+        for s in slots {
+            let i = s.index as usize;
+            if o.cursors.len() <= i {
+                o.cursors.resize(i + 1, latte_cursor::default());
+            }
+            buf.clear();
+            let _ = v.read_slot(s.index, &mut o.cursors[i], buf, ReadMode::Live);
+        }
+    }
+}
+
+/// Step 1 for one object: reads every slot past its cursor into the
+/// region's series, and the region counters' growth.
+pub(super) fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, buf: &mut Vec<latte_raw_sample>, now: Instant) {
+    // The region grows while it is read: map what it grew by first.
+    if let Err(e) = o.map.refresh() {
+        r.read_errors += 1;
+        r.last_error = Some(crate::exit::strerror(e));
+        return;
+    }
+    let v = o.map.view();
+    // Looked at before reading: when the producer was gone already, this
+    // pass takes the last samples there will ever be.
+    r.alive = o.map.producer_alive();
+    r.pid = v.producer_pid();
+    let cal = v.calibration();
+    r.calibrated = cal.cycles_per_ns > 0.0;
+    let cpn = if r.calibrated { cal.cycles_per_ns } else { own_cpn };
+    if cpn != o.cpn {
+        o.cpn = cpn;
+        o.bounds = bounds_in_cycles(cpn);
+    }
+    r.slot_capacity = v.slot_capacity().min(u32::MAX as u64) as u32;
+    r.slots_used = v.slots_used();
+    let fail = |r: &mut Region, e: Error| {
+        r.read_errors += 1;
+        r.last_error = Some(crate::exit::strerror(e));
+    };
+    let (ids, slots) = match v.ids().and_then(|i| Ok((i, v.slots()?))) {
+        Ok(x) => x,
+        Err(e) => return fail(r, e),
+    };
+    let names: Vec<Option<String>> = ids
+        .iter()
+        .map(|i| {
+            let n = latte::name::name_bytes(&i.name);
+            (!latte::name::is_reserved_name(n)).then(|| label_text(n))
+        })
+        .collect();
+    for s in &slots {
+        // The calibration's own spans are not exported (nor read).
+        let Some(Some(id)) = names.get(s.id_token as usize) else {
+            continue;
+        };
+        let i = s.index as usize;
+        if o.cursors.len() <= i {
+            o.cursors.resize(i + 1, latte_cursor::default());
+        }
+        buf.clear();
+        let got = match v.read_slot(s.index, &mut o.cursors[i], buf, ReadMode::Live) {
+            Ok(g) => g,
+            Err(e) => {
+                fail(r, e);
+                continue;
+            }
+        };
+        let key = (id.clone(), per_thread.then_some(s.os_tid));
+        if o.owners.len() <= i {
+            o.owners.resize(i + 1, None);
+        }
+        // The earlier owners' samples this pass found unread (the slot got
+        // a new owner since the last pass): lost, in the series the slot's
+        // last owner fed (or this owner's, when it had none here).
+        if got.lost_before > 0 {
+            let to = o.owners[i].clone().unwrap_or_else(|| key.clone());
+            r.series.entry(to).or_default().lost += got.lost_before;
+        }
+        o.owners[i] = Some(key.clone());
+        // A closed ring read to its end makes no series (again, once its
+        // thread's has gone after --keep-gone).
+        if buf.is_empty() && got.lost == 0 && s.state == LATTE_SLOT_CLOSED && !r.series.contains_key(&key) {
+            continue;
+        }
+        let series = r.series.entry(key).or_default();
+        add_samples(series, buf, &o.bounds, cpn);
+        series.lost += got.lost;
+    }
+    if per_thread {
+        end_series_of_released_threads(r, &slots, &names, now);
+    }
+    let c = Counts::of(&v);
+    r.counts.add_growth(&o.last, &c);
+    o.last = c;
+}
+
+/// Adds the samples read from one ring to its series: the bucket of each
+/// (`bounds`, in cycles), the sums in seconds, the switched ones apart.
+fn add_samples(series: &mut Series, buf: &[latte_raw_sample], bounds: &[f64; FINITE_BUCKETS], cpn: f64) {
+    let (mut cycles, mut switched_cycles) = (0u128, 0u128);
+    for x in buf.iter() {
+        let d = x.packed & LATTE_MAX_DURATION;
+        let k = bounds.partition_point(|&b| b < d as f64);
+        cycles += d as u128;
+        series.buckets[k] += 1;
+        if x.packed & latte::layout::LATTE_SAMPLE_SWITCHED != 0 {
+            series.switched += 1;
+            series.switched_buckets[k] += 1;
+            switched_cycles += d as u128;
+        }
+    }
+    series.sum_seconds += cycles as f64 / cpn / 1e9;
+    series.switched_sum_seconds += switched_cycles as f64 / cpn / 1e9;
+}
+
+/// Step 5 with `--per-thread`: a thread's series ends when no open ring
+/// holds its (ID, thread) any more: its ring was closed (and read to its
+/// end by this pass), or handed to another thread before a pass saw it
+/// closed.
+fn end_series_of_released_threads(r: &mut Region, slots: &[latte::reader::latte_slot_info], names: &[Option<String>], now: Instant) {
+    let open: HashSet<(&str, u32)> =
+        slots.iter().filter(|s| s.state != LATTE_SLOT_CLOSED).filter_map(|s| Some((names.get(s.id_token as usize)?.as_deref()?, s.os_tid))).collect();
+    for ((id, t), series) in r.series.iter_mut() {
+        let held = t.is_some_and(|t| open.contains(&(id.as_str(), t)));
+        series.ended = if held { None } else { series.ended.or(Some(now)) };
+    }
+}
