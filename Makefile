@@ -78,6 +78,7 @@ lint: tools
 	$(CARGO) clippy --workspace --all-targets --features latte/uring -- -D warnings -D clippy::undocumented_unsafe_blocks
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps -p latte --document-private-items
 	$(PYTHON) tests/module_graph.py
+	$(PYTHON) tests/structure.py
 	@$(MAKE) --no-print-directory python-lint
 
 # The Python package's crate (python/, a workspace of its own: see

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""The structure check of `make lint`, beside tests/module_graph.py (which
+checks src/'s module map):
+
+1. cli/: every top-level file (or folder) of cli/src imports only those
+   listed above it in docs/design.md's table of cli/ files, so the
+   command's files form no circle.
+2. No function outside tests and benchmarks is longer than MAX_FN_LINES,
+   in src/ and cli/src/, except those in LONG_FNS (each named with why it
+   is one piece); a new one fails, and so does an entry that no longer
+   applies.
+3. No file of src/ or cli/src/ is longer than MAX_FILE_LINES (its test
+   module left out), except those in LONG_FILES, each with its one job."""
+import os, re, sys
+
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+MAX_FN_LINES = 80
+MAX_FILE_LINES = 500
+
+# Functions longer than MAX_FN_LINES, each one step of a protocol that
+# reads best whole (or a split not yet made: said so).
+LONG_FNS = {
+    "src/reader.rs:new_held": "the validation of a mapped header, every check in the order the protocol states (R1-R6)",
+    "src/reader.rs:read_protocol": "the reader's side of the ring protocol, steps R1-R6 of src/ring.rs in one place",
+    "src/report.rs:rows_of_view_with": "not yet split: the cursor loop it shares with extract::collect is to become one helper",
+    "cli/src/cmd/record.rs:run": "not yet split: the follower's loop, its progress line and its stop conditions",
+    "cli/src/recording.rs:finish": "not yet split: the image and the trailer written and checked in order",
+    "cli/src/export/read.rs:read_object": "one read pass over one object, steps 1-5 of cli/src/export/mod.rs in order",
+}
+# Files longer than MAX_FILE_LINES, each with its one job.
+LONG_FILES = {
+    "src/reader.rs": "not yet split: the View protocol and opening objects as a Mapping",
+    "src/layout.rs": "the shared-memory layout: every type and constant latte.h carries, and nothing else",
+    "src/region.rs": "the producer's region: making, growing and forking it",
+    "src/report.rs": "not yet split: rows of a view, and the two table renderers",
+    "src/flush.rs": "the image written to a file, by pwrite or io_uring",
+    "src/sched/mod.rs": "not yet split: C types, process state, the Watch binding and fork handling",
+}
+
+failed = 0
+
+
+def fail(msg):
+    global failed
+    failed += 1
+    print("structure: " + msg)
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
+
+
+def without_tests(text):
+    m = re.search(r"(?m)^#\[cfg\(test\)\]\s*\nmod tests", text)
+    return text[: m.start()] if m else text
+
+
+def rust_files(top):
+    for dp, _, fs in os.walk(os.path.join(root, top)):
+        for f in sorted(fs):
+            if f.endswith(".rs"):
+                yield os.path.relpath(os.path.join(dp, f), root)
+
+
+# --- 1. cli/ files in layers -------------------------------------------
+doc = open(os.path.join(root, "docs/design.md")).read()
+order = []
+for m in re.finditer(r"(?m)^\|\s*`cli/src/([a-z_]+)(?:\.rs|/)`\s*\|", doc):
+    order.append(m.group(1))
+if "main" not in order or "cmd" not in order:
+    fail("docs/design.md has no table of cli/ files (with main.rs and cmd/)")
+cli_mods = sorted(
+    set(f[:-3] for f in os.listdir(os.path.join(root, "cli/src")) if f.endswith(".rs"))
+    | set(d for d in os.listdir(os.path.join(root, "cli/src")) if os.path.isdir(os.path.join(root, "cli/src", d)))
+)
+for mod in cli_mods:
+    if mod not in order:
+        fail(f"cli/src/{mod} is not in docs/design.md's table of cli/ files")
+rank = {m: i for i, m in enumerate(order)}
+for f in rust_files("cli/src"):
+    parts = f.split("/")[2:]
+    mod = parts[0][:-3] if parts[0].endswith(".rs") else parts[0]
+    if mod not in rank:
+        continue
+    used = set(re.findall(r"crate::([a-z_]+)", strip_comments(open(os.path.join(root, f)).read())))
+    if mod == "main":
+        continue
+    for u in used:
+        if u in rank and u != mod and rank[u] > rank[mod]:
+            fail(f"{f} uses crate::{u}, which docs/design.md lists below {mod}")
+
+# --- 2. function length ------------------------------------------------
+def functions(path):
+    src = without_tests(open(os.path.join(root, path)).read())
+    for m in re.finditer(r"(?m)^[ \t]*(?:pub(?:\([a-z]+\))?\s+)?(?:const\s+)?(?:unsafe\s+)?(?:extern\s+\"C\"\s+)?fn\s+([A-Za-z0-9_]+)", src):
+        j = src.find("{", m.end())
+        semi = src.find(";", m.end())
+        if j < 0 or 0 <= semi < j:
+            continue
+        depth, k = 0, j
+        while k < len(src):
+            c = src[k]
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif c == '"':
+                k += 1
+                while k < len(src) and src[k] != '"':
+                    k += 2 if src[k] == "\\" else 1
+            elif src.startswith("//", k):
+                k = src.find("\n", k)
+            elif c == "'" and src[k + 1 : k + 3] in ("{'", "}'"):
+                k += 2
+            k += 1
+        yield m.group(1), src.count("\n", m.start(), k) + 1
+
+
+long_seen = set()
+for top in ("src", "cli/src"):
+    for f in rust_files(top):
+        for name, n in functions(f):
+            if n > MAX_FN_LINES:
+                key = f"{f}:{name}"
+                long_seen.add(key)
+                if key not in LONG_FNS:
+                    fail(f"{key} is {n} lines (at most {MAX_FN_LINES}): split it, or add it to LONG_FNS with why")
+for key in LONG_FNS:
+    if key not in long_seen:
+        fail(f"LONG_FNS names {key}, which is not over {MAX_FN_LINES} lines (any more): take it out")
+
+# --- 3. file length ----------------------------------------------------
+for top in ("src", "cli/src"):
+    for f in rust_files(top):
+        n = without_tests(open(os.path.join(root, f)).read()).count("\n")
+        if n > MAX_FILE_LINES and f not in LONG_FILES:
+            fail(f"{f} is {n} lines without its tests (at most {MAX_FILE_LINES}): split it by job, or add it to LONG_FILES with its one job")
+        if n <= MAX_FILE_LINES and f in LONG_FILES:
+            fail(f"LONG_FILES names {f}, which is {n} lines: take it out")
+
+print(f"structure: {len(LONG_FNS)} long functions and {len(LONG_FILES)} long files named with why; {'ok' if failed == 0 else f'{failed} problem(s)'}")
+sys.exit(1 if failed else 0)
