@@ -10,7 +10,10 @@ checks src/'s module map):
    is one piece); a new one fails, and so does an entry that no longer
    applies.
 3. No file of src/ or cli/src/ is longer than MAX_FILE_LINES (its test
-   module left out), except those in LONG_FILES, each with its one job."""
+   module left out), except those in LONG_FILES, each with its one job.
+4. The files of one folder (siblings, `super::name`; a folder's mod.rs
+   is its root, which its files build on) form no circle, except those in
+   CIRCLES, each with why."""
 import os, re, sys
 
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -35,6 +38,11 @@ LONG_FILES = {
     "src/report.rs": "not yet split: rows of a view, and the two table renderers",
     "src/flush.rs": "the image written to a file, by pwrite or io_uring",
     "src/sched/mod.rs": "not yet split: C types, process state, the Watch binding and fork handling",
+}
+
+# Circles between sibling files, each with why.
+CIRCLES = {
+    ("src/recorder", frozenset({"fork", "registry"})): "the registry installs the fork handlers, which are its lock's other holder (src/recorder/mod.rs)",
 }
 
 failed = 0
@@ -140,6 +148,60 @@ for top in ("src", "cli/src"):
             fail(f"{f} is {n} lines without its tests (at most {MAX_FILE_LINES}): split it by job, or add it to LONG_FILES with its one job")
         if n <= MAX_FILE_LINES and f in LONG_FILES:
             fail(f"LONG_FILES names {f}, which is {n} lines: take it out")
+
+# --- 4. circles between the files of one folder ------------------------
+def sibling_edges(folder):
+    files = [f[:-3] for f in os.listdir(os.path.join(root, folder)) if f.endswith(".rs") and f != "mod.rs"]
+    edges = {}
+    for f in files:
+        text = strip_comments(without_tests(open(os.path.join(root, folder, f + ".rs")).read()))
+        edges[f] = set(n for n in re.findall(r"super::([a-z_]+)", text) if n in files and n != f)
+    return edges
+
+
+def circles(edges):
+    """The strongly connected components of more than one file (Tarjan)."""
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(frozenset(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+folders = sorted(set(os.path.relpath(dp, root) for top in ("src", "cli/src") for dp, _, fs in os.walk(os.path.join(root, top)) if "mod.rs" in fs))
+known = set()
+for folder in folders:
+    for c in circles(sibling_edges(folder)):
+        if (folder, c) in CIRCLES:
+            known.add((folder, c))
+        else:
+            fail(f"{folder}: the files {', '.join(sorted(c))} call one another in a circle")
+for key in CIRCLES:
+    if key not in known:
+        fail(f"CIRCLES names {key[0]}: {', '.join(sorted(key[1]))}, which is not a circle (any more): take it out")
 
 print(f"structure: {len(LONG_FNS)} long functions and {len(LONG_FILES)} long files named with why; {'ok' if failed == 0 else f'{failed} problem(s)'}")
 sys.exit(1 if failed else 0)

@@ -5,20 +5,6 @@
 use crate::layout::*;
 use core::ffi::c_char;
 
-/// Empties a hot state's cache and stack, so that its next use (a late
-/// Start or Stop, or a Start through it after it lost the thread to
-/// another state) goes through a slow path. Keeps its mask.
-pub(super) fn detach(t: &mut latte_thread) {
-    t.depth = 0;
-    t.attached = 0;
-    // Only the active state points at the thread's switch ring, which is
-    // unmapped when the thread exits: a late pulse through this state reads
-    // a word that never moves.
-    // SAFETY: `t`'s own field; unbinding only forgets it.
-    unsafe { crate::sched::unbind(super::thread::watch(t)) };
-    clear_cache(t);
-}
-
 /// Empties a hot state's ID cache.
 pub(super) fn clear_cache(t: &mut latte_thread) {
     for e in t.cache.iter_mut() {

@@ -2,8 +2,7 @@
 //! the forking thread's state, retires the others, and remaps a shared
 //! region as a private copy.
 
-use super::registry::{Cold, REGISTRY};
-use super::thread::COLD;
+use super::registry::{Cold, COLD, REGISTRY};
 use crate::region::{ForkCut, Region};
 
 /// The region as at the fork: taken by `atfork_prepare`, used by

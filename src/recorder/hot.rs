@@ -66,7 +66,8 @@
 //! `reentrant_drops`, and its span goes to a sink.
 
 use super::cache::cache_probe;
-use super::slow::{note_orphan, note_overflow, resolve, resolve_slot};
+use super::slow::{count_orphan, note_orphan, note_overflow, resolve, resolve_slot};
+use super::thread::current_if_any;
 use crate::layout::*;
 use crate::tsc;
 use core::ffi::c_char;
@@ -300,4 +301,18 @@ pub unsafe fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: 
     let packed = duration(last, now) | pulse_bits(t.depth) | switched;
     // SAFETY: just resolved for this thread; next_idx was read just now.
     site.next_idx = unsafe { write_sample_at(slot, t.sample_mask, site.next_idx, last, packed) };
+}
+
+/// Slow path of a Stop that found no open span on `t`: when `t` is the
+/// thread's active state, an orphan Stop (counted, 0); otherwise `t` lost
+/// the thread to another state, and the Stop closes that state's innermost
+/// span.
+pub fn stop_slow(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
+    let cur = current_if_any();
+    if cur.is_null() || cur == t {
+        count_orphan();
+        return 0;
+    }
+    // SAFETY: the calling thread's active state.
+    stop_at(unsafe { &mut *cur }, mode, now)
 }

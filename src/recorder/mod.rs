@@ -1,18 +1,21 @@
 //! Recording: Start pushes onto the calling thread's span stack, Stop pops
 //! the innermost span and appends a sample to the thread's ring for that ID.
 //!
-//! One module, one file per concern. The files call one another (the hot
-//! path falls to the slow paths and a slow Stop finishes on the hot one;
-//! the registry installs the fork handlers that take its lock): the
-//! layering of `docs/design.md` is between modules, and the recorder is one
-//! layer.
+//! One module, one file per concern, and one layer of `docs/design.md`.
+//! Within it the files call downwards (`hot` falls to `slow` on a cache
+//! miss; `slow` and `thread` use the `registry`; `cache`, `lock` and
+//! `ptr_map` call nothing of the recorder), with one circle, on purpose:
+//! the registry installs the fork handlers (`fork`) when it installs a
+//! region, and those handlers are the registry lock's other holder, taking
+//! it in prepare and giving it up in parent or child, so they work on the
+//! registry's data directly.
 //!
 //! | file | what it holds |
 //! |---|---|
-//! | `hot.rs` | Start, Stop and pulse: the path `include/latte_inline.h` mirrors, and the span stack protocol |
+//! | `hot.rs` | Start, Stop and pulse: the path `include/latte_inline.h` mirrors, the span stack protocol, and the inline path's slow Stop and pulse |
 //! | `cache.rs` | the hot state's ID cache (probe, insert, clear) |
 //! | `slow.rs` | cache misses and counted refusals; prefault; installing a region; interning |
-//! | `thread.rs` | the calling thread's hot and cold states, attach and exit |
+//! | `thread.rs` | the calling thread's hot and cold states: attach, detach and exit |
 //! | `registry.rs` | process-wide state under the lock: region, interner, state pools, slot allocation |
 //! | `env.rs` | the shared region `LATTE_REGION` names, made in place of the private one |
 //! | `ptr_map.rs` | the thread-private pointer map behind the cache |

@@ -64,6 +64,13 @@ pub static REGISTRY: Lock<Registry> = Lock::new(Registry {
     atfork_installed: false,
 });
 
+thread_local! {
+    /// The calling thread's cold state: its entry in `Registry::colds`
+    /// (set by `thread` when the thread attaches; read by the fork child
+    /// to tell its own state from those of threads it does not have).
+    pub(super) static COLD: core::cell::Cell<*mut Cold> = const { core::cell::Cell::new(core::ptr::null_mut()) };
+}
+
 /// The installed region, for lock-free readers in this process. Set once
 /// under the registry lock (release), read with acquire; never unmapped.
 pub static REGION: AtomicPtr<Region> = AtomicPtr::new(core::ptr::null_mut());

@@ -3,9 +3,8 @@
 //! install a region or intern an ID.
 
 use super::cache::{cache_insert, cache_probe};
-use super::hot::stop_at;
-use super::registry::{region_if_any, unrecordable, REGISTRY};
-use super::thread::{current, current_if_any, note_late_drop, note_unavailable, with_cold, COLD};
+use super::registry::{region_if_any, unrecordable, COLD, REGISTRY};
+use super::thread::{current, note_late_drop, note_unavailable, with_cold};
 use crate::error::Error;
 use crate::layout::*;
 use crate::region::Region;
@@ -29,7 +28,7 @@ pub fn note_orphan(_t: &mut latte_thread) {
     count_orphan();
 }
 
-fn count_orphan() {
+pub(super) fn count_orphan() {
     with_cold(|c| c.orphan_stops += 1);
     if let Some(r) = region_if_any() {
         bump(&r.header().orphan_stops, 1);
@@ -180,20 +179,6 @@ pub unsafe fn prefault(id: *const c_char) -> Result<u64, Error> {
         i += ((next_page - addr) as u64).div_ceil(LATTE_SAMPLE_SIZE as u64);
     }
     Ok(touched)
-}
-
-/// Slow path of a Stop that found no open span on `t`: when `t` is the
-/// thread's active state, an orphan Stop (counted, 0); otherwise `t` lost
-/// the thread to another state, and the Stop closes that state's innermost
-/// span.
-pub fn stop_slow(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
-    let cur = current_if_any();
-    if cur.is_null() || cur == t {
-        count_orphan();
-        return 0;
-    }
-    // SAFETY: the calling thread's active state.
-    stop_at(unsafe { &mut *cur }, mode, now)
 }
 
 /// Token of an ID by content (interning it), without recording anything.

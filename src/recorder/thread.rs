@@ -2,10 +2,10 @@
 //! hot path and `include/latte_inline.h` use) and its cold state (`Cold`,
 //! Rust-private), created on first use and retired at thread exit.
 
-use super::cache::detach;
+use super::cache::clear_cache;
 use super::lock::registry_held_here;
 use super::registry::region_if_any;
-use super::registry::{Cold, REGISTRY};
+use super::registry::{Cold, COLD, REGISTRY};
 use crate::layout::*;
 
 use crate::tsc;
@@ -15,8 +15,6 @@ use core::sync::atomic::Ordering;
 thread_local! {
     /// The calling thread's active hot state (no destructor: fast access).
     static STATE: Cell<*mut latte_thread> = const { Cell::new(core::ptr::null_mut()) };
-    /// The calling thread's cold state.
-    pub(super) static COLD: Cell<*mut Cold> = const { Cell::new(core::ptr::null_mut()) };
     /// The hot state Rust allocated for this thread, if any (pooled at exit
     /// or when a caller's own state takes over).
     static OWN_HOT: Cell<*mut latte_thread> = const { Cell::new(core::ptr::null_mut()) };
@@ -194,4 +192,18 @@ pub(super) fn with_cold<R>(f: impl FnOnce(&mut Cold) -> R) -> Option<R> {
 /// (`sched::Watch`).
 pub(super) fn watch(t: &mut latte_thread) -> crate::sched::Watch {
     crate::sched::Watch { head: &mut t.switch_head, base: &mut t.switch_base }
+}
+
+/// Empties a hot state's cache and stack, so that its next use (a late
+/// Start or Stop, or a Start through it after it lost the thread to
+/// another state) goes through a slow path. Keeps its mask.
+pub(super) fn detach(t: &mut latte_thread) {
+    t.depth = 0;
+    t.attached = 0;
+    // Only the active state points at the thread's switch ring, which is
+    // unmapped when the thread exits: a late pulse through this state reads
+    // a word that never moves.
+    // SAFETY: `t`'s own field; unbinding only forgets it.
+    unsafe { crate::sched::unbind(watch(t)) };
+    clear_cache(t);
 }
