@@ -26,8 +26,6 @@ LONG_FNS = {
     "src/reader.rs:new_held": "the validation of a mapped header, every check in the order the protocol states (R1-R6)",
     "src/reader.rs:read_protocol": "the reader's side of the ring protocol, steps R1-R6 of src/ring.rs in one place",
     "src/report.rs:rows_of_view_with": "not yet split: the cursor loop it shares with extract::collect is to become one helper",
-    "cli/src/cmd/record.rs:run": "not yet split: the follower's loop, its progress line and its stop conditions",
-    "cli/src/recording.rs:finish": "not yet split: the image and the trailer written and checked in order",
     "cli/src/export/read.rs:read_object": "one read pass over one object, steps 1-5 of cli/src/export/mod.rs in order",
 }
 # Files longer than MAX_FILE_LINES, each with its one job.

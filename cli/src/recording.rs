@@ -114,13 +114,33 @@ impl Writer {
     /// the file header (copied from `view`'s: calibration, anchors,
     /// counters).
     pub fn finish(mut self, view: &View, trailer: &serde_json::Value) -> std::io::Result<u64> {
-        use core::mem::offset_of as o;
-        type S = latte_slot_header;
-        type H = latte_region_header;
         let slots = self.headers.len() as u32;
         if slots == 0 {
             self.slot_offset(0)?; // one empty chunk: a region has slots
         }
+        self.write_slot_headers()?;
+        let ids = view.ids().map_err(|e| other(&e.to_string()))?;
+        let name_chunks = self.write_names(&ids)?;
+        let total = self.end;
+        // The trailer after the image; the file is cut to its end.
+        let mut tail = serde_json::to_vec(trailer).map_err(std::io::Error::other)?;
+        tail.extend_from_slice(&(tail.len() as u64).to_le_bytes());
+        tail.extend_from_slice(&RECORDING_MAGIC);
+        self.file.set_len(total)?;
+        self.file.write_all_at(&tail, total)?;
+        let h = self.file_header(view, ids.len() as u32, slots, &name_chunks);
+        self.file.write_all_at(&h, 0)?;
+        self.file.sync_data()?;
+        // The magic last: before it, the file is not an image.
+        self.file.write_all_at(&LATTE_MAGIC, 0)?;
+        Ok(total + tail.len() as u64)
+    }
+
+    /// Every slot's header: its incarnation's owner, closed, its write
+    /// index at the samples written.
+    fn write_slot_headers(&mut self) -> std::io::Result<()> {
+        use core::mem::offset_of as o;
+        type S = latte_slot_header;
         for (k, h) in self.headers.clone().iter().enumerate() {
             let mut b = [0u8; LATTE_SLOT_HEADER_SIZE as usize];
             put(&mut b, o!(S, write_idx), &h[4].to_le_bytes());
@@ -133,8 +153,12 @@ impl Writer {
             let off = self.slot_offset(k as u32)?;
             self.file.write_all_at(&b, off)?;
         }
-        // Name records in token order, chunk after chunk.
-        let ids = view.ids().map_err(|e| other(&e.to_string()))?;
+        Ok(())
+    }
+
+    /// The name records in token order, chunk after chunk; the chunks'
+    /// offsets.
+    fn write_names(&mut self, ids: &[latte::reader::IdInfo]) -> std::io::Result<Vec<u64>> {
         let mut name_chunks: Vec<u64> = Vec::new();
         let mut chunk: Vec<u8> = Vec::new();
         let flush_chunk = |w: &mut Writer, chunk: &mut Vec<u8>, dirs: &mut Vec<u64>| -> std::io::Result<()> {
@@ -145,25 +169,25 @@ impl Writer {
             chunk.clear();
             Ok(())
         };
-        for id in &ids {
+        for id in ids {
             let len = id.name.len() as u64;
             let rec = name_record_bytes(len) as usize;
             if chunk.len() + rec > name_chunk_bytes(name_chunks.len() as u32) as usize {
-                flush_chunk(&mut self, &mut chunk, &mut name_chunks)?;
+                flush_chunk(self, &mut chunk, &mut name_chunks)?;
             }
             chunk.extend_from_slice(&(len as u32 + 1).to_le_bytes());
             chunk.extend_from_slice(&id.name);
             chunk.resize(chunk.len().next_multiple_of(LATTE_NAME_ALIGN as usize), 0);
         }
-        flush_chunk(&mut self, &mut chunk, &mut name_chunks)?;
-        let total = self.end;
-        // The trailer after the image; the file is cut to its end.
-        let json = serde_json::to_vec(trailer).map_err(std::io::Error::other)?;
-        let mut tail = json;
-        tail.extend_from_slice(&(tail.len() as u64).to_le_bytes());
-        tail.extend_from_slice(&RECORDING_MAGIC);
-        self.file.set_len(total)?;
-        self.file.write_all_at(&tail, total)?;
+        flush_chunk(self, &mut chunk, &mut name_chunks)?;
+        Ok(name_chunks)
+    }
+
+    /// The image's header: the layout, the region's anchors, calibration
+    /// and counters, and the chunk directories of what was written.
+    fn file_header(&self, view: &View, ids_used: u32, slots: u32, name_chunks: &[u64]) -> [u8; LATTE_HEADER_SIZE as usize] {
+        use core::mem::offset_of as o;
+        type H = latte_region_header;
         let cal = view.calibration();
         let c: latte_counters = view.counters();
         let mut h = [0u8; LATTE_HEADER_SIZE as usize];
@@ -175,12 +199,12 @@ impl Writer {
         put(&mut h, o!(H, samples_per_slot), &self.geo.samples_per_slot.to_le_bytes());
         put(&mut h, o!(H, first_name_bytes), &LATTE_FIRST_NAME_BYTES.to_le_bytes());
         put(&mut h, o!(H, slot_stride), &self.geo.slot_stride.to_le_bytes());
-        put(&mut h, o!(H, total_size), &total.to_le_bytes());
+        put(&mut h, o!(H, total_size), &self.end.to_le_bytes());
         put(&mut h, o!(H, producer_pid), &view.producer_pid().to_le_bytes());
         put(&mut h, o!(H, flags), &LATTE_REGION_FLUSHED.to_le_bytes());
         put(&mut h, o!(H, anchor_tsc), &view.anchor_tsc().to_le_bytes());
         put(&mut h, o!(H, anchor_realtime_ns), &view.anchor_realtime_ns().to_le_bytes());
-        put(&mut h, o!(H, ids_used), &(ids.len() as u32).to_le_bytes());
+        put(&mut h, o!(H, ids_used), &ids_used.to_le_bytes());
         put(&mut h, o!(H, slots_used), &slots.to_le_bytes());
         put(&mut h, o!(H, threads_seen), &c.threads_seen.to_le_bytes());
         put(&mut h, o!(H, cycles_per_ns_bits), &cal.cycles_per_ns.to_bits().to_le_bytes());
@@ -204,11 +228,7 @@ impl Writer {
         for (k, off) in name_chunks.iter().enumerate() {
             put(&mut h, o!(H, name_chunks) + 8 * k, &off.to_le_bytes());
         }
-        self.file.write_all_at(&h, 0)?;
-        self.file.sync_data()?;
-        // The magic last: before it, the file is not an image.
-        self.file.write_all_at(&LATTE_MAGIC, 0)?;
-        Ok(total + tail.len() as u64)
+        h
     }
 }
 

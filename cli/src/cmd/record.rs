@@ -147,6 +147,8 @@ impl Store {
     }
 }
 
+/// Records `o.target` into `o.output` until one of the ends of `RecordOpts`
+/// comes, then prints one line per ID and the totals.
 pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     let mut m = open(std::ffi::OsStr::new(&o.target))?;
     let v = m.view();
@@ -170,6 +172,36 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     let mut follower = Follower::new(FollowOptions { from_start: o.from_start, ..Default::default() });
     let started = Instant::now();
     let started_wall = std::time::SystemTime::now();
+    let read_err = |e: latte::Error| fail(&o.target, &e.to_string(), EXIT_NOT_REGION);
+    let why = follow_until_end(o, &mut m, &mut follower, &mut store, &failed, started)?;
+    m.refresh().map_err(read_err)?;
+    let v = m.view();
+    follower.drain(&v, &mut |inc, s| store.take(&v, inc, s)).map_err(read_err)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let Store { queue, pending, order, .. } = store;
+    drop(queue); // the writing thread ends with the last batch
+    let (writer, error) = writing.join().map_err(|_| fail(&shown, "the writing thread failed", EXIT_OUTPUT))?;
+    if let Some(e) = error {
+        return Err(fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT));
+    }
+    let incs = final_incarnations(&follower, &order, &pending);
+    let name = |t: u32| v.id_name(t).map(|n| String::from_utf8_lossy(latte::name::name_bytes(&n)).into_owned()).unwrap_or_default();
+    let ended = Ended { why, started_wall, seconds };
+    let bytes = writer.finish(&v, &trailer(o, &incs, &name, &ended)).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
+    crate::term::emit(&summary(&incs, &name, &ended, bytes, &shown))
+}
+
+/// Follows the region until an end comes (the duration, the count, the
+/// producer's exit, a signal, or a file that cannot be written), showing a
+/// progress line on a terminal; which end, in words.
+fn follow_until_end(
+    o: &RecordOpts,
+    m: &mut latte::Mapping,
+    follower: &mut Follower,
+    store: &mut Store,
+    failed: &AtomicBool,
+    started: Instant,
+) -> Result<&'static str, ExitCode> {
     let progress = std::io::stderr().is_terminal();
     let mut shown_at = Instant::now();
     let read_err = |e: latte::Error| fail(&o.target, &e.to_string(), EXIT_NOT_REGION);
@@ -204,30 +236,27 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
         }
         std::thread::sleep(Duration::from_nanos(wait));
     };
-    m.refresh().map_err(read_err)?;
-    let v = m.view();
-    follower.drain(&v, &mut |inc, s| store.take(&v, inc, s)).map_err(read_err)?;
-    let seconds = started.elapsed().as_secs_f64();
     if progress {
         eprintln!();
     }
-    let Store { queue, pending, order, .. } = store;
-    drop(queue); // the writing thread ends with the last batch
-    let (writer, error) = writing.join().map_err(|_| fail(&shown, "the writing thread failed", EXIT_OUTPUT))?;
-    if let Some(e) = error {
-        return Err(fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT));
-    }
-    // Every incarnation's final figures, in file order.
+    Ok(why)
+}
+
+/// Every incarnation's final figures, in file order.
+fn final_incarnations(follower: &Follower, order: &[(u32, u32)], pending: &HashMap<(u32, u32), Pending>) -> Vec<Incarnation> {
     let all = follower.incarnations();
-    let mut incs = Vec::new();
-    for key in &order {
-        let mut inc = pending[key].inc;
-        if let Some(f) = all.iter().find(|i| (i.slot, i.generation) == *key) {
-            inc = *f;
-        }
-        incs.push(inc);
-    }
-    let name = |t: u32| v.id_name(t).map(|n| String::from_utf8_lossy(latte::name::name_bytes(&n)).into_owned()).unwrap_or_default();
+    order.iter().map(|key| all.iter().find(|i| (i.slot, i.generation) == *key).copied().unwrap_or(pending[key].inc)).collect()
+}
+
+/// How and when the recording ended.
+struct Ended {
+    why: &'static str,
+    started_wall: std::time::SystemTime,
+    seconds: f64,
+}
+
+/// The recording's JSON trailer (docs/recording.md).
+fn trailer(o: &RecordOpts, incs: &[Incarnation], name: &dyn Fn(u32) -> String, e: &Ended) -> serde_json::Value {
     let list: Vec<_> = incs
         .iter()
         .map(|i| {
@@ -240,16 +269,19 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
         .collect();
     let (read, lost): (u64, u64) = (incs.iter().map(|i| i.read).sum(), incs.iter().map(|i| i.lost).sum());
     let ns = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    let trailer = serde_json::json!({
+    serde_json::json!({
         "format": "latte-recording", "version": crate::recording::RECORDING_VERSION,
         "target": o.target, "from_start": o.from_start, "ids": o.ids,
-        "started_realtime_ns": ns(started_wall), "ended_realtime_ns": ns(std::time::SystemTime::now()), "seconds": seconds,
-        "ended_because": why,
+        "started_realtime_ns": ns(e.started_wall), "ended_realtime_ns": ns(std::time::SystemTime::now()), "seconds": e.seconds,
+        "ended_because": e.why,
         "recorded": read + lost, "read": read, "lost": lost,
         "incarnations": list,
-    });
-    let bytes = writer.finish(&v, &trailer).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
-    // One line per ID, then the totals (key=value, like `watch --plain`).
+    })
+}
+
+/// One line per ID, then the totals (`key=value`, like `watch --plain`).
+fn summary(incs: &[Incarnation], name: &dyn Fn(u32) -> String, e: &Ended, bytes: u64, shown: &str) -> String {
+    let (read, lost): (u64, u64) = (incs.iter().map(|i| i.read).sum(), incs.iter().map(|i| i.lost).sum());
     let mut ids: Vec<String> = incs.iter().map(|i| name(i.id_token)).collect();
     ids.sort();
     ids.dedup();
@@ -262,10 +294,11 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
         text.push_str(&format!("id={} recorded={} read={r} lost={l} threads={} tail_unknown={unknown}\n", crate::term::field(id), r + l, threads.len()));
     }
     text.push_str(&format!(
-        "total recorded={} read={read} lost={lost} seconds={seconds:.3} bytes={bytes} file={} ended={}\n",
+        "total recorded={} read={read} lost={lost} seconds={:.3} bytes={bytes} file={} ended={}\n",
         read + lost,
-        crate::term::field(&shown),
-        crate::term::field(why)
+        e.seconds,
+        crate::term::field(shown),
+        crate::term::field(e.why)
     ));
-    crate::term::emit(&text)
+    text
 }
