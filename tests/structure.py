@@ -35,7 +35,6 @@ LONG_FILES = {
     "src/region.rs": "the producer's region: making, growing and forking it",
     "src/report.rs": "not yet split: rows of a view, and the two table renderers",
     "src/flush.rs": "the image written to a file, by pwrite or io_uring",
-    "src/sched/mod.rs": "not yet split: C types, process state, the Watch binding and fork handling",
 }
 
 # Circles between sibling files, each with why.
