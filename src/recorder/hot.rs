@@ -86,6 +86,7 @@ pub fn switch_count(t: &latte_thread) -> u64 {
 /// The thread's switch mark: 0 while it is not tracked (`switch_base` 0,
 /// and then nothing is loaded), else its switch count plus the ring's base,
 /// never 0. Start saves it; Stop and a pulse compare (`switched_since`).
+/// Step H of the binding protocol (src/sched/watch.rs).
 #[inline(always)]
 pub fn switch_mark(t: &latte_thread) -> u64 {
     if t.switch_base == 0 {

@@ -117,7 +117,8 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
     STATE.with(|c| c.set(t));
     // The thread's slow path: it opens its switch event here when tracking
     // is on and it never asked; then `t` points at its ring (or at the
-    // word that never moves).
+    // word that never moves): step B1 of the binding protocol
+    // (src/sched/watch.rs).
     crate::sched::attach_thread();
     // SAFETY: `t` is this thread's active state now; detach unbinds it
     // before it could be handed to anyone else.
@@ -202,7 +203,7 @@ pub(super) fn detach(t: &mut latte_thread) {
     t.attached = 0;
     // Only the active state points at the thread's switch ring, which is
     // unmapped when the thread exits: a late pulse through this state reads
-    // a word that never moves.
+    // a word that never moves (step B2 of src/sched/watch.rs).
     // SAFETY: `t`'s own field; unbinding only forgets it.
     unsafe { crate::sched::unbind(watch(t)) };
     clear_cache(t);
