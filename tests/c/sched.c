@@ -37,9 +37,9 @@ static size_t records_of(const char *id, latte_sample_record *out, size_t cap) {
 }
 
 /* The inline path and the ABI path set LATTE_SAMPLE_SWITCHED alike: a span
- * around a sleep is flagged by both; a span whose bracketing diff saw no
- * switch-out is flagged by neither; the rest of the sample agrees. The
- * same for pulses with a sleep between them. */
+ * around a sleep that blocked is flagged by both; a span whose bracketing
+ * diff saw no switch-out is flagged by neither; the rest of the sample
+ * agrees. The same for pulses with a sleep that blocked between them. */
 static void inline_and_abi_flag_alike(void) {
   enum { N = 100 };
   static int expect[2][N];
@@ -65,7 +65,11 @@ static void inline_and_abi_flag_alike(void) {
         latte_stop(ids[p], LATTE_MODE_HARD);
       CHECK(latte_sched_snap(&b) == 0);
       CHECK(latte_sched_diff(&a, &b, &d) == 0);
-      expect[p][k] = sleeps ? 1 : d.switch_outs == 0 ? 0 : -1;
+      /* Known answers only: no switch-out between the two points, or a
+       * blocking one, which only the sleep inside the span can be (a
+       * sleep whose timer fired before the thread got to block does not
+       * switch at all, and a preemption may fall outside the span). */
+      expect[p][k] = d.switch_outs == 0 ? 0 : (sleeps && d.blocked_ns > 0) ? 1 : -1;
     }
   n0 = records_of(ids[0], rec[0], N);
   n1 = records_of(ids[1], rec[1], N);
@@ -79,23 +83,33 @@ static void inline_and_abi_flag_alike(void) {
         determinate++;
       }
   }
-  /* Nearly every no-sleep span of an idle thread sees no switch at all. */
-  CHECK(determinate >= N);
+  /* Nearly every span has a known answer on an idle machine; a loaded one
+   * leaves fewer, never none. */
+  CHECK(determinate >= N / 2);
   printf("sched: %d of %d spans with a known answer, both paths agree\n", determinate, 2 * N);
 
-  /* Pulses: a sleep between two pulses flags the second. */
+  /* Pulses: a sleep that blocked between two pulses flags the second. */
   for (k = 0; k < 11; k++) {
+    CHECK(latte_sched_snap(&a) == 0);
     usleep(50);
+    CHECK(latte_sched_snap(&b) == 0);
+    CHECK(latte_sched_diff(&a, &b, &d) == 0);
+    if (k > 0) expect[0][k - 1] = d.blocked_ns > 0 ? 1 : -1;
     latte_pulse(&site, "c.sched.pulse.abi");
     LATTE_PULSE_AT("c.sched.pulse.inline");
   }
   n0 = records_of("c.sched.pulse.abi", rec[0], N);
   n1 = records_of("c.sched.pulse.inline", rec[1], N);
   CHECK(n0 == 10 && n1 == 10);
+  determinate = 0;
   for (k = 0; k < 10 && k < (int)n0 && k < (int)n1; k++) {
-    CHECK(rec[0][k].switched == 1 && rec[1][k].switched == 1);
+    if (expect[0][k] == 1) {
+      CHECK(rec[0][k].switched == 1 && rec[1][k].switched == 1);
+      determinate++;
+    }
     CHECK(rec[0][k].start_mode == LATTE_MODE_PULSE && rec[1][k].start_mode == LATTE_MODE_PULSE);
   }
+  CHECK(determinate > 0);
 }
 
 /* One pulse of path p (0: latte_pulse, 1: latte_pulse_inline) with the
