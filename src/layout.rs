@@ -282,7 +282,20 @@ pub struct latte_region_header {
     /// Offset of each name chunk; 0 while it does not exist. Stored with
     /// release once the chunk is whole.
     pub name_chunks: [AtomicU64; LATTE_CHUNKS as usize],
-    pub _reserved: [u64; 32],
+    /// Which region of its name this is: 1 for one made under a free name,
+    /// its predecessor's plus one for one that took over the name of a
+    /// region whose producer was gone (`liveness`, L4); 0 when not known (a
+    /// private region, or a predecessor that could not be read). Set before
+    /// the region is published under its name.
+    pub incarnation: AtomicU64,
+    /// With `incarnation` above 1: the samples the region's predecessors
+    /// under its name recorded in all, outside reserved IDs (the
+    /// predecessor's `recorded_before` plus what its rings had recorded,
+    /// `gen_base + write_idx` of each slot, when it was taken over). A
+    /// reader that saw an earlier region of the name and then this one
+    /// counts the difference as samples of regions it never saw.
+    pub recorded_before: AtomicU64,
+    pub _reserved: [u64; 30],
 }
 
 /// One entry of a thread's pointer-keyed cache: ID pointer -> its ring.

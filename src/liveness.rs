@@ -18,8 +18,10 @@
 //!   `LATTE_IF_TAKEN_REPLACE_STALE`; not with `LATTE_IF_TAKEN_FAIL`): open
 //!   the object it refers to for writing and take its lock (that fails
 //!   while the producer lives: `-EEXIST`); check that the name still
-//!   refers to that object (else start over at L2); `rename(2)` the new
-//!   object over the name; let go of the old one. Only the holder of the
+//!   refers to that object (else start over at L2); let the new object
+//!   take what it keeps of the old one (its lineage: `incarnation`,
+//!   `recorded_before`); `rename(2)` the new object over the name; let go
+//!   of the old one. Only the holder of the
 //!   old object's lock renames over it, so of two producers starting over
 //!   one stale region, one wins and the other finds either the old
 //!   object locked or the name on the winner's object, whose lock is held.
@@ -83,7 +85,11 @@ fn is_latte(fd: BorrowedFd<'_>) -> bool {
 /// its producer is gone. `-EEXIST` when the name belongs to a live
 /// producer, to something that is not a latte region, or to an object this
 /// process may not open for writing.
-pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool) -> Result<(), Error> {
+/// L2, and L4 when the name is taken and `replace_stale`: publishes the
+/// object made as `tmp` under `name`. `inherit` is called with the old
+/// object, locked and still under the name, just before the new one
+/// replaces it.
+pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool, inherit: &mut dyn FnMut(BorrowedFd<'_>)) -> Result<(), Error> {
     let tmp_path = crate::shm::path(tmp.to_bytes())?;
     let target = crate::shm::path(name)?;
     for _ in 0..16 {
@@ -109,7 +115,7 @@ pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool) -> Result<(), Error
         }
         // SAFETY: a fresh descriptor nobody else owns.
         let old = unsafe { OwnedFd::from_raw_fd(old) };
-        let outcome = take_over(old.as_fd(), &tmp_path, &target);
+        let outcome = take_over(old.as_fd(), &tmp_path, &target, inherit);
         // Dropping `old` closes it, which lets go of the old object's lock.
         drop(old);
         match outcome {
@@ -122,7 +128,7 @@ pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool) -> Result<(), Error
 
 /// L4 on the object open as `old`: Some(result), or None when the name no
 /// longer refers to it.
-fn take_over(old: BorrowedFd<'_>, tmp_path: &CStr, target: &CStr) -> Option<Result<(), Error>> {
+fn take_over(old: BorrowedFd<'_>, tmp_path: &CStr, target: &CStr, inherit: &mut dyn FnMut(BorrowedFd<'_>)) -> Option<Result<(), Error>> {
     // SAFETY: all-zero stats are valid out-parameters.
     let (mut a, mut b): (libc::stat, libc::stat) = unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
     // SAFETY: a valid descriptor and out-parameter.
@@ -136,6 +142,7 @@ fn take_over(old: BorrowedFd<'_>, tmp_path: &CStr, target: &CStr) -> Option<Resu
     if unsafe { libc::stat(target.as_ptr(), &mut b) } != 0 || identity(&a) != identity(&b) {
         return None;
     }
+    inherit(old);
     // SAFETY: two valid paths.
     if unsafe { libc::rename(tmp_path.as_ptr(), target.as_ptr()) } != 0 {
         return Some(Err(Error::last_os()));

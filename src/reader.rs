@@ -288,6 +288,28 @@ impl View<'_> {
         self.u32_at(core::mem::offset_of!(latte_region_header, flags) as u64) & LATTE_REGION_SWITCHES_TRACKED != 0
     }
 
+    /// Which region of its name this is and what its predecessors under
+    /// the name recorded: `(incarnation, recorded_before)` of the header
+    /// (`incarnation` 0: not known).
+    pub fn lineage(&self) -> (u64, u64) {
+        let h = |off: usize| self.u64_at(off as u64);
+        (h(core::mem::offset_of!(latte_region_header, incarnation)), h(core::mem::offset_of!(latte_region_header, recorded_before)))
+    }
+
+    /// Samples the region's rings have recorded, outside reserved IDs:
+    /// `gen_base + write_idx` of every slot handed out (what every owner of
+    /// each ring wrote to it).
+    pub fn recorded_total(&self) -> Result<u64, Error> {
+        let mut total = 0u64;
+        for s in self.slots()? {
+            let reserved = self.id_name(s.id_token).is_ok_and(|n| crate::name::is_reserved_name(crate::name::name_bytes(&n)));
+            if !reserved {
+                total = total.saturating_add(s.gen_base.saturating_add(s.write_idx));
+            }
+        }
+        Ok(total)
+    }
+
     /// TSC of the producer's anchor (its region's creation).
     pub fn anchor_tsc(&self) -> u64 {
         self.anchor_tsc
@@ -989,6 +1011,12 @@ impl Mapping {
     /// was taken and its header read (its producer made a chunk) is
     /// measured again, a few times at most: one that keeps growing under a
     /// header that claims more than it holds stays truncated.
+    /// Maps the object open as `fd` (a duplicate of the descriptor is
+    /// kept; `fd` stays the caller's).
+    pub fn open_fd(fd: std::os::fd::BorrowedFd<'_>) -> Result<Mapping, Error> {
+        Self::from_fd(fd.try_clone_to_owned().map_err(|e| Error::Os(e.raw_os_error().unwrap_or(libc::EBADF)))?)
+    }
+
     fn from_fd(fd: OwnedFd) -> Result<Mapping, Error> {
         for _ in 0..MAP_RETRIES {
             if let Some((fault, map, view)) = Self::map_fd(&fd)? {

@@ -217,7 +217,14 @@ impl Region {
     /// Creates the shm object `name`, reserves its first chunks and maps it
     /// shared. On any error nothing is left behind: no name, descriptor,
     /// mapping or fault-table entry.
-    pub fn create_shared(name: &[u8], cfg: &latte_region_config) -> Result<Region, Error> {
+    ///
+    /// When it takes over the name of a region whose producer is gone,
+    /// `lineage` reads that region (open read-write, locked): its
+    /// incarnation and the samples it and its predecessors recorded
+    /// (`latte_region_header::incarnation`, `recorded_before`), or None
+    /// when it cannot be read, and the new region's incarnation is then
+    /// unknown (0).
+    pub fn create_shared(name: &[u8], cfg: &latte_region_config, lineage: &mut dyn FnMut(BorrowedFd<'_>) -> Option<(u64, u64)>) -> Result<Region, Error> {
         let cname = crate::shm::c_name(name)?;
         let cfg = cfg.resolved();
         let replace_stale = match cfg.if_taken {
@@ -255,7 +262,18 @@ impl Region {
         // them fails here; later chunks are reserved as the region grows.
         r.grow(false)?;
         r.grow(true)?;
-        crate::liveness::publish(&tmp, name, replace_stale)?;
+        // The first of its name unless it takes over a predecessor's (L4).
+        r.header().incarnation.store(1, Ordering::Relaxed);
+        let header = r.header();
+        // Relaxed: published to readers by the rename that follows (a
+        // reader maps the object after finding it under the name).
+        crate::liveness::publish(&tmp, name, replace_stale, &mut |old| match lineage(old) {
+            Some((incarnation, recorded)) if incarnation > 0 => {
+                header.incarnation.store(incarnation + 1, Ordering::Relaxed);
+                header.recorded_before.store(recorded, Ordering::Relaxed);
+            }
+            _ => header.incarnation.store(0, Ordering::Relaxed),
+        })?;
         unlink_tmp.0 = None; // published: the temporary name is gone
         Ok(r)
     }

@@ -52,7 +52,7 @@ fn failing_calls_leave_nothing_behind() {
     let path = format!("/dev/shm{taken}");
     std::fs::write(&path, b"not a region").unwrap();
     for _ in 0..5 {
-        assert_eq!(Region::create_shared(taken.as_bytes(), &cfg(0)).err(), Some(Error::Os(libc::EEXIST)));
+        assert_eq!(Region::create_shared(taken.as_bytes(), &cfg(0), &mut |_| None).err(), Some(Error::Os(libc::EEXIST)));
         assert_eq!(state(), before, "after a failed publish");
     }
     std::fs::remove_file(&path).unwrap();
@@ -72,7 +72,7 @@ fn failing_calls_leave_nothing_behind() {
     // its descriptor, lock, protection and mapping; `discard` its name.
     let made = format!("/latte-leak-{pid}-made");
     for _ in 0..5 {
-        let r = Region::create_shared(made.as_bytes(), &cfg(0)).unwrap();
+        let r = Region::create_shared(made.as_bytes(), &cfg(0), &mut |_| None).unwrap();
         assert_eq!(fault::registered(), before.1 + 3, "the header page, the first name chunk and the first slot chunk");
         r.discard();
         assert_eq!(state(), before, "after a dropped region");

@@ -47,7 +47,7 @@ pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
     use std::os::unix::ffi::OsStrExt;
     let value = std::env::var_os(LATTE_REGION_ENV)?;
     let name = region_name(value.as_bytes(), std::env::args_os().next().as_deref().map(|a| a.as_bytes()), std::process::id());
-    match Region::create_shared(&name, &latte_region_config::default()) {
+    match Region::create_shared(&name, &latte_region_config::default(), &mut super::lineage::of) {
         Ok(r) => Some((r, name)),
         Err(e) => {
             say_private(&name, e);

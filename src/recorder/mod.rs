@@ -17,6 +17,7 @@
 //! | `slow.rs` | cache misses and counted refusals; prefault; installing a region; interning |
 //! | `thread.rs` | the calling thread's hot and cold states: attach, detach and exit |
 //! | `registry.rs` | process-wide state under the lock: region, interner, state pools, slot allocation |
+//! | `lineage.rs` | what a shared region keeps of the stale one whose name it takes over |
 //! | `env.rs` | the shared region `LATTE_REGION` names, made in place of the private one |
 //! | `ptr_map.rs` | the thread-private pointer map behind the cache |
 //! | `lock.rs` | the registry's lock |
@@ -30,6 +31,7 @@ mod counters;
 mod env;
 mod fork;
 mod hot;
+mod lineage;
 mod lock;
 mod ptr_map;
 mod registry;

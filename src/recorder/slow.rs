@@ -221,7 +221,7 @@ pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> 
         return Err(Error::Os(libc::EBUSY));
     }
     let from_env = reg.region.filter(|_| super::env::installed());
-    let new = Region::create_shared(name, cfg)?;
+    let new = Region::create_shared(name, cfg, &mut super::lineage::of)?;
     if let Some(old) = reg.region {
         if !crate::intern::Interner::copy_names(old, &new) {
             // The new region could not take the names interned so far.

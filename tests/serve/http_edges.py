@@ -238,12 +238,11 @@ def main():
 
         # --- a service restarting faster than the rescan ------------------
         # Ten incarnations 300 ms apart, 10,000 spans each, each taking the
-        # name over from the last: serve sees each one published (inotify)
-        # and reads it whole before it is replaced. What serve exports is
-        # whole incarnations, none lost: an incarnation replaced before serve
-        # was scheduled at all (a loaded machine) is not yet counted as lost,
-        # so the count is checked against the incarnations serve read, and
-        # all ten are expected on a machine that is not saturated.
+        # name over from the last. Serve reads each one it finds whole; one
+        # replaced before serve was scheduled at all (a loaded machine) is
+        # counted from the producers' own counts (the incarnation and
+        # recorded_before each region carries), as unseen. Exact either way:
+        # recorded (read + lost) + unseen == the 100,000 spans written.
         iport, iserve, _ = h.start_serve(procs, LATTE, "/" + name("inc"))
         for _ in range(10):
             p_ = h.start_service(procs, SERVICE, "/" + name("inc"), "inc")
@@ -252,19 +251,49 @@ def main():
 
         def incarnations():
             s = samples(iport)
-            v = [h.value(s, n, region=name("inc"), id="svc.inc") for n in ("latte_samples_recorded_total", "latte_samples_lost_total")]
-            return v if v[0] == 100000 else None
+            rec = h.value(s, "latte_samples_recorded_total", region=name("inc"), id="svc.inc") or 0
+            unseen = h.value(s, "latte_samples_unseen_total", region=name("inc")) or 0
+            return (rec, unseen, s) if rec + unseen == 100000 else None
 
-        got, end = None, time.monotonic() + 5
-        while got is None and time.monotonic() < end:
-            got = incarnations()
-            time.sleep(0.1)
-        s = samples(iport)
+        got = h.wait_for("10 incarnations: recorded + unseen == 100,000", incarnations, 5)
+        s = got[2] if got else samples(iport)
         rec, lost = (h.value(s, n, region=name("inc"), id="svc.inc") for n in ("latte_samples_recorded_total", "latte_samples_lost_total"))
-        print(f"10 incarnations 300 ms apart: {rec} recorded ({(rec or 0) / 10000:.0f} incarnations read whole), {lost} lost")
-        h.check(rec is not None and rec >= 10000 and rec % 10000 == 0 and lost == 0, f"incarnations read whole, none lost ({rec}, {lost})")
+        unseen, unseen_regions = (h.value(s, n, region=name("inc")) for n in ("latte_samples_unseen_total", "latte_regions_unseen_total"))
+        print(f"10 incarnations 300 ms apart: {rec} recorded, {lost} lost, {unseen} unseen in {unseen_regions} regions")
+        h.check(got is not None and lost == 0 and unseen == 10000 * (unseen_regions or 0),
+                f"every incarnation read whole or counted unseen, exactly ({rec} + {unseen} of 100000, {lost} lost)")
         procs.stop(iserve)
         os.unlink(shm("inc"))
+
+        # --- incarnations serve never saw, counted from the producers' counts
+        # Serve reads a first incarnation, is stopped (SIGSTOP) while three
+        # more each take the name over and exit, then a fifth starts and
+        # serve goes on: the three it never saw are counted unseen, exactly
+        # (3 regions, 30,000 samples), the first and the fifth read whole.
+        uport, userve, _ = h.start_serve(procs, LATTE, "/" + name("unseen"))
+        h.start_service(procs, SERVICE, "/" + name("unseen"), "inc").wait()
+
+        def first_read():
+            v = h.value(samples(uport), "latte_samples_recorded_total", region=name("unseen"), id="svc.inc")
+            return v if v == 10000 else None
+
+        h.wait_for("the first incarnation read whole", first_read, 5)
+        os.kill(userve.pid, signal.SIGSTOP)
+        for _ in range(4):
+            h.start_service(procs, SERVICE, "/" + name("unseen"), "inc").wait()
+        os.kill(userve.pid, signal.SIGCONT)
+
+        def after():
+            s = samples(uport)
+            v = [h.value(s, n, region=name("unseen"), id="svc.inc") for n in ("latte_samples_recorded_total", "latte_samples_lost_total")]
+            v += [h.value(s, n, region=name("unseen")) for n in ("latte_samples_unseen_total", "latte_regions_unseen_total")]
+            return v if v[0] == 20000 else None
+
+        got = h.wait_for("the fifth incarnation read whole after SIGCONT", after, 5)
+        print(f"5 incarnations, serve stopped through 3: recorded, lost, unseen, unseen regions = {got}")
+        h.check(got == [20000, 0, 30000, 3], f"three incarnations never seen: 30,000 samples in 3 regions counted unseen (recorded, lost, unseen, regions: {got})")
+        procs.stop(userve)
+        os.unlink(shm("unseen"))
 
         # --- --split-switched: the histogram in two series by `switched` ---
         # A producer with switch tracking: 20 of its 40 spans sleep (switched

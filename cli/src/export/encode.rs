@@ -43,7 +43,14 @@ fn series_labels(region: &str, id: &str, t: Option<u32>) -> Vec<(&'static str, S
 type PerRegion = (&'static str, &'static str, MetricType, fn(&Region) -> u64);
 
 /// The figures exported once per region, in this order.
-const PER_REGION: [PerRegion; 7] = [
+const PER_REGION: [PerRegion; 9] = [
+    (
+        "latte_samples_unseen",
+        "Samples recorded by regions of this name that the exporter never saw (each replaced before a pass found it), from the producers' own counts",
+        MetricType::Counter,
+        |r| r.unseen_samples,
+    ),
+    ("latte_regions_unseen", "Regions of this name (producer incarnations) the exporter never saw", MetricType::Counter, |r| r.unseen_regions),
     ("latte_slot_reuses", "Rings of exited threads given to new (thread, ID) pairs", MetricType::Counter, |r| r.counts.0[COUNT_REUSES]),
     (
         "latte_slot_reuse_discarded_samples",

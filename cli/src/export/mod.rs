@@ -31,6 +31,17 @@
 //!    closed and read to its end, or handed to another thread) stay
 //!    exported for `--keep-gone`, so that scrapers see their last counts,
 //!    then go.
+//! 6. A region replaced before any pass found it (a producer restarting
+//!    faster than the exporter is scheduled) is counted all the same: each
+//!    region carries its incarnation under its name and what its
+//!    predecessors recorded (`latte_region_header::incarnation`,
+//!    `recorded_before`, set by the producer that takes the name over). When
+//!    the exporter lets go of a region (step 4) it keeps where the chain
+//!    stood (`lineage_end`: that incarnation, and its `recorded_before` plus
+//!    what its rings recorded); a name absent at a scan starts a chain at
+//!    (0, 0). When the next region it finds under the name is more than one
+//!    incarnation further on, the difference of the recorded counts is what
+//!    the regions in between recorded: `latte_samples_unseen_total`.
 
 use crate::term::label_text;
 use latte::layout::{LATTE_MAX_DURATION, LATTE_SLOT_CLOSED};
@@ -188,6 +199,15 @@ struct Region {
     gone: Option<Instant>,
     /// Ever mapped: it has metrics to show.
     seen: bool,
+    /// Where the chain of regions under the name stood after the last one
+    /// the exporter let go of: its incarnation and the samples it and its
+    /// predecessors recorded (step 6); (0, 0) for a name whose chain began
+    /// after the exporter started; None when not known.
+    lineage_end: Option<(u64, u64)>,
+    /// Samples recorded by regions of the name the exporter never saw, and
+    /// how many regions those were (step 6).
+    unseen_samples: u64,
+    unseen_regions: u64,
 }
 
 /// What `latte serve` was asked for.
@@ -224,6 +244,31 @@ const SHM_DIR: &str = "/dev/shm";
 /// Names `latte_init_shared_region` builds an object under before
 /// publishing it (`liveness`, L1): never a region yet.
 const UNPUBLISHED_PREFIX: &[u8] = b".latte-new-";
+
+/// Step 6 for a region found under a name: the regions of the chain the
+/// exporter never saw between the last one it let go of and this one. A
+/// name first found after the exporter started has a chain that began
+/// after it did.
+fn note_unseen(r: &mut Region, v: &View<'_>, from_start: bool) {
+    let (incarnation, before) = v.lineage();
+    if let Some((seen, end)) = r.lineage_end.or(from_start.then_some((0, 0))) {
+        if (seen > 0 || end == 0) && incarnation > seen + 1 {
+            r.unseen_regions += incarnation - seen - 1;
+            r.unseen_samples += before.saturating_sub(end);
+        }
+    }
+}
+
+/// Step 6: where the chain of regions stands after the one `v` views:
+/// its incarnation and what it and its predecessors recorded; None when
+/// its incarnation is not known.
+fn lineage_end(v: &View<'_>) -> Option<(u64, u64)> {
+    let (incarnation, before) = v.lineage();
+    if incarnation == 0 {
+        return None;
+    }
+    Some((incarnation, before.saturating_add(v.recorded_total().ok()?)))
+}
 
 /// How often the names are looked at again, at most.
 const RESCAN: Duration = Duration::from_secs(1);
@@ -319,6 +364,8 @@ impl State {
                 if let Some(mut o) = r.object.take() {
                     read_object(r, &mut o, per_thread, own_cpn, &mut self.buf, now);
                 }
+                // Step 6: whatever comes under the name next begins a chain.
+                r.lineage_end = Some((0, 0));
                 r.unreadable = None;
                 r.alive = false;
                 r.gone.get_or_insert(now);
@@ -335,6 +382,7 @@ impl State {
                 }
                 if let Some(mut o) = r.object.take() {
                     read_object(r, &mut o, per_thread, own_cpn, &mut self.buf, now);
+                    r.lineage_end = lineage_end(&o.map.view());
                 }
             }
             match open(name, *ident) {
@@ -352,6 +400,8 @@ impl State {
                     if !from_start {
                         skip_to_end(&mut o, &mut self.buf);
                     }
+                    note_unseen(r, &o.map.view(), from_start);
+                    r.lineage_end = None;
                     r.object = Some(o);
                     r.unreadable = None;
                     r.gone = None;
