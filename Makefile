@@ -350,8 +350,8 @@ python-test: lib $(B)/python/producer $(PYVENV)/.installed
 	  exec $(PYV) -m pytest -q -p no:cacheprovider --color=no python/tests'
 
 # ------------------------------------------------------------ install ----
-# make install PREFIX=/usr/local DESTDIR= (LIBDIR, INCLUDEDIR, BINDIR, MANDIR
-# can be set one by one). The shared library is liblatte.so.VERSION with the
+# make install PREFIX=/usr/local DESTDIR= (LIBDIR, INCLUDEDIR, BINDIR, MANDIR,
+# DOCDIR can be set one by one). The shared library is liblatte.so.VERSION with the
 # SONAME liblatte.so.MAJOR (build.rs) and the links .so.MAJOR and .so.
 DESCRIPTION := $(shell sed -n 's/^description = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
 PREFIX     ?= /usr/local
@@ -359,14 +359,20 @@ LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR     ?= $(PREFIX)/bin
 MANDIR     ?= $(PREFIX)/share/man
+DOCDIR     ?= $(PREFIX)/share/doc/latte
+# The documentation, under DOCDIR with the source tree's paths (so that its
+# links hold): what the man page's SEE ALSO names.
+DOCS       := README.md CHANGELOG.md LICENSE $(wildcard docs/*.md) docs/compare.png \
+              docs/python_percentiles.py docs/grafana/latte-dashboard.json
 HEADERS    := include/latte.h include/latte_inline.h include/latte_disable.h cpp_compat/Latte.hpp
 CMAKEDIR    = $(LIBDIR)/cmake/latte
-SUBST       = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+SUBST       = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
                   -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' -e 's|@DESCRIPTION@|$(DESCRIPTION)|g'
 INSTALLED   = $(LIBDIR)/liblatte.so.$(VERSION) $(LIBDIR)/liblatte.so.$(MAJOR) $(LIBDIR)/liblatte.so \
               $(LIBDIR)/liblatte.a $(addprefix $(INCLUDEDIR)/,$(notdir $(HEADERS))) $(BINDIR)/latte \
               $(MANDIR)/man1/latte.1 $(LIBDIR)/pkgconfig/latte.pc \
-              $(CMAKEDIR)/latte-config.cmake $(CMAKEDIR)/latte-config-version.cmake
+              $(CMAKEDIR)/latte-config.cmake $(CMAKEDIR)/latte-config-version.cmake \
+              $(addprefix $(DOCDIR)/,$(DOCS))
 
 # Installed libraries carry no debug info (the release profile strips the
 # shared library and the command; the static library is stripped here).
@@ -379,14 +385,16 @@ install: lib
 	strip --strip-debug $(DESTDIR)$(LIBDIR)/liblatte.a
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(REL)/latte $(DESTDIR)$(BINDIR)/latte
-	install -m 644 packaging/latte.1 $(DESTDIR)$(MANDIR)/man1/latte.1
+	$(SUBST) packaging/latte.1 > $(DESTDIR)$(MANDIR)/man1/latte.1
+	install -d $(DESTDIR)$(DOCDIR)/docs/grafana
+	for f in $(DOCS); do install -m 644 $$f $(DESTDIR)$(DOCDIR)/$$f; done
 	$(SUBST) packaging/latte.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/latte.pc
 	$(SUBST) packaging/latte-config.cmake.in > $(DESTDIR)$(CMAKEDIR)/latte-config.cmake
 	$(SUBST) packaging/latte-config-version.cmake.in > $(DESTDIR)$(CMAKEDIR)/latte-config-version.cmake
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	-rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null
+	-rmdir $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DOCDIR)/docs/grafana $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 # System tools the tests need: installed with apt-get when make runs as root,
 # otherwise make stops and names the package. $(call need,COMMAND,PACKAGE)
