@@ -28,7 +28,7 @@ C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src cli/src -name '*.rs') Cargo.toml cli/Cargo.toml build.rs
 
-.PHONY: compare-test python python-test python-lint lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
+.PHONY: check check-tools compare-test python python-test python-lint lint soak serve-test test-suites test-tools readme-test all lib header check-header test rust-test c-test cpp-test cli-test speedtest speedtest-test clean tools install uninstall install-test
 
 all: lib
 
@@ -86,6 +86,59 @@ lint: tools
 python-lint: tools
 	$(CARGO) fmt --manifest-path python/Cargo.toml --check
 	$(CARGO) clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
+
+# ------------------------------------------------------------- check ----
+# make check: the edit-compile-test loop, for any user. It needs no root and
+# installs nothing (a missing tool stops it with how to get it; `make test`
+# installs what it needs): rustfmt, clippy once (the workspace, every
+# target), the library's unit tests, then the C tests core.c (the C ABI and
+# the inline path in a private region) and shared.c (a shared region read
+# by a second process, where the inline and the ABI path must write the
+# same samples) against the ci-test build of the library, linked shared and
+# with ASan+UBSan. Its regions are named after the test's pid in /dev/shm
+# (mode 1777 on Linux). CONTRIBUTING.md has its measured duration.
+CHK       := target/ci-test
+CHK_SO    := $(CHK)/liblatte.so
+CHK_B     := $(B)/check
+CHECK_C   := core shared
+CHK_RPATH := -Wl,-rpath,$(CURDIR)/$(CHK)
+
+check-tools:
+	@command -v $(CARGO) >/dev/null || { echo "make check: cargo not found: install the Rust toolchain (https://rustup.rs)"; exit 1; }
+	@$(CARGO) fmt --version >/dev/null 2>&1 || { echo "make check: rustfmt not found: rustup component add rustfmt"; exit 1; }
+	@$(CARGO) clippy --version >/dev/null 2>&1 || { echo "make check: clippy not found: rustup component add clippy"; exit 1; }
+	@command -v $(CC) >/dev/null || { echo "make check: $(CC) not found: install gcc (apt-get install gcc)"; exit 1; }
+
+check: check-tools
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
+	$(CARGO) test --profile ci-test --lib
+	@$(MAKE) --no-print-directory check-c
+
+# The library's C ABI in the ci-test profile (no LTO: quick to build), with
+# the features the unit tests build it with (`internals`: the engine's
+# modules public for the tests; the C ABI is the same): `cargo test --lib`
+# has built this very library, and a build with other features would
+# overwrite its unhashed liblatte.so and liblatte.a, so that the next
+# `make check` compiled the crate once more.
+$(CHK_SO): $(SRCS) include/latte.h
+	$(CARGO) build --profile ci-test -p latte --features internals
+
+$(CHK)/liblatte.so.$(MAJOR): $(CHK_SO)
+	ln -sf liblatte.so $@
+
+$(CHK_B)/%.so: tests/c/%.c tests/c/check.h include/*.h $(CHK_SO) $(CHK)/liblatte.so.$(MAJOR)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@ -L$(CHK) -llatte $(CHK_RPATH)
+
+$(CHK_B)/%.asan: tests/c/%.c tests/c/check.h include/*.h $(CHK_SO) $(CHK)/liblatte.so.$(MAJOR)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $(SAN) $< -o $@ -L$(CHK) -llatte $(CHK_RPATH)
+
+.PHONY: check-c
+check-c: $(foreach t,$(CHECK_C),$(CHK_B)/$(t).so $(CHK_B)/$(t).asan)
+	@set -e; for t in $(CHECK_C); do for v in so asan; do \
+	  echo "== C $$t ($$v)"; ASAN_OPTIONS=detect_leaks=0 ./$(CHK_B)/$$t.$$v; done; done
 
 # Every suite, its output also kept in build/test.log, then one line with
 # the counts summed over the suites (tests/summary.py).
@@ -351,8 +404,8 @@ python-test: lib $(B)/python/producer $(PYVENV)/.installed
 	  exec $(PYV) -m pytest -q -p no:cacheprovider --color=no python/tests'
 
 # ------------------------------------------------------------ install ----
-# make install PREFIX=/usr/local DESTDIR= (LIBDIR, INCLUDEDIR, BINDIR, MANDIR
-# can be set one by one). The shared library is liblatte.so.VERSION with the
+# make install PREFIX=/usr/local DESTDIR= (LIBDIR, INCLUDEDIR, BINDIR, MANDIR,
+# DOCDIR can be set one by one). The shared library is liblatte.so.VERSION with the
 # SONAME liblatte.so.MAJOR (build.rs) and the links .so.MAJOR and .so.
 DESCRIPTION := $(shell sed -n 's/^description = "\([^"]*\)"/\1/p' Cargo.toml | head -n1)
 PREFIX     ?= /usr/local
@@ -360,14 +413,20 @@ LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR     ?= $(PREFIX)/bin
 MANDIR     ?= $(PREFIX)/share/man
+DOCDIR     ?= $(PREFIX)/share/doc/latte
+# The documentation, under DOCDIR with the source tree's paths (so that its
+# links hold): what the man page's SEE ALSO names.
+DOCS       := README.md CONTRIBUTING.md CHANGELOG.md LICENSE $(wildcard docs/*.md) docs/compare.png \
+              docs/python_percentiles.py docs/grafana/latte-dashboard.json
 HEADERS    := include/latte.h include/latte_inline.h include/latte_disable.h cpp_compat/Latte.hpp
 CMAKEDIR    = $(LIBDIR)/cmake/latte
-SUBST       = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+SUBST       = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
                   -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(MAJOR)|g' -e 's|@DESCRIPTION@|$(DESCRIPTION)|g'
 INSTALLED   = $(LIBDIR)/liblatte.so.$(VERSION) $(LIBDIR)/liblatte.so.$(MAJOR) $(LIBDIR)/liblatte.so \
               $(LIBDIR)/liblatte.a $(addprefix $(INCLUDEDIR)/,$(notdir $(HEADERS))) $(BINDIR)/latte \
               $(MANDIR)/man1/latte.1 $(LIBDIR)/pkgconfig/latte.pc \
-              $(CMAKEDIR)/latte-config.cmake $(CMAKEDIR)/latte-config-version.cmake
+              $(CMAKEDIR)/latte-config.cmake $(CMAKEDIR)/latte-config-version.cmake \
+              $(addprefix $(DOCDIR)/,$(DOCS))
 
 # Installed libraries carry no debug info (the release profile strips the
 # shared library and the command; the static library is stripped here).
@@ -380,14 +439,16 @@ install: lib
 	strip --strip-debug $(DESTDIR)$(LIBDIR)/liblatte.a
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(REL)/latte $(DESTDIR)$(BINDIR)/latte
-	install -m 644 packaging/latte.1 $(DESTDIR)$(MANDIR)/man1/latte.1
+	$(SUBST) packaging/latte.1 > $(DESTDIR)$(MANDIR)/man1/latte.1
+	install -d $(DESTDIR)$(DOCDIR)/docs/grafana
+	for f in $(DOCS); do install -m 644 $$f $(DESTDIR)$(DOCDIR)/$$f; done
 	$(SUBST) packaging/latte.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/latte.pc
 	$(SUBST) packaging/latte-config.cmake.in > $(DESTDIR)$(CMAKEDIR)/latte-config.cmake
 	$(SUBST) packaging/latte-config-version.cmake.in > $(DESTDIR)$(CMAKEDIR)/latte-config-version.cmake
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	-rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null
+	-rmdir $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DOCDIR)/docs/grafana $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 # System tools the tests need: installed with apt-get when make runs as root,
 # otherwise make stops and names the package. $(call need,COMMAND,PACKAGE)

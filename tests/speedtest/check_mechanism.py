@@ -11,7 +11,12 @@ cmd = [sys.executable, "speedtest/run.py", "--ours", ours, "--original", standin
        "--placements", "2", "--passes", "2", "--repeats", "2", "--iters", "2000", "--stall-repeats", "1", "--no-warmup"]
 p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
 out = p.stdout
-print(out)
+# The run's own verdict judges a stand-in engine in a run far too short to
+# mean anything about speed: printed as such, so that a log of a passing
+# `make test` holds no bare "verdict: FAIL".
+SELF = "self-test verdict (deliberate: a tiny run beside a stand-in engine tests the mechanism, not speed):"
+print("speedtest mechanism: the output of speedtest/run.py against a stand-in engine (its figures and verdicts judge nothing):")
+print("\n".join(SELF + l[len("verdict:"):] if l.startswith("verdict:") else l for l in out.splitlines()))
 fails = []
 if p.returncode not in (0, 1, 3):
     fails.append(f"exit code {p.returncode}, not 0, 1 or 3")
