@@ -63,9 +63,17 @@
 // Size of one sample in bytes.
 #define LATTE_SAMPLE_SIZE 16
 
-// (start mode, stop mode) pairs of the three timed modes: the calibration
-// measures each (`overhead_bits`, indexed by `start * 3 + stop`).
-#define LATTE_MODE_PAIRS 9
+// Timed modes: `LATTE_MODE_FAST`, `LATTE_MODE_MID`, `LATTE_MODE_HARD`.
+#define LATTE_TIMED_MODES 3
+
+// (start mode, stop mode) pairs of the timed modes: the calibration
+// measures each (`overhead_bits`, indexed by
+// `start * LATTE_TIMED_MODES + stop`).
+#define LATTE_MODE_PAIRS (LATTE_TIMED_MODES * LATTE_TIMED_MODES)
+
+// Overheads a calibration publishes: one per mode pair, then the pulse's
+// (at index `LATTE_MODE_PAIRS`).
+#define LATTE_OVERHEADS (LATTE_MODE_PAIRS + 1)
 
 // Open spans per thread; a Start beyond this is ignored and counted.
 #define LATTE_MAX_DEPTH 64
@@ -144,6 +152,17 @@
 // (readers load `flags` atomically).
 #define LATTE_REGION_SWITCHES_TRACKED 4
 
+// `calibration_state`: no calibration published (none ran, or the last
+// run failed; `latte_calibration_run` may start one).
+#define LATTE_CALIBRATION_NONE 0
+
+// `calibration_state`: a thread of the producer is running the calibration.
+#define LATTE_CALIBRATION_RUNNING 1
+
+// `calibration_state`: the overheads are published (stored with release
+// after them).
+#define LATTE_CALIBRATION_DONE 2
+
 // Slot state: owned by a live thread.
 #define LATTE_SLOT_LIVE 1
 
@@ -179,6 +198,15 @@
 
 // Bit position of the stop mode in `latte_sample.packed`.
 #define LATTE_STOP_MODE_SHIFT 56
+
+// The depth's bits of `latte_sample.packed`, shifted down by
+// `LATTE_DEPTH_SHIFT`: the bits below the start mode.
+#define LATTE_DEPTH_MASK ((1ull << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) - 1)
+
+// A mode's bits of `latte_sample.packed`, shifted down by
+// `LATTE_START_MODE_SHIFT` or `LATTE_STOP_MODE_SHIFT`: the bits below the
+// next field.
+#define LATTE_MODE_MASK ((1ull << (LATTE_STOP_MODE_SHIFT - LATTE_START_MODE_SHIFT)) - 1)
 
 // Bit position of `LATTE_SAMPLE_SWITCHED` in `latte_sample.packed`.
 #define LATTE_SAMPLE_SWITCHED_SHIFT 58
@@ -284,7 +312,7 @@ typedef struct latte_region_info {
   uint32_t calibrated;
   uint32_t _pad;
   // Overhead in cycles per [start mode][stop mode], then the pulse.
-  double overhead[10];
+  double overhead[LATTE_OVERHEADS];
 } latte_region_info;
 
 // One sample of `latte_samples_extract`.
@@ -680,7 +708,8 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   uint64_t threads_seen;
   // Cycles per ns as f64 bits; 0 until measured.
   uint64_t cycles_per_ns_bits;
-  // 0 = not calibrated, 1 = running, 2 = done.
+  // `LATTE_CALIBRATION_NONE`, `LATTE_CALIBRATION_RUNNING` or
+  // `LATTE_CALIBRATION_DONE`.
   uint32_t calibration_state;
   // Preferred display unit (set by a flush).
   uint32_t display_unit;

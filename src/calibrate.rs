@@ -119,12 +119,12 @@ pub fn begin() -> bool {
     loop {
         // AcqRel on success: we own the run; Acquire on failure: if done,
         // the published figures are visible.
-        match st.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
+        match st.compare_exchange(LATTE_CALIBRATION_NONE, LATTE_CALIBRATION_RUNNING, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
                 recorder::calring::reset();
                 return true;
             }
-            Err(2) => return false,
+            Err(LATTE_CALIBRATION_DONE) => return false,
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
         }
     }
@@ -141,34 +141,34 @@ pub fn end() -> Result<(), Error> {
     let rc = compute();
     match rc {
         Ok(o) => {
-            for (k, v) in o.iter().enumerate().take(9) {
+            for (k, v) in o.iter().enumerate().take(LATTE_MODE_PAIRS as usize) {
                 store_f64(&h.overhead_bits[k], *v);
             }
-            store_f64(&h.pulse_overhead_bits, o[9]);
+            store_f64(&h.pulse_overhead_bits, o[LATTE_MODE_PAIRS as usize]);
             // Release: the figures above are visible to whoever sees "done".
-            h.calibration_state.store(2, Ordering::Release);
+            h.calibration_state.store(LATTE_CALIBRATION_DONE, Ordering::Release);
             Ok(())
         }
         Err(e) => {
             // Release: pairs with begin's acquire (nothing was published).
-            h.calibration_state.store(0, Ordering::Release);
+            h.calibration_state.store(LATTE_CALIBRATION_NONE, Ordering::Release);
             Err(e)
         }
     }
 }
 
-fn compute() -> Result<[f64; 10], Error> {
+fn compute() -> Result<[f64; LATTE_OVERHEADS as usize], Error> {
     let region = recorder::region_if_any().ok_or(Error::Os(libc::EINVAL))?;
     let raw = recorder::calring::samples(region.geometry().samples_per_slot);
     if raw.is_empty() {
         return Err(Error::Os(libc::EINVAL));
     }
-    let mut by_pair: [Vec<f64>; 10] = Default::default();
+    let mut by_pair: [Vec<f64>; LATTE_OVERHEADS as usize] = Default::default();
     for &(start_tsc, packed) in &raw {
         let s = crate::reader::latte_raw_sample { start_tsc, packed }.decode();
         by_pair[s.pair_index()].push(s.duration as f64);
     }
-    let mut out = [0.0; 10];
+    let mut out = [0.0; LATTE_OVERHEADS as usize];
     for (k, v) in by_pair.iter_mut().enumerate() {
         v.sort_by(|a, b| a.total_cmp(b));
         out[k] = crate::stats::median(v);
@@ -187,8 +187,8 @@ pub fn run_native() -> Result<(), Error> {
         let t = unsafe { &mut *t };
         let id: *const c_char = CALIBRATION_ID.as_ptr();
         let n = iterations();
-        for s in 0..3 {
-            for e in 0..3 {
+        for s in 0..LATTE_TIMED_MODES {
+            for e in 0..LATTE_TIMED_MODES {
                 for _ in 0..n {
                     // SAFETY: a static NUL-terminated string.
                     unsafe { recorder::start(t, id, s) };

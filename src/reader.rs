@@ -248,7 +248,7 @@ pub struct Calibration {
     pub cycles_per_ns: f64,
     pub calibrated: bool,
     /// [start mode][stop mode] overhead in cycles, then the pulse at index 9.
-    pub overhead: [f64; LATTE_MODE_PAIRS as usize + 1],
+    pub overhead: [f64; LATTE_OVERHEADS as usize],
 }
 
 // SAFETY: a view only reads, through atomic loads and opaque copies, memory
@@ -856,9 +856,10 @@ impl<'a> View<'a> {
         let h = unsafe { &*(self.base as *const latte_region_header) };
         let mut c = Calibration {
             cycles_per_ns: crate::layout::load_f64(&h.cycles_per_ns_bits),
-            // Acquire: pairs with the release store of 2 after the figures.
-            calibrated: h.calibration_state.load(Ordering::Acquire) == 2,
-            overhead: [0.0; LATTE_MODE_PAIRS as usize + 1],
+            // Acquire: pairs with the release store of
+            // LATTE_CALIBRATION_DONE after the figures.
+            calibrated: h.calibration_state.load(Ordering::Acquire) == LATTE_CALIBRATION_DONE,
+            overhead: [0.0; LATTE_OVERHEADS as usize],
         };
         for k in 0..LATTE_MODE_PAIRS as usize {
             c.overhead[k] = crate::layout::load_f64(&h.overhead_bits[k]);

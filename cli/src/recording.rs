@@ -184,8 +184,9 @@ impl Writer {
         put(&mut h, o!(H, slots_used), &slots.to_le_bytes());
         put(&mut h, o!(H, threads_seen), &c.threads_seen.to_le_bytes());
         put(&mut h, o!(H, cycles_per_ns_bits), &cal.cycles_per_ns.to_bits().to_le_bytes());
-        // 2: calibration done (the figures below are the producer's).
-        put(&mut h, o!(H, calibration_state), &(if cal.calibrated { 2u32 } else { 0 }).to_le_bytes());
+        // Done: the figures below are the producer's.
+        let state = if cal.calibrated { LATTE_CALIBRATION_DONE } else { LATTE_CALIBRATION_NONE };
+        put(&mut h, o!(H, calibration_state), &state.to_le_bytes());
         put(&mut h, o!(H, display_unit), &view.display_unit().to_le_bytes());
         for k in 0..LATTE_MODE_PAIRS as usize {
             put(&mut h, o!(H, overhead_bits) + 8 * k, &cal.overhead[k].to_bits().to_le_bytes());
