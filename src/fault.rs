@@ -25,11 +25,11 @@
 //! touches nothing but atomics in chunks that live as long as the process,
 //! and calls only `mmap` and `sigaction`, both plain system calls.
 
+use crate::mmap::PAGE;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Entries per chunk of the table.
 const CHUNK_ENTRIES: usize = 64;
-const PAGE: usize = 4096;
 
 struct Entry {
     /// Start of the mapping; 0 = free entry.
