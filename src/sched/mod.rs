@@ -126,13 +126,30 @@ pub struct latte_sched_counters {
 
 // --------------------------------------------------------- process state ----
 
-/// 0: the environment not read yet; 1: off; 2: on. Relaxed throughout: a
-/// switch read on its own, ordering no other data.
-static ENABLED: AtomicU32 = AtomicU32::new(0);
+/// [`ENABLED_UNREAD`], [`ENABLED_OFF`] or [`ENABLED_ON`]. Relaxed
+/// throughout: a switch read on its own, ordering no other data.
+static ENABLED: AtomicU32 = AtomicU32::new(ENABLED_UNREAD);
+/// [`ENABLED`]: `LATTE_SCHED` not read yet, and `enable` not called.
+const ENABLED_UNREAD: u32 = 0;
+/// [`ENABLED`]: tracking is off in this process.
+const ENABLED_OFF: u32 = 1;
+/// [`ENABLED`]: tracking is on in this process.
+const ENABLED_ON: u32 = 2;
 static TRACKED: AtomicU64 = AtomicU64::new(0);
 static OPENED: AtomicU64 = AtomicU64::new(0);
-/// Refusals: EACCES, EPERM, ENOSYS, EMFILE, ENOMEM, other.
-static REFUSED: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+/// Refusals, by errno ([`refusal_index`]).
+static REFUSED: [AtomicU64; REFUSAL_KINDS] = [const { AtomicU64::new(0) }; REFUSAL_KINDS];
+/// Entries of [`REFUSED`]: `EACCES`, `EPERM`, `ENOSYS`, `EMFILE`, `ENOMEM`,
+/// then every other errno (`latte_sched_counters` has a field for each).
+const REFUSED_EACCES: usize = 0;
+const REFUSED_EPERM: usize = 1;
+const REFUSED_ENOSYS: usize = 2;
+const REFUSED_EMFILE: usize = 3;
+const REFUSED_ENOMEM: usize = 4;
+const REFUSED_OTHER: usize = 5;
+/// Entries of [`REFUSED`].
+const REFUSAL_KINDS: usize = REFUSED_OTHER + 1;
+
 static LAST_REFUSAL: AtomicI32 = AtomicI32::new(0);
 /// Ring ids; 0 is never one.
 static NEXT_RING: AtomicU32 = AtomicU32::new(1);
@@ -156,16 +173,16 @@ fn fds() -> MutexGuard<'static, Vec<i32>> {
 /// when first asked.
 pub fn enabled() -> bool {
     match ENABLED.load(Ordering::Relaxed) {
-        0 => {
+        ENABLED_UNREAD => {
             let on = std::env::var_os("LATTE_SCHED").is_some_and(|v| v == "1");
             // Only the first reader's answer counts (enable may race: it wins).
-            let _ = ENABLED.compare_exchange(0, if on { 2 } else { 1 }, Ordering::Relaxed, Ordering::Relaxed);
-            if ENABLED.load(Ordering::Relaxed) == 2 {
+            let _ = ENABLED.compare_exchange(ENABLED_UNREAD, if on { ENABLED_ON } else { ENABLED_OFF }, Ordering::Relaxed, Ordering::Relaxed);
+            if ENABLED.load(Ordering::Relaxed) == ENABLED_ON {
                 install_fork_handlers();
             }
-            ENABLED.load(Ordering::Relaxed) == 2
+            ENABLED.load(Ordering::Relaxed) == ENABLED_ON
         }
-        v => v == 2,
+        v => v == ENABLED_ON,
     }
 }
 
@@ -177,17 +194,21 @@ fn install_fork_handlers() {
     });
 }
 
+/// The entry of [`REFUSED`] that counts a refusal with `errno`.
+fn refusal_index(errno: i32) -> usize {
+    match errno {
+        libc::EACCES => REFUSED_EACCES,
+        libc::EPERM => REFUSED_EPERM,
+        libc::ENOSYS => REFUSED_ENOSYS,
+        libc::EMFILE => REFUSED_EMFILE,
+        libc::ENOMEM => REFUSED_ENOMEM,
+        _ => REFUSED_OTHER,
+    }
+}
+
 fn count_refusal(errno: i32) {
-    let i = match errno {
-        libc::EACCES => 0,
-        libc::EPERM => 1,
-        libc::ENOSYS => 2,
-        libc::EMFILE => 3,
-        libc::ENOMEM => 4,
-        _ => 5,
-    };
     // Relaxed: statistics.
-    REFUSED[i].fetch_add(1, Ordering::Relaxed);
+    REFUSED[refusal_index(errno)].fetch_add(1, Ordering::Relaxed);
     LAST_REFUSAL.store(errno, Ordering::Relaxed);
 }
 
@@ -394,7 +415,7 @@ fn with_thread<R>(f: impl FnOnce(&mut ThreadSched) -> R) -> Option<R> {
 /// (again, if it was refused before). 0, or the negative errno the kernel
 /// gave for this thread.
 pub fn enable() -> Result<(), Error> {
-    ENABLED.store(2, Ordering::Relaxed);
+    ENABLED.store(ENABLED_ON, Ordering::Relaxed);
     install_fork_handlers();
     with_thread(|t| if t.ring.is_some() { Ok(()) } else { t.open() }).unwrap_or(Err(Error::BUSY))
 }
@@ -440,22 +461,26 @@ pub fn counters() -> latte_sched_counters {
         last_refusal: LAST_REFUSAL.load(Ordering::Relaxed),
         tracked: TRACKED.load(Ordering::Relaxed),
         opened: OPENED.load(Ordering::Relaxed),
-        refused: (0..6).map(r).sum(),
-        refused_eacces: r(0),
-        refused_eperm: r(1),
-        refused_enosys: r(2),
-        refused_emfile: r(3),
-        refused_enomem: r(4),
-        refused_other: r(5),
+        refused: (0..REFUSAL_KINDS).map(r).sum(),
+        refused_eacces: r(REFUSED_EACCES),
+        refused_eperm: r(REFUSED_EPERM),
+        refused_enosys: r(REFUSED_ENOSYS),
+        refused_emfile: r(REFUSED_EMFILE),
+        refused_enomem: r(REFUSED_ENOMEM),
+        refused_other: r(REFUSED_OTHER),
     }
 }
 
-/// The CPU number in `rdtscp`'s processor id (Linux puts the node above bit 12).
+/// The bits of `rdtscp`'s processor id that hold the CPU number (Linux
+/// puts the NUMA node above them).
+const RDTSCP_CPU_MASK: u32 = (1 << 12) - 1;
+
+/// The TSC and the CPU number, from one `rdtscp`.
 fn rdtscp_cpu() -> (u64, u32) {
     let mut aux = 0u32;
     // SAFETY: writes only `aux`, a valid local.
     let t = unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
-    (t, aux & 0xfff)
+    (t, aux & RDTSCP_CPU_MASK)
 }
 
 fn monotonic_ns() -> u64 {
@@ -509,15 +534,32 @@ pub fn diff(a: &latte_sched_point, b: &latte_sched_point) -> Result<latte_sched_
     }
 }
 
-/// CPUs seen, as a bit set (CPUs beyond it are counted by their changes only).
-struct CpuSet([u64; 64], u32);
+/// CPUs seen, as a bit set of the first [`CpuSet::CPUS`] (CPUs beyond it
+/// are counted by their changes only).
+struct CpuSet {
+    words: [u64; CpuSet::WORDS],
+    /// CPUs in the set.
+    count: u32,
+}
 
 impl CpuSet {
+    /// Words of the set.
+    const WORDS: usize = 64;
+    /// CPUs the set holds.
+    const CPUS: u32 = CpuSet::WORDS as u32 * u64::BITS;
+
+    fn new() -> CpuSet {
+        CpuSet { words: [0; CpuSet::WORDS], count: 0 }
+    }
+
     fn add(&mut self, cpu: u32) {
-        let (w, b) = ((cpu / 64) as usize, cpu % 64);
-        if w < self.0.len() && self.0[w] & (1 << b) == 0 {
-            self.0[w] |= 1 << b;
-            self.1 += 1;
+        if cpu >= CpuSet::CPUS {
+            return;
+        }
+        let (w, b) = ((cpu / u64::BITS) as usize, cpu % u64::BITS);
+        if self.words[w] & (1 << b) == 0 {
+            self.words[w] |= 1 << b;
+            self.count += 1;
         }
     }
 }
@@ -526,7 +568,7 @@ impl CpuSet {
 fn split(r: &Ring, a: &latte_sched_point, b: &latte_sched_point) -> latte_sched_delta {
     let (t0, t1) = (a.mono_ns, b.mono_ns);
     let mut d = latte_sched_delta { wall_ns: t1 - t0, cycles: b.tsc.wrapping_sub(a.tsc), first_cpu: a.cpu, last_cpu: b.cpu, ..Default::default() };
-    let mut cpus = CpuSet([0; 64], 0);
+    let mut cpus = CpuSet::new();
     cpus.add(a.cpu);
     let mut cpu = a.cpu;
     // Record times lie within the points' up to the order of the reads in
@@ -563,7 +605,7 @@ fn split(r: &Ring, a: &latte_sched_point, b: &latte_sched_point) -> latte_sched_
         d.migrations += 1;
     }
     cpus.add(b.cpu);
-    d.cpus = cpus.1;
+    d.cpus = cpus.count;
     if window == Window::Lost {
         return latte_sched_delta { lost: 1, on_cpu_ns: 0, preempted_ns: 0, blocked_ns: 0, switch_outs: 0, preemptions: 0, migrations: 0, ..d };
     }
@@ -651,7 +693,7 @@ extern "C" fn atfork_child() {
         r.store(0, Ordering::Relaxed);
     }
     LAST_REFUSAL.store(0, Ordering::Relaxed);
-    if ENABLED.load(Ordering::Relaxed) == 2 {
+    if ENABLED.load(Ordering::Relaxed) == ENABLED_ON {
         with_thread(|t| {
             let _ = t.open(); // a refusal is kept in the thread's status
         });
