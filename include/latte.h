@@ -269,52 +269,6 @@
 // A read-only view of a region opened by name or a flushed file.
 typedef struct latte_reader latte_reader;
 
-// Process-wide counters (from the region header).
-typedef struct latte_counters {
-  uint64_t overflow_starts;
-  uint64_t orphan_stops;
-  uint64_t unfit_id_drops;
-  uint64_t no_slot_drops;
-  uint64_t slot_reuses;
-  uint64_t reuse_discarded;
-  uint64_t late_drops;
-  uint64_t threads_seen;
-  uint32_t ids_used;
-  uint32_t slots_used;
-  // Pages of latte's shared mappings replaced after the object shrank
-  // under this process (`fault`): what went to them is lost. Counted in
-  // this process, not in the region.
-  uint64_t mapping_faults;
-  // Spans and pulses refused because a signal handler recorded while
-  // latte's slow path on the same thread held the registry lock (see the
-  // span stack protocol). Counted in this process, not in the region.
-  uint64_t reentrant_drops;
-} latte_counters;
-
-// What a region's header describes (geometry, producer, anchors, calibration).
-typedef struct latte_region_info {
-  uint32_t producer_pid;
-  uint32_t flags;
-  // Most IDs the producer takes; 0 = no limit.
-  uint32_t id_capacity;
-  // Slots the reader maps now (the region grows; `latte_reader_refresh`
-  // maps what it grew by).
-  uint32_t slot_capacity;
-  uint32_t samples_per_slot;
-  uint32_t display_unit;
-  // Bytes of the region its producer has published.
-  uint64_t total_size;
-  uint64_t anchor_tsc;
-  uint64_t anchor_realtime_ns;
-  // 0 until measured.
-  double cycles_per_ns;
-  // 1 once calibrated.
-  uint32_t calibrated;
-  uint32_t _pad;
-  // Overhead in cycles per [start mode][stop mode], then the pulse.
-  double overhead[LATTE_OVERHEADS];
-} latte_region_info;
-
 // One sample of `latte_samples_extract`.
 typedef struct latte_sample_record {
   // Duration in cycles (stop TSC - start TSC).
@@ -560,6 +514,52 @@ typedef struct latte_raw_sample {
   uint64_t packed;
 } latte_raw_sample;
 
+// Process-wide counters (from the region header).
+typedef struct latte_counters {
+  uint64_t overflow_starts;
+  uint64_t orphan_stops;
+  uint64_t unfit_id_drops;
+  uint64_t no_slot_drops;
+  uint64_t slot_reuses;
+  uint64_t reuse_discarded;
+  uint64_t late_drops;
+  uint64_t threads_seen;
+  uint32_t ids_used;
+  uint32_t slots_used;
+  // Pages of latte's shared mappings replaced after the object shrank
+  // under this process (`fault`): what went to them is lost. Counted in
+  // this process, not in the region.
+  uint64_t mapping_faults;
+  // Spans and pulses refused because a signal handler recorded while
+  // latte's slow path on the same thread held the registry lock (see the
+  // span stack protocol). Counted in this process, not in the region.
+  uint64_t reentrant_drops;
+} latte_counters;
+
+// What a region's header describes (geometry, producer, anchors, calibration).
+typedef struct latte_region_info {
+  uint32_t producer_pid;
+  uint32_t flags;
+  // Most IDs the producer takes; 0 = no limit.
+  uint32_t id_capacity;
+  // Slots the reader maps now (the region grows; `latte_reader_refresh`
+  // maps what it grew by).
+  uint32_t slot_capacity;
+  uint32_t samples_per_slot;
+  uint32_t display_unit;
+  // Bytes of the region its producer has published.
+  uint64_t total_size;
+  uint64_t anchor_tsc;
+  uint64_t anchor_realtime_ns;
+  // 0 until measured.
+  double cycles_per_ns;
+  // 1 once calibrated.
+  uint32_t calibrated;
+  uint32_t _pad;
+  // Overhead in cycles per [start mode][stop mode], then the pulse.
+  double overhead[LATTE_OVERHEADS];
+} latte_region_info;
+
 // Per-thread counters of the calling thread.
 typedef struct latte_thread_counters {
   // Process-wide index of this thread.
@@ -791,48 +791,6 @@ extern "C" {
 // string, or NULL when the value is not an errno. Thread-safe, unlike
 // `strerror`.
 extern const char *strerrordesc_np(int errnum);
-
-// Old name of `latte_region_get_counters`.
-int latte_get_counters(struct latte_counters *out);
-
-// Old name of `latte_reader_get_counters`.
-int latte_reader_counters(const struct latte_reader *r, struct latte_counters *out);
-
-// Old name of `latte_reader_get_info`.
-int latte_reader_info(const struct latte_reader *r, struct latte_region_info *out);
-
-// Old name of `latte_region_unlink`.
-int latte_shm_unlink(const char *shm_name);
-
-// Old name of `latte_calibration_get_overheads`.
-int latte_calibration_overheads(double *out9, double *out_pulse);
-
-// Old name of `latte_thread_prefault`.
-int64_t latte_prefault(const char *id);
-
-// Old name of `latte_calibration_run`.
-int latte_calibrate(void);
-
-// Old name of `latte_tsc_cycles_per_ns`.
-double latte_cycles_per_ns(void);
-
-// Old name of `latte_tsc_measure_cycles_per_ns`.
-double latte_measure_cycles_per_ns(uint32_t window_ms);
-
-// Old name of `latte_tsc_epoch`.
-uint64_t latte_epoch_tsc(void);
-
-// Old name of `latte_time_format`.
-int latte_format_time(double ns, char *buf, size_t len);
-
-// Old name of `latte_samples_clean`.
-int latte_data_clean(const double *values, size_t n, double *out_values, size_t *out_kept, size_t *out_outliers, double *out_cutoff, int *out_has_cutoff);
-
-// Old name of `latte_samples_snapshot`.
-int latte_snapshot(const char *id, uint64_t *out, size_t cap, size_t *out_n);
-
-// Old name of `latte_error_string`.
-const char *latte_strerror(int code);
 
 // Runs calibration once through the C ABI's own path (later calls return
 // at once). Returns 0 or a negative code.
