@@ -21,12 +21,12 @@ pub(crate) use crate::name::CALIBRATION_ID;
 /// Empty spans per (start, stop) pair, and pulses, at most.
 pub(crate) const CALIBRATION_ITERS: u32 = 5000;
 
-/// Empty spans per (start, stop) pair, and pulses: `CALIBRATION_ITERS`, or
-/// fewer so that the 10 runs fit the calibration ring (the region's ring
-/// size) whole and every pair keeps its own samples.
+/// Empty spans per (start, stop) pair, and pulses: [`CALIBRATION_ITERS`], or
+/// fewer so that the [`LATTE_OVERHEADS`] runs fit the calibration ring (the
+/// region's ring size) whole and every pair keeps its own samples.
 pub fn iterations() -> u32 {
     let cap = recorder::region_if_any().map(|r| r.geometry().samples_per_slot).unwrap_or(u32::MAX);
-    CALIBRATION_ITERS.min((cap.saturating_sub(1)) / 10).max(1)
+    CALIBRATION_ITERS.min((cap.saturating_sub(1)) / LATTE_OVERHEADS).max(1)
 }
 
 /// How old the region's anchor must be for the ratio of the anchor to a

@@ -247,8 +247,23 @@ pub struct ReadOutcome {
 pub struct Calibration {
     pub cycles_per_ns: f64,
     pub calibrated: bool,
-    /// [start mode][stop mode] overhead in cycles, then the pulse at index 9.
+    /// Overhead in cycles of each (start mode, stop mode) pair, at
+    /// [`Sample::pair_index`]: `start * LATTE_TIMED_MODES + stop`, then the
+    /// pulse's at [`LATTE_MODE_PAIRS`].
     pub overhead: [f64; LATTE_OVERHEADS as usize],
+}
+
+impl Calibration {
+    /// The overhead of spans started in `start` mode and stopped in `stop`
+    /// mode (each `LATTE_MODE_FAST`, `_MID` or `_HARD`).
+    pub fn pair(&self, start: latte_mode, stop: latte_mode) -> f64 {
+        self.overhead[(start * LATTE_TIMED_MODES + stop) as usize]
+    }
+
+    /// The overhead of a pulse.
+    pub fn pulse(&self) -> f64 {
+        self.overhead[LATTE_MODE_PAIRS as usize]
+    }
 }
 
 // SAFETY: a view only reads, through atomic loads and opaque copies, memory

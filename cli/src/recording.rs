@@ -191,7 +191,7 @@ impl Writer {
         for k in 0..LATTE_MODE_PAIRS as usize {
             put(&mut h, o!(H, overhead_bits) + 8 * k, &cal.overhead[k].to_bits().to_le_bytes());
         }
-        put(&mut h, o!(H, pulse_overhead_bits), &cal.overhead[LATTE_MODE_PAIRS as usize].to_bits().to_le_bytes());
+        put(&mut h, o!(H, pulse_overhead_bits), &cal.pulse().to_bits().to_le_bytes());
         put(&mut h, o!(H, overflow_starts), &c.overflow_starts.to_le_bytes());
         put(&mut h, o!(H, orphan_stops), &c.orphan_stops.to_le_bytes());
         put(&mut h, o!(H, unfit_id_drops), &c.unfit_id_drops.to_le_bytes());

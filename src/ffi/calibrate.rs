@@ -48,7 +48,7 @@ pub extern "C" fn latte_calibration_get_overheads(out9: *mut f64, out_pulse: *mu
         // SAFETY: both checked non-null; writable by contract (out9 for 9 elements).
         unsafe {
             core::ptr::copy_nonoverlapping(c.overhead.as_ptr(), out9, crate::layout::LATTE_MODE_PAIRS as usize);
-            *out_pulse = c.overhead[9];
+            *out_pulse = c.pulse();
         }
         0
     })
