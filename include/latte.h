@@ -230,6 +230,10 @@
 // the cursor has caught up (`latte_reader_set_min_interval`).
 #define LATTE_READER_MIN_INTERVAL_NS 10000
 
+// Most bytes of a region name after its leading '/' (its file in
+// `/dev/shm` stays within `NAME_MAX`, 255).
+#define LATTE_MAX_REGION_NAME 250
+
 // How old the region's anchor must be for the ratio of the anchor to a
 // (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
 // window `LATTE_FREQ` measures over, so the kept figure is at least as exact
