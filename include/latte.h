@@ -234,11 +234,10 @@
 // `/dev/shm` stays within `NAME_MAX`, 255).
 #define LATTE_MAX_REGION_NAME 250
 
-// How old the region's anchor must be for the ratio of the anchor to a
-// (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
-// window `LATTE_FREQ` measures over, so the kept figure is at least as exact
-// as that measurement (each pair is exact to a clock read, tens of ns).
-#define ANCHOR_WINDOW_NS 120000000
+// Milliseconds a measurement of cycles per ns runs over where the region
+// gives no anchor to divide by (what `LATTE_FREQ` of
+// `cpp_compat/Latte.hpp` measures over).
+#define LATTE_FREQ_WINDOW_MS 120
 
 // Slots of a shared region's first chunk by default.
 #define LATTE_DEFAULT_SHARED_SLOTS LATTE_DEFAULT_FIRST_SLOTS
@@ -827,7 +826,7 @@ int latte_calibration_get_overheads(double *out9, double *out_pulse);
 double latte_tsc_cycles_per_ns(void);
 
 // Measures TSC cycles per ns anew over `window_ms` milliseconds against
-// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with 120).
+// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with `LATTE_FREQ_WINDOW_MS`).
 double latte_tsc_measure_cycles_per_ns(uint32_t window_ms);
 
 // The durations (cycles) recorded under `id` on every thread: at most a

@@ -29,11 +29,17 @@ pub fn iterations() -> u32 {
     CALIBRATION_ITERS.min((cap.saturating_sub(1)) / LATTE_OVERHEADS).max(1)
 }
 
+/// Milliseconds a measurement of cycles per ns runs over where the region
+/// gives no anchor to divide by (what `LATTE_FREQ` of
+/// `cpp_compat/Latte.hpp` measures over).
+pub const LATTE_FREQ_WINDOW_MS: u32 = 120;
+
 /// How old the region's anchor must be for the ratio of the anchor to a
 /// (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
-/// window `LATTE_FREQ` measures over, so the kept figure is at least as exact
-/// as that measurement (each pair is exact to a clock read, tens of ns).
-pub const ANCHOR_WINDOW_NS: u64 = 120_000_000;
+/// window of a measurement ([`LATTE_FREQ_WINDOW_MS`]), so the kept figure is
+/// at least as exact as that measurement (each pair is exact to a clock
+/// read, tens of ns).
+pub(crate) const ANCHOR_WINDOW_NS: u64 = LATTE_FREQ_WINDOW_MS as u64 * 1_000_000;
 
 /// Cycles per ns from the region's anchor and a pair taken now, with the
 /// time between them in ns; None without an anchor.
@@ -76,14 +82,14 @@ pub fn cycles_per_ns_now() -> f64 {
 
 /// The region's cycles per ns, kept once known. The first call within
 /// `ANCHOR_WINDOW_NS` of the region's creation sleeps until the anchor is
-/// that old (at most 120 ms, once per process); later calls take a (TSC,
+/// that old (at most [`LATTE_FREQ_WINDOW_MS`], once per process); later calls take a (TSC,
 /// clock) pair and divide. Used where a caller asks for exact figures and
 /// is not measuring (the report, calibration, the trace, `latte_tsc_cycles_per_ns`);
 /// the flush uses `cycles_per_ns_now`, which never waits.
 pub fn cycles_per_ns() -> f64 {
     let region = match REGISTRY.lock().region() {
         Ok(r) => r,
-        Err(_) => return crate::tsc::measure_cycles_per_ns(120),
+        Err(_) => return crate::tsc::measure_cycles_per_ns(LATTE_FREQ_WINDOW_MS as u64),
     };
     let h = region.header();
     let v = load_f64(&h.cycles_per_ns_bits);
@@ -98,10 +104,10 @@ pub fn cycles_per_ns() -> f64 {
             std::thread::sleep(std::time::Duration::from_nanos(ANCHOR_WINDOW_NS - elapsed));
             match from_anchor(h) {
                 Some((f, _)) => f,
-                None => crate::tsc::measure_cycles_per_ns(120),
+                None => crate::tsc::measure_cycles_per_ns(LATTE_FREQ_WINDOW_MS as u64),
             }
         }
-        None => crate::tsc::measure_cycles_per_ns(120),
+        None => crate::tsc::measure_cycles_per_ns(LATTE_FREQ_WINDOW_MS as u64),
     };
     store_f64(&h.cycles_per_ns_bits, f);
     f

@@ -64,7 +64,7 @@ pub extern "C" fn latte_tsc_cycles_per_ns() -> f64 {
 }
 
 /// Measures TSC cycles per ns anew over `window_ms` milliseconds against
-/// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with 120).
+/// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with `LATTE_FREQ_WINDOW_MS`).
 #[no_mangle]
 pub extern "C" fn latte_tsc_measure_cycles_per_ns(window_ms: u32) -> f64 {
     guard(0.0, || crate::tsc::measure_cycles_per_ns(window_ms as u64))
