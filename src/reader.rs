@@ -218,6 +218,10 @@ pub struct latte_raw_sample {
     pub packed: u64,
 }
 
+// A ring's samples are copied into `latte_raw_sample`s byte for byte.
+const _: () = assert!(core::mem::size_of::<latte_raw_sample>() == core::mem::size_of::<latte_sample>());
+const _: () = assert!(core::mem::offset_of!(latte_raw_sample, packed) == core::mem::offset_of!(latte_sample, packed));
+
 impl latte_raw_sample {
     pub fn decode(&self) -> Sample {
         Sample::unpack(self.start_tsc, self.packed)
@@ -807,7 +811,7 @@ impl<'a> View<'a> {
         let lo = cur.next.max(crate::ring::oldest_safe(w1, margin, cap));
         let end = w1.min(lo.saturating_add(out.len() as u64));
         // SAFETY: the samples of slot i lie inside the validated mapping.
-        let ring = unsafe { p.add(LATTE_SLOT_HEADER_SIZE as usize) } as *const u64;
+        let ring = unsafe { p.add(LATTE_SLOT_HEADER_SIZE as usize) } as *const latte_sample;
         // The writer's index as the check after a chunk sees it. A flushed
         // image's was taken by the flush after the samples were written out;
         // a fork child's copy carries its parent's, taken after the copy
@@ -825,7 +829,7 @@ impl<'a> View<'a> {
         };
         // R5-R6 (`ring::copy_checked`): index j goes to out[j - first kept];
         // end - lo <= out.len() by construction of `end`.
-        let dst = out.as_mut_ptr() as *mut u64;
+        let dst = out.as_mut_ptr() as *mut latte_raw_sample;
         let first_kept = crate::ring::copy_checked::<AtomicU64, Error>(
             lo,
             end,
@@ -835,9 +839,10 @@ impl<'a> View<'a> {
             |j, n, k| {
                 // SAFETY: j & mask + n <= cap keeps the source inside the
                 // ring; k + n <= end - lo <= out.len() keeps the destination
-                // inside `out` (latte_raw_sample is two u64s, repr(C)); `out`
-                // is this caller's, the ring is not.
-                unsafe { copy_shared(dst.add(k * 2) as *mut u8, ring.add((j & mask) as usize * 2) as *const u8, n as usize * LATTE_SAMPLE_SIZE as usize) };
+                // inside `out` (latte_raw_sample is laid out as latte_sample,
+                // checked at compile time); `out` is this caller's, the ring
+                // is not.
+                unsafe { copy_shared(dst.add(k) as *mut u8, ring.add((j & mask) as usize) as *const u8, n as usize * LATTE_SAMPLE_SIZE as usize) };
             },
             |from, n| out.copy_within(from..from + n, 0),
             head,
