@@ -259,7 +259,8 @@ pub struct Calibration {
 
 impl Calibration {
     /// The overhead of spans started in `start` mode and stopped in `stop`
-    /// mode (each `LATTE_MODE_FAST`, `_MID` or `_HARD`).
+    /// mode (each [`LATTE_MODE_FAST`], [`LATTE_MODE_MID`] or
+    /// [`LATTE_MODE_HARD`]).
     pub fn pair(&self, start: latte_mode, stop: latte_mode) -> f64 {
         self.overhead[(start * LATTE_TIMED_MODES + stop) as usize]
     }
