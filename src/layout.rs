@@ -617,13 +617,14 @@ pub fn cache_next(i: usize) -> usize {
 
 /// Where consecutive slots start relative to each other within a page
 /// ([`LATTE_PAGE_SIZE`]): a slot stride of a page or more is padded to this
-/// remainder modulo the page size (33 cache lines: an odd number of lines, about half a page). Without the
-/// pad, a stride is 128 bytes past a multiple of 4 KiB, so the write
-/// indices and current sample lines of the rings a thread writes round the
-/// same few 4 KiB offsets and L1 sets; with it, Fast Start+Stop over N IDs
-/// on one thread, round-robin, cost 1.03 x one ID at N = 8 (1.10 unpadded)
-/// and 1.21 x at N = 200 (1.28), measured in one binary. The pad is never
-/// touched, so it costs address space, not memory.
+/// remainder modulo the page size (33 cache lines: an odd number of lines,
+/// about half a page). Without the pad, a stride is 128 bytes past a
+/// multiple of 4 KiB, so the write indices and current sample lines of the
+/// rings a thread writes round the same few 4 KiB offsets and L1 sets; with
+/// it, Fast Start+Stop over N IDs on one thread, round-robin, cost 1.03 x
+/// one ID at N = 8 (1.10 unpadded) and 1.21 x at N = 200 (1.28), measured
+/// in one binary. The pad is never touched, so it costs address space, not
+/// memory.
 const SLOT_PAGE_OFFSET: u64 = 2112;
 
 /// Geometry of a region: the sizes every chunk follows, from the first
