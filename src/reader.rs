@@ -260,9 +260,10 @@ pub struct Calibration {
 impl Calibration {
     /// The overhead of spans started in `start` mode and stopped in `stop`
     /// mode (each [`LATTE_MODE_FAST`], [`LATTE_MODE_MID`] or
-    /// [`LATTE_MODE_HARD`]).
+    /// [`LATTE_MODE_HARD`]; any other counts as FAST, as it records).
     pub fn pair(&self, start: latte_mode, stop: latte_mode) -> f64 {
-        self.overhead[(start * LATTE_TIMED_MODES + stop) as usize]
+        let timed = |m: latte_mode| if m == LATTE_MODE_MID || m == LATTE_MODE_HARD { m } else { LATTE_MODE_FAST };
+        self.overhead[(timed(start) * LATTE_TIMED_MODES + timed(stop)) as usize]
     }
 
     /// The overhead of a pulse.
