@@ -394,8 +394,9 @@ impl<'a> View<'a> {
     /// As `new`.
     pub unsafe fn new_held(base: *const u8, len: usize, held: u64) -> Result<View<'a>, Error> {
         if len < LATTE_HEADER_SIZE as usize {
-            // SAFETY: 8 of the `len` readable bytes, page aligned (the caller's contract).
-            return Err(if len >= 8 { unsafe { magic_or(base, Error::Truncated) } } else { Error::NotLatte });
+            // SAFETY: the magic's bytes of the `len` readable ones, page
+            // aligned (the caller's contract).
+            return Err(if len >= LATTE_MAGIC.len() { unsafe { magic_or(base, Error::Truncated) } } else { Error::NotLatte });
         }
         let none = [core::ptr::null(); LATTE_CHUNKS as usize];
         let zero = [0; LATTE_CHUNKS as usize];
@@ -453,7 +454,7 @@ impl<'a> View<'a> {
         let ring_bytes = LATTE_SLOT_HEADER_SIZE as u64 + geo.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64;
         let page_ok = |o: u64| o.is_multiple_of(LATTE_PAGE_SIZE) && o >= LATTE_PAGE_SIZE;
         for k in 0..LATTE_CHUNKS {
-            let so = v.atomic_u64(off(o!(H, slot_chunks)) + 8 * k as u64).load(Ordering::Acquire);
+            let so = v.atomic_u64(off(o!(H, slot_chunks)) + (k as usize * size_of::<u64>()) as u64).load(Ordering::Acquire);
             if so != 0 {
                 geo.slot_chunk_bytes(k).ok_or(Error::Corrupt)?;
                 if !page_ok(so) {
@@ -467,7 +468,7 @@ impl<'a> View<'a> {
                     v.chunks.slot_base[k as usize] = unsafe { base.add(so as usize) };
                 }
             }
-            let no = v.atomic_u64(off(o!(H, name_chunks)) + 8 * k as u64).load(Ordering::Acquire);
+            let no = v.atomic_u64(off(o!(H, name_chunks)) + (k as usize * size_of::<u64>()) as u64).load(Ordering::Acquire);
             if no != 0 {
                 if !page_ok(no) {
                     return Err(Error::Corrupt);
@@ -922,7 +923,8 @@ impl<'a> View<'a> {
 unsafe fn magic_or(base: *const u8, e: Error) -> Error {
     // Relaxed: the magic is compared on its own (the fields it vouches for
     // are validated one by one afterwards).
-    // SAFETY: the caller checked that 8 bytes are readable.
+    // SAFETY: the caller checked that the magic's 8 bytes are readable
+    // (LATTE_MAGIC is one u64).
     let m = unsafe { AtomicU64::from_ptr(base as *mut u64) }.load(Ordering::Relaxed).to_le_bytes();
     if m == LATTE_MAGIC {
         e
@@ -1040,7 +1042,7 @@ impl Mapping {
             return Err(Error::NotLatte);
         }
         let len = st.st_size as usize;
-        if len < 8 {
+        if len < LATTE_MAGIC.len() {
             return Err(if len == 0 { Error::NotLatte } else { Error::Truncated });
         }
         // PROT_READ: a reader can never disturb the producer.

@@ -189,7 +189,7 @@ impl Writer {
         put(&mut h, o!(H, calibration_state), &state.to_le_bytes());
         put(&mut h, o!(H, display_unit), &view.display_unit().to_le_bytes());
         for k in 0..LATTE_MODE_PAIRS as usize {
-            put(&mut h, o!(H, overhead_bits) + 8 * k, &cal.overhead[k].to_bits().to_le_bytes());
+            put(&mut h, o!(H, overhead_bits) + k * size_of::<u64>(), &cal.overhead[k].to_bits().to_le_bytes());
         }
         put(&mut h, o!(H, pulse_overhead_bits), &cal.pulse().to_bits().to_le_bytes());
         put(&mut h, o!(H, overflow_starts), &c.overflow_starts.to_le_bytes());
@@ -200,10 +200,10 @@ impl Writer {
         put(&mut h, o!(H, reuse_discarded), &c.reuse_discarded.to_le_bytes());
         put(&mut h, o!(H, late_drops), &c.late_drops.to_le_bytes());
         for (k, off) in self.chunks.iter().enumerate() {
-            put(&mut h, o!(H, slot_chunks) + 8 * k, &off.to_le_bytes());
+            put(&mut h, o!(H, slot_chunks) + k * size_of::<u64>(), &off.to_le_bytes());
         }
         for (k, off) in name_chunks.iter().enumerate() {
-            put(&mut h, o!(H, name_chunks) + 8 * k, &off.to_le_bytes());
+            put(&mut h, o!(H, name_chunks) + k * size_of::<u64>(), &off.to_le_bytes());
         }
         self.file.write_all_at(&h, 0)?;
         self.file.sync_data()?;
