@@ -73,9 +73,9 @@ pub(crate) const MISC_SWITCH_OUT: u16 = 1 << 13;
 /// runnable (else it blocked: slept or waited).
 pub(crate) const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 
-/// Data pages of a ring (a power of two): 8 KiB on x86-64's 4 KiB pages, 256 switch
-/// records, so a window of up to 128 switches can be read back. Each ring
-/// costs this plus the metadata page of the perf memory budget.
+/// Data pages of a ring (a power of two): 8 KiB on x86-64's 4 KiB pages,
+/// 256 switch records, so a window of up to 128 switches can be read back.
+/// Each ring costs this plus the metadata page of the perf memory budget.
 pub(crate) const DATA_PAGES: usize = 2;
 
 /// `struct perf_event_attr` (`PERF_ATTR_SIZE_VER8`).
