@@ -572,8 +572,8 @@ class Reader {
 #define LATTE_RAII(...) LATTE__RAII_TYPE(__VA_ARGS__) LATTE__CAT(latte_raii_, __COUNTER__)(__func__)
 // Times `expr` in Fast mode under the id #expr and yields its result.
 #define LATTE_FIELD(expr) ::Latte::Internal::Field(#expr, [&]() -> decltype(auto) { return (expr); })
-// Measures cycles per ns over ~120 ms against CLOCK_MONOTONIC_RAW.
-#define LATTE_FREQ(var) ((var) = ::latte_tsc_measure_cycles_per_ns(120))
+// Measures cycles per ns over LATTE_FREQ_WINDOW_MS (120 ms) against CLOCK_MONOTONIC_RAW.
+#define LATTE_FREQ(var) ((var) = ::latte_tsc_measure_cycles_per_ns(LATTE_FREQ_WINDOW_MS))
 // Calibrates once (thread-safe; later calls do nothing).
 #define LATTE_CALIBRATE() ::Latte::Manager::Get().EnsureCalibrated()
 #else

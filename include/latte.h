@@ -63,9 +63,17 @@
 // Size of one sample in bytes.
 #define LATTE_SAMPLE_SIZE 16
 
-// (start mode, stop mode) pairs of the three timed modes: the calibration
-// measures each (`overhead_bits`, indexed by `start * 3 + stop`).
-#define LATTE_MODE_PAIRS 9
+// Timed modes: `LATTE_MODE_FAST`, `LATTE_MODE_MID`, `LATTE_MODE_HARD`.
+#define LATTE_TIMED_MODES 3
+
+// (start mode, stop mode) pairs of the timed modes: the calibration
+// measures each (`overhead_bits`, indexed by
+// `start * LATTE_TIMED_MODES + stop`).
+#define LATTE_MODE_PAIRS (LATTE_TIMED_MODES * LATTE_TIMED_MODES)
+
+// Overheads a calibration publishes: one per mode pair, then the pulse's
+// (at index `LATTE_MODE_PAIRS`).
+#define LATTE_OVERHEADS (LATTE_MODE_PAIRS + 1)
 
 // Open spans per thread; a Start beyond this is ignored and counted.
 #define LATTE_MAX_DEPTH 64
@@ -144,6 +152,17 @@
 // (readers load `flags` atomically).
 #define LATTE_REGION_SWITCHES_TRACKED 4
 
+// `calibration_state`: no calibration published (none ran, or the last
+// run failed; `latte_calibration_run` may start one).
+#define LATTE_CALIBRATION_NONE 0
+
+// `calibration_state`: a thread of the producer is running the calibration.
+#define LATTE_CALIBRATION_RUNNING 1
+
+// `calibration_state`: the overheads are published (stored with release
+// after them).
+#define LATTE_CALIBRATION_DONE 2
+
 // Slot state: owned by a live thread.
 #define LATTE_SLOT_LIVE 1
 
@@ -180,6 +199,15 @@
 // Bit position of the stop mode in `latte_sample.packed`.
 #define LATTE_STOP_MODE_SHIFT 56
 
+// The depth's bits of `latte_sample.packed`, shifted down by
+// `LATTE_DEPTH_SHIFT`: the bits below the start mode.
+#define LATTE_DEPTH_MASK ((1ull << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) - 1)
+
+// A mode's bits of `latte_sample.packed`, shifted down by
+// `LATTE_START_MODE_SHIFT` or `LATTE_STOP_MODE_SHIFT`: the bits below the
+// next field.
+#define LATTE_MODE_MASK ((1ull << (LATTE_STOP_MODE_SHIFT - LATTE_START_MODE_SHIFT)) - 1)
+
 // Bit position of `LATTE_SAMPLE_SWITCHED` in `latte_sample.packed`.
 #define LATTE_SAMPLE_SWITCHED_SHIFT 58
 
@@ -202,11 +230,14 @@
 // the cursor has caught up (`latte_reader_set_min_interval`).
 #define LATTE_READER_MIN_INTERVAL_NS 10000
 
-// How old the region's anchor must be for the ratio of the anchor to a
-// (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
-// window `LATTE_FREQ` measures over, so the kept figure is at least as exact
-// as that measurement (each pair is exact to a clock read, tens of ns).
-#define ANCHOR_WINDOW_NS 120000000
+// Most bytes of a region name after its leading '/' (its file in
+// `/dev/shm` stays within `NAME_MAX`, 255).
+#define LATTE_MAX_REGION_NAME 250
+
+// Milliseconds a measurement of cycles per ns runs over where the region
+// gives no anchor to divide by (what `LATTE_FREQ` of
+// `cpp_compat/Latte.hpp` measures over).
+#define LATTE_FREQ_WINDOW_MS 120
 
 // Slots of a shared region's first chunk by default.
 #define LATTE_DEFAULT_SHARED_SLOTS LATTE_DEFAULT_FIRST_SLOTS
@@ -240,52 +271,6 @@
 
 // A read-only view of a region opened by name or a flushed file.
 typedef struct latte_reader latte_reader;
-
-// Process-wide counters (from the region header).
-typedef struct latte_counters {
-  uint64_t overflow_starts;
-  uint64_t orphan_stops;
-  uint64_t unfit_id_drops;
-  uint64_t no_slot_drops;
-  uint64_t slot_reuses;
-  uint64_t reuse_discarded;
-  uint64_t late_drops;
-  uint64_t threads_seen;
-  uint32_t ids_used;
-  uint32_t slots_used;
-  // Pages of latte's shared mappings replaced after the object shrank
-  // under this process (`fault`): what went to them is lost. Counted in
-  // this process, not in the region.
-  uint64_t mapping_faults;
-  // Spans and pulses refused because a signal handler recorded while
-  // latte's slow path on the same thread held the registry lock (see the
-  // span stack protocol). Counted in this process, not in the region.
-  uint64_t reentrant_drops;
-} latte_counters;
-
-// What a region's header describes (geometry, producer, anchors, calibration).
-typedef struct latte_region_info {
-  uint32_t producer_pid;
-  uint32_t flags;
-  // Most IDs the producer takes; 0 = no limit.
-  uint32_t id_capacity;
-  // Slots the reader maps now (the region grows; `latte_reader_refresh`
-  // maps what it grew by).
-  uint32_t slot_capacity;
-  uint32_t samples_per_slot;
-  uint32_t display_unit;
-  // Bytes of the region its producer has published.
-  uint64_t total_size;
-  uint64_t anchor_tsc;
-  uint64_t anchor_realtime_ns;
-  // 0 until measured.
-  double cycles_per_ns;
-  // 1 once calibrated.
-  uint32_t calibrated;
-  uint32_t _pad;
-  // Overhead in cycles per [start mode][stop mode], then the pulse.
-  double overhead[10];
-} latte_region_info;
 
 // One sample of `latte_samples_extract`.
 typedef struct latte_sample_record {
@@ -532,6 +517,52 @@ typedef struct latte_raw_sample {
   uint64_t packed;
 } latte_raw_sample;
 
+// Process-wide counters (from the region header).
+typedef struct latte_counters {
+  uint64_t overflow_starts;
+  uint64_t orphan_stops;
+  uint64_t unfit_id_drops;
+  uint64_t no_slot_drops;
+  uint64_t slot_reuses;
+  uint64_t reuse_discarded;
+  uint64_t late_drops;
+  uint64_t threads_seen;
+  uint32_t ids_used;
+  uint32_t slots_used;
+  // Pages of latte's shared mappings replaced after the object shrank
+  // under this process (`fault`): what went to them is lost. Counted in
+  // this process, not in the region.
+  uint64_t mapping_faults;
+  // Spans and pulses refused because a signal handler recorded while
+  // latte's slow path on the same thread held the registry lock (see the
+  // span stack protocol). Counted in this process, not in the region.
+  uint64_t reentrant_drops;
+} latte_counters;
+
+// What a region's header describes (geometry, producer, anchors, calibration).
+typedef struct latte_region_info {
+  uint32_t producer_pid;
+  uint32_t flags;
+  // Most IDs the producer takes; 0 = no limit.
+  uint32_t id_capacity;
+  // Slots the reader maps now (the region grows; `latte_reader_refresh`
+  // maps what it grew by).
+  uint32_t slot_capacity;
+  uint32_t samples_per_slot;
+  uint32_t display_unit;
+  // Bytes of the region its producer has published.
+  uint64_t total_size;
+  uint64_t anchor_tsc;
+  uint64_t anchor_realtime_ns;
+  // 0 until measured.
+  double cycles_per_ns;
+  // 1 once calibrated.
+  uint32_t calibrated;
+  uint32_t _pad;
+  // Overhead in cycles per [start mode][stop mode], then the pulse.
+  double overhead[LATTE_OVERHEADS];
+} latte_region_info;
+
 // Per-thread counters of the calling thread.
 typedef struct latte_thread_counters {
   // Process-wide index of this thread.
@@ -680,7 +711,8 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   uint64_t threads_seen;
   // Cycles per ns as f64 bits; 0 until measured.
   uint64_t cycles_per_ns_bits;
-  // 0 = not calibrated, 1 = running, 2 = done.
+  // `LATTE_CALIBRATION_NONE`, `LATTE_CALIBRATION_RUNNING` or
+  // `LATTE_CALIBRATION_DONE`.
   uint32_t calibration_state;
   // Preferred display unit (set by a flush).
   uint32_t display_unit;
@@ -776,48 +808,6 @@ extern "C" {
 // `strerror`.
 extern const char *strerrordesc_np(int errnum);
 
-// Old name of `latte_region_get_counters`.
-int latte_get_counters(struct latte_counters *out);
-
-// Old name of `latte_reader_get_counters`.
-int latte_reader_counters(const struct latte_reader *r, struct latte_counters *out);
-
-// Old name of `latte_reader_get_info`.
-int latte_reader_info(const struct latte_reader *r, struct latte_region_info *out);
-
-// Old name of `latte_region_unlink`.
-int latte_shm_unlink(const char *shm_name);
-
-// Old name of `latte_calibration_get_overheads`.
-int latte_calibration_overheads(double *out9, double *out_pulse);
-
-// Old name of `latte_thread_prefault`.
-int64_t latte_prefault(const char *id);
-
-// Old name of `latte_calibration_run`.
-int latte_calibrate(void);
-
-// Old name of `latte_tsc_cycles_per_ns`.
-double latte_cycles_per_ns(void);
-
-// Old name of `latte_tsc_measure_cycles_per_ns`.
-double latte_measure_cycles_per_ns(uint32_t window_ms);
-
-// Old name of `latte_tsc_epoch`.
-uint64_t latte_epoch_tsc(void);
-
-// Old name of `latte_time_format`.
-int latte_format_time(double ns, char *buf, size_t len);
-
-// Old name of `latte_samples_clean`.
-int latte_data_clean(const double *values, size_t n, double *out_values, size_t *out_kept, size_t *out_outliers, double *out_cutoff, int *out_has_cutoff);
-
-// Old name of `latte_samples_snapshot`.
-int latte_snapshot(const char *id, uint64_t *out, size_t cap, size_t *out_n);
-
-// Old name of `latte_error_string`.
-const char *latte_strerror(int code);
-
 // Runs calibration once through the C ABI's own path (later calls return
 // at once). Returns 0 or a negative code.
 int latte_calibration_run(void);
@@ -849,7 +839,7 @@ int latte_calibration_get_overheads(double *out9, double *out_pulse);
 double latte_tsc_cycles_per_ns(void);
 
 // Measures TSC cycles per ns anew over `window_ms` milliseconds against
-// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with 120).
+// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with `LATTE_FREQ_WINDOW_MS`).
 double latte_tsc_measure_cycles_per_ns(uint32_t window_ms);
 
 // The durations (cycles) recorded under `id` on every thread: at most a

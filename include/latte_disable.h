@@ -131,20 +131,4 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_sched_diff(a, b, out) latte__off_err_zero(sizeof(a) + sizeof(b), (out), sizeof(struct latte_sched_delta), LATTE_ERR_SCHED_OFF)
 #define latte_sched_format(d, buf, cap, out_n) latte__off_fmt(sizeof(d), (buf), (cap), (out_n))
 
-/* Old names of renamed calls (src/ffi/aliases.rs). */
-#define latte_get_counters(...) latte_region_get_counters(__VA_ARGS__)
-#define latte_reader_counters(...) latte_reader_get_counters(__VA_ARGS__)
-#define latte_reader_info(...) latte_reader_get_info(__VA_ARGS__)
-#define latte_shm_unlink(...) latte_region_unlink(__VA_ARGS__)
-#define latte_calibration_overheads(...) latte_calibration_get_overheads(__VA_ARGS__)
-#define latte_prefault(...) latte_thread_prefault(__VA_ARGS__)
-#define latte_calibrate(...) latte_calibration_run(__VA_ARGS__)
-#define latte_cycles_per_ns(...) latte_tsc_cycles_per_ns(__VA_ARGS__)
-#define latte_measure_cycles_per_ns(...) latte_tsc_measure_cycles_per_ns(__VA_ARGS__)
-#define latte_epoch_tsc(...) latte_tsc_epoch(__VA_ARGS__)
-#define latte_format_time(...) latte_time_format(__VA_ARGS__)
-#define latte_data_clean(...) latte_samples_clean(__VA_ARGS__)
-#define latte_snapshot(...) latte_samples_snapshot(__VA_ARGS__)
-#define latte_strerror(...) latte_error_string(__VA_ARGS__)
-
 #endif /* LATTE_DISABLE_H */

@@ -310,7 +310,7 @@ LATTE__HOT void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   __asm__("movl %1, %0" : "=r"(depth) : "m"(t->depth));
   /* The depth and both modes in one shift. depth <= 64; at 64 its bit lands
    * on the start mode's low bit, which PULSE (3) sets anyway: the same word
-   * as Rust's `depth & 63`, with no mask. */
+   * as Rust's `depth & LATTE_DEPTH_MASK`, with no mask. */
   packed = latte__duration(last, now) |
            ((uint64_t)(depth | (LATTE_MODE_PULSE << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) |
                        (LATTE_MODE_PULSE << (LATTE_STOP_MODE_SHIFT - LATTE_DEPTH_SHIFT)))

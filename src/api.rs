@@ -173,7 +173,8 @@ pub fn snapshot(id: &CStr) -> Result<Vec<u64>, Error> {
 }
 
 /// Makes this process record into the POSIX shared-memory object `name`
-/// (`/` and up to 250 more bytes), which other processes can read live
+/// (`/` and up to [`LATTE_MAX_REGION_NAME`](crate::shm::LATTE_MAX_REGION_NAME)
+/// more bytes), which other processes can read live
 /// (`Mapping::open_shm`, `latte stats`). Call it before the first span:
 /// `EBUSY` once any thread recorded, `EEXIST` when the name belongs to a
 /// live producer or to something that is not a latte region (a region

@@ -21,19 +21,25 @@ pub(crate) use crate::name::CALIBRATION_ID;
 /// Empty spans per (start, stop) pair, and pulses, at most.
 pub(crate) const CALIBRATION_ITERS: u32 = 5000;
 
-/// Empty spans per (start, stop) pair, and pulses: `CALIBRATION_ITERS`, or
-/// fewer so that the 10 runs fit the calibration ring (the region's ring
-/// size) whole and every pair keeps its own samples.
+/// Empty spans per (start, stop) pair, and pulses: [`CALIBRATION_ITERS`], or
+/// fewer so that the [`LATTE_OVERHEADS`] runs fit the calibration ring (the
+/// region's ring size) whole and every pair keeps its own samples.
 pub fn iterations() -> u32 {
     let cap = recorder::region_if_any().map(|r| r.geometry().samples_per_slot).unwrap_or(u32::MAX);
-    CALIBRATION_ITERS.min((cap.saturating_sub(1)) / 10).max(1)
+    CALIBRATION_ITERS.min((cap.saturating_sub(1)) / LATTE_OVERHEADS).max(1)
 }
+
+/// Milliseconds a measurement of cycles per ns runs over where the region
+/// gives no anchor to divide by (what `LATTE_FREQ` of
+/// `cpp_compat/Latte.hpp` measures over).
+pub const LATTE_FREQ_WINDOW_MS: u32 = 120;
 
 /// How old the region's anchor must be for the ratio of the anchor to a
 /// (TSC, clock) pair taken now to be kept as the region's cycles per ns: the
-/// window `LATTE_FREQ` measures over, so the kept figure is at least as exact
-/// as that measurement (each pair is exact to a clock read, tens of ns).
-pub const ANCHOR_WINDOW_NS: u64 = 120_000_000;
+/// window of a measurement ([`LATTE_FREQ_WINDOW_MS`]), so the kept figure is
+/// at least as exact as that measurement (each pair is exact to a clock
+/// read, tens of ns).
+pub(crate) const ANCHOR_WINDOW_NS: u64 = LATTE_FREQ_WINDOW_MS as u64 * 1_000_000;
 
 /// Cycles per ns from the region's anchor and a pair taken now, with the
 /// time between them in ns; None without an anchor.
@@ -76,14 +82,14 @@ pub fn cycles_per_ns_now() -> f64 {
 
 /// The region's cycles per ns, kept once known. The first call within
 /// `ANCHOR_WINDOW_NS` of the region's creation sleeps until the anchor is
-/// that old (at most 120 ms, once per process); later calls take a (TSC,
+/// that old (at most [`LATTE_FREQ_WINDOW_MS`], once per process); later calls take a (TSC,
 /// clock) pair and divide. Used where a caller asks for exact figures and
 /// is not measuring (the report, calibration, the trace, `latte_tsc_cycles_per_ns`);
 /// the flush uses `cycles_per_ns_now`, which never waits.
 pub fn cycles_per_ns() -> f64 {
     let region = match REGISTRY.lock().region() {
         Ok(r) => r,
-        Err(_) => return crate::tsc::measure_cycles_per_ns(120),
+        Err(_) => return crate::tsc::measure_cycles_per_ns(LATTE_FREQ_WINDOW_MS as u64),
     };
     let h = region.header();
     let v = load_f64(&h.cycles_per_ns_bits);
@@ -98,10 +104,10 @@ pub fn cycles_per_ns() -> f64 {
             std::thread::sleep(std::time::Duration::from_nanos(ANCHOR_WINDOW_NS - elapsed));
             match from_anchor(h) {
                 Some((f, _)) => f,
-                None => crate::tsc::measure_cycles_per_ns(120),
+                None => crate::tsc::measure_cycles_per_ns(LATTE_FREQ_WINDOW_MS as u64),
             }
         }
-        None => crate::tsc::measure_cycles_per_ns(120),
+        None => crate::tsc::measure_cycles_per_ns(LATTE_FREQ_WINDOW_MS as u64),
     };
     store_f64(&h.cycles_per_ns_bits, f);
     f
@@ -119,12 +125,12 @@ pub fn begin() -> bool {
     loop {
         // AcqRel on success: we own the run; Acquire on failure: if done,
         // the published figures are visible.
-        match st.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
+        match st.compare_exchange(LATTE_CALIBRATION_NONE, LATTE_CALIBRATION_RUNNING, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
                 recorder::calring::reset();
                 return true;
             }
-            Err(2) => return false,
+            Err(LATTE_CALIBRATION_DONE) => return false,
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
         }
     }
@@ -141,34 +147,34 @@ pub fn end() -> Result<(), Error> {
     let rc = compute();
     match rc {
         Ok(o) => {
-            for (k, v) in o.iter().enumerate().take(9) {
+            for (k, v) in o.iter().enumerate().take(LATTE_MODE_PAIRS as usize) {
                 store_f64(&h.overhead_bits[k], *v);
             }
-            store_f64(&h.pulse_overhead_bits, o[9]);
+            store_f64(&h.pulse_overhead_bits, o[LATTE_MODE_PAIRS as usize]);
             // Release: the figures above are visible to whoever sees "done".
-            h.calibration_state.store(2, Ordering::Release);
+            h.calibration_state.store(LATTE_CALIBRATION_DONE, Ordering::Release);
             Ok(())
         }
         Err(e) => {
             // Release: pairs with begin's acquire (nothing was published).
-            h.calibration_state.store(0, Ordering::Release);
+            h.calibration_state.store(LATTE_CALIBRATION_NONE, Ordering::Release);
             Err(e)
         }
     }
 }
 
-fn compute() -> Result<[f64; 10], Error> {
+fn compute() -> Result<[f64; LATTE_OVERHEADS as usize], Error> {
     let region = recorder::region_if_any().ok_or(Error::Os(libc::EINVAL))?;
     let raw = recorder::calring::samples(region.geometry().samples_per_slot);
     if raw.is_empty() {
         return Err(Error::Os(libc::EINVAL));
     }
-    let mut by_pair: [Vec<f64>; 10] = Default::default();
+    let mut by_pair: [Vec<f64>; LATTE_OVERHEADS as usize] = Default::default();
     for &(start_tsc, packed) in &raw {
         let s = crate::reader::latte_raw_sample { start_tsc, packed }.decode();
         by_pair[s.pair_index()].push(s.duration as f64);
     }
-    let mut out = [0.0; 10];
+    let mut out = [0.0; LATTE_OVERHEADS as usize];
     for (k, v) in by_pair.iter_mut().enumerate() {
         v.sort_by(|a, b| a.total_cmp(b));
         out[k] = crate::stats::median(v);
@@ -187,8 +193,8 @@ pub fn run_native() -> Result<(), Error> {
         let t = unsafe { &mut *t };
         let id: *const c_char = CALIBRATION_ID.as_ptr();
         let n = iterations();
-        for s in 0..3 {
-            for e in 0..3 {
+        for s in 0..LATTE_TIMED_MODES {
+            for e in 0..LATTE_TIMED_MODES {
                 for _ in 0..n {
                     // SAFETY: a static NUL-terminated string.
                     unsafe { recorder::start(t, id, s) };

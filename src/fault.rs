@@ -25,11 +25,11 @@
 //! touches nothing but atomics in chunks that live as long as the process,
 //! and calls only `mmap` and `sigaction`, both plain system calls.
 
+use crate::mmap::PAGE;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Entries per chunk of the table.
 const CHUNK_ENTRIES: usize = 64;
-const PAGE: usize = 4096;
 
 struct Entry {
     /// Start of the mapping; 0 = free entry.
@@ -111,11 +111,17 @@ fn grow() -> bool {
 /// Pages replaced after a fault, since the process started.
 static FAULTS: AtomicU64 = AtomicU64::new(0);
 
-/// 0: no handler yet; 1: a thread is installing it; 2: installed. Not a
-/// `Once`: a fork child of a process that was installing would wait forever
-/// on it; here a caller that finds it busy goes on without waiting (its
-/// mapping is registered all the same, and protected once it is done).
-static INSTALL: AtomicU32 = AtomicU32::new(0);
+/// [`INSTALL_NONE`], [`INSTALL_BUSY`] or [`INSTALL_DONE`]. Not a `Once`: a
+/// fork child of a process that was installing would wait forever on it;
+/// here a caller that finds it busy goes on without waiting (its mapping is
+/// registered all the same, and protected once it is done).
+static INSTALL: AtomicU32 = AtomicU32::new(INSTALL_NONE);
+/// [`INSTALL`]: no handler yet.
+const INSTALL_NONE: u32 = 0;
+/// [`INSTALL`]: a thread is installing the handler.
+const INSTALL_BUSY: u32 = 1;
+/// [`INSTALL`]: the handler is installed.
+const INSTALL_DONE: u32 = 2;
 /// The SIGBUS action before ours (written once, before ours is installed).
 static mut PREVIOUS: core::mem::MaybeUninit<libc::sigaction> = core::mem::MaybeUninit::uninit();
 static HAVE_PREVIOUS: AtomicBool = AtomicBool::new(false);
@@ -228,12 +234,12 @@ impl Drop for Protected {
 
 /// Installs the handler (once); `register` does it too.
 pub fn install() {
-    // Acquire/Release: whoever sees 2 also sees PREVIOUS written.
-    if INSTALL.compare_exchange(0, 1, Ordering::Acquire, Ordering::Acquire).is_err() {
+    // Acquire/Release: whoever sees INSTALL_DONE also sees PREVIOUS written.
+    if INSTALL.compare_exchange(INSTALL_NONE, INSTALL_BUSY, Ordering::Acquire, Ordering::Acquire).is_err() {
         return; // installed, or being installed by someone else
     }
     // SAFETY: plain sigaction calls with valid, zero-initialised structs;
-    // PREVIOUS is written here only (we won the 0 -> 1 race), before the
+    // PREVIOUS is written here only (we won the race to INSTALL_BUSY), before the
     // handler that reads it exists (HAVE_PREVIOUS is stored with release after it).
     unsafe {
         let mut act: libc::sigaction = core::mem::zeroed();
@@ -247,7 +253,7 @@ pub fn install() {
             libc::sigaction(libc::SIGBUS, &act, core::ptr::null_mut());
         }
     }
-    INSTALL.store(2, Ordering::Release);
+    INSTALL.store(INSTALL_DONE, Ordering::Release);
 }
 
 /// Finds the registered mapping holding `addr`.
@@ -315,7 +321,7 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
 /// next unrelated SIGBUS would become a SIGSEGV.
 extern "C" fn restore_previous_on_unload() {
     // Acquire: pairs with the release in `install`.
-    if INSTALL.load(Ordering::Acquire) != 2 || !HAVE_PREVIOUS.load(Ordering::Acquire) {
+    if INSTALL.load(Ordering::Acquire) != INSTALL_DONE || !HAVE_PREVIOUS.load(Ordering::Acquire) {
         return;
     }
     // SAFETY: plain sigaction calls with valid structs; PREVIOUS was fully

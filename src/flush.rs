@@ -101,11 +101,11 @@ fn copy_atomic(src: *const u8, len: usize, out: &mut Vec<u8>) {
 }
 
 fn put_u32(b: &mut [u8], off: usize, v: u32) {
-    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    b[off..off + size_of::<u32>()].copy_from_slice(&v.to_le_bytes());
 }
 
 fn put_u64(b: &mut [u8], off: usize, v: u64) {
-    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    b[off..off + size_of::<u64>()].copy_from_slice(&v.to_le_bytes());
 }
 
 impl Plan {
@@ -217,9 +217,9 @@ impl Plan {
             // Acquire: pairs with the release in `Region::grow`.
             let has_slots = self.region.geometry().slots_before(k as u32) < self.n_slots as u64;
             let slot_entry = if has_slots { h.slot_chunks[k].load(Ordering::Acquire) } else { 0 };
-            put_u64(&mut fh, offset_of!(H, slot_chunks) + 8 * k, slot_entry);
+            put_u64(&mut fh, offset_of!(H, slot_chunks) + k * size_of::<u64>(), slot_entry);
             let name_entry = self.names.get(k).map(|&(_, off, _)| off).unwrap_or(0);
-            put_u64(&mut fh, offset_of!(H, name_chunks) + 8 * k, name_entry);
+            put_u64(&mut fh, offset_of!(H, name_chunks) + k * size_of::<u64>(), name_entry);
         }
         if crate::layout::load_f64(&h.cycles_per_ns_bits) <= 0.0 {
             // Not yet kept for the region (younger than the anchor window):

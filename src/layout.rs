@@ -46,9 +46,15 @@ pub const LATTE_HEADER_SIZE: u32 = 1024;
 pub const LATTE_SLOT_HEADER_SIZE: u32 = 128;
 /// Size of one sample in bytes.
 pub const LATTE_SAMPLE_SIZE: u32 = 16;
-/// (start mode, stop mode) pairs of the three timed modes: the calibration
-/// measures each (`overhead_bits`, indexed by `start * 3 + stop`).
-pub const LATTE_MODE_PAIRS: u32 = 9;
+/// Timed modes: `LATTE_MODE_FAST`, `LATTE_MODE_MID`, `LATTE_MODE_HARD`.
+pub const LATTE_TIMED_MODES: u32 = 3;
+/// (start mode, stop mode) pairs of the timed modes: the calibration
+/// measures each (`overhead_bits`, indexed by
+/// `start * LATTE_TIMED_MODES + stop`).
+pub const LATTE_MODE_PAIRS: u32 = LATTE_TIMED_MODES * LATTE_TIMED_MODES;
+/// Overheads a calibration publishes: one per mode pair, then the pulse's
+/// (at index `LATTE_MODE_PAIRS`).
+pub const LATTE_OVERHEADS: u32 = LATTE_MODE_PAIRS + 1;
 /// Open spans per thread; a Start beyond this is ignored and counted.
 pub const LATTE_MAX_DEPTH: u32 = 64;
 /// Entries of each chunk directory in the region header (`slot_chunks`,
@@ -136,6 +142,15 @@ pub const LATTE_REGION_FLUSHED: u32 = 2;
 /// "never switched". Set by the producer after creation, with an atomic OR
 /// (readers load `flags` atomically).
 pub const LATTE_REGION_SWITCHES_TRACKED: u32 = 4;
+
+/// `calibration_state`: no calibration published (none ran, or the last
+/// run failed; `latte_calibration_run` may start one).
+pub const LATTE_CALIBRATION_NONE: u32 = 0;
+/// `calibration_state`: a thread of the producer is running the calibration.
+pub const LATTE_CALIBRATION_RUNNING: u32 = 1;
+/// `calibration_state`: the overheads are published (stored with release
+/// after them).
+pub const LATTE_CALIBRATION_DONE: u32 = 2;
 
 /// Slot state: owned by a live thread.
 pub const LATTE_SLOT_LIVE: u32 = 1;
@@ -248,7 +263,8 @@ pub struct latte_region_header {
     pub threads_seen: AtomicU64,
     /// Cycles per ns as f64 bits; 0 until measured.
     pub cycles_per_ns_bits: AtomicU64,
-    /// 0 = not calibrated, 1 = running, 2 = done.
+    /// `LATTE_CALIBRATION_NONE`, `LATTE_CALIBRATION_RUNNING` or
+    /// `LATTE_CALIBRATION_DONE`.
     pub calibration_state: AtomicU32,
     /// Preferred display unit (set by a flush).
     pub display_unit: AtomicU32,
@@ -440,7 +456,7 @@ pub fn ring_token(tagged: u64) -> usize {
 /// The `packed` bits a span contributes at Start: its depth and start mode.
 #[inline(always)]
 pub fn span_bits(depth: u32, start_mode: u32) -> u64 {
-    ((depth as u64 & 63) << LATTE_DEPTH_SHIFT) | ((start_mode as u64 & 3) << LATTE_START_MODE_SHIFT)
+    ((depth as u64 & LATTE_DEPTH_MASK) << LATTE_DEPTH_SHIFT) | ((start_mode as u64 & LATTE_MODE_MASK) << LATTE_START_MODE_SHIFT)
 }
 
 /// The frame word of a span opened at `depth` in `start_mode` inside the
@@ -538,6 +554,13 @@ pub const LATTE_DEPTH_SHIFT: u32 = 48;
 pub const LATTE_START_MODE_SHIFT: u32 = 54;
 /// Bit position of the stop mode in `latte_sample.packed`.
 pub const LATTE_STOP_MODE_SHIFT: u32 = 56;
+/// The depth's bits of `latte_sample.packed`, shifted down by
+/// `LATTE_DEPTH_SHIFT`: the bits below the start mode.
+pub const LATTE_DEPTH_MASK: u64 = (1u64 << (LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIFT)) - 1;
+/// A mode's bits of `latte_sample.packed`, shifted down by
+/// `LATTE_START_MODE_SHIFT` or `LATTE_STOP_MODE_SHIFT`: the bits below the
+/// next field.
+pub const LATTE_MODE_MASK: u64 = (1u64 << (LATTE_STOP_MODE_SHIFT - LATTE_START_MODE_SHIFT)) - 1;
 /// Bit position of `LATTE_SAMPLE_SWITCHED` in `latte_sample.packed`.
 pub const LATTE_SAMPLE_SWITCHED_SHIFT: u32 = 58;
 /// Set in a sample's `packed` word when its thread was switched out at
@@ -551,7 +574,7 @@ pub const LATTE_SAMPLE_SWITCHED: u64 = 1u64 << LATTE_SAMPLE_SWITCHED_SHIFT;
 #[inline(always)]
 pub fn pack(duration: u64, depth: u32, start_mode: u32, stop_mode: u32) -> u64 {
     let d = if duration > LATTE_MAX_DURATION { LATTE_MAX_DURATION } else { duration };
-    d | ((depth as u64 & 63) << LATTE_DEPTH_SHIFT) | ((start_mode as u64 & 3) << LATTE_START_MODE_SHIFT) | ((stop_mode as u64 & 3) << LATTE_STOP_MODE_SHIFT)
+    d | span_bits(depth, start_mode) | ((stop_mode as u64 & LATTE_MODE_MASK) << LATTE_STOP_MODE_SHIFT)
 }
 
 /// A sample decoded from its two words.
@@ -573,19 +596,21 @@ impl Sample {
         Sample {
             start_tsc,
             duration: packed & LATTE_MAX_DURATION,
-            depth: ((packed >> LATTE_DEPTH_SHIFT) & 63) as u32,
-            start_mode: ((packed >> LATTE_START_MODE_SHIFT) & 3) as u32,
-            stop_mode: ((packed >> LATTE_STOP_MODE_SHIFT) & 3) as u32,
+            depth: ((packed >> LATTE_DEPTH_SHIFT) & LATTE_DEPTH_MASK) as u32,
+            start_mode: ((packed >> LATTE_START_MODE_SHIFT) & LATTE_MODE_MASK) as u32,
+            stop_mode: ((packed >> LATTE_STOP_MODE_SHIFT) & LATTE_MODE_MASK) as u32,
             switched: packed & LATTE_SAMPLE_SWITCHED != 0,
         }
     }
 
-    /// The (start, stop) pair as an index: 0..9 for spans, 9 for pulses.
+    /// The (start, stop) pair as an index: below [`LATTE_MODE_PAIRS`] for
+    /// spans, [`LATTE_MODE_PAIRS`] for pulses (a span's stop mode past
+    /// HARD, which no recorder writes, counts as HARD).
     pub fn pair_index(&self) -> usize {
         if self.start_mode == LATTE_MODE_PULSE {
-            9
+            LATTE_MODE_PAIRS as usize
         } else {
-            (self.start_mode.min(2) * 3 + self.stop_mode.min(2)) as usize
+            (self.start_mode.min(LATTE_MODE_HARD) * LATTE_TIMED_MODES + self.stop_mode.min(LATTE_MODE_HARD)) as usize
         }
     }
 }
@@ -603,15 +628,16 @@ pub fn cache_next(i: usize) -> usize {
     (i + 1) & (LATTE_CACHE_SIZE as usize - 1)
 }
 
-/// Where consecutive slots start relative to each other within a 4 KiB page:
-/// a slot stride of a page or more is padded to this remainder modulo 4096
-/// (33 cache lines: an odd number of lines, about half a page). Without the
-/// pad, a stride is 128 bytes past a multiple of 4 KiB, so the write
-/// indices and current sample lines of the rings a thread writes round the
-/// same few 4 KiB offsets and L1 sets; with it, Fast Start+Stop over N IDs
-/// on one thread, round-robin, cost 1.03 x one ID at N = 8 (1.10 unpadded)
-/// and 1.21 x at N = 200 (1.28), measured in one binary. The pad is never
-/// touched, so it costs address space, not memory.
+/// Where consecutive slots start relative to each other within a page
+/// ([`LATTE_PAGE_SIZE`]): a slot stride of a page or more is padded to this
+/// remainder modulo the page size (33 cache lines: an odd number of lines,
+/// about half a page). Without the pad, a stride is 128 bytes past a
+/// multiple of 4 KiB, so the write indices and current sample lines of the
+/// rings a thread writes round the same few 4 KiB offsets and L1 sets; with
+/// it, Fast Start+Stop over N IDs on one thread, round-robin, cost 1.03 x
+/// one ID at N = 8 (1.10 unpadded) and 1.21 x at N = 200 (1.28), measured
+/// in one binary. The pad is never touched, so it costs address space, not
+/// memory.
 const SLOT_PAGE_OFFSET: u64 = 2112;
 
 /// Geometry of a region: the sizes every chunk follows, from the first
@@ -642,7 +668,7 @@ impl Geometry {
             return None;
         }
         let ring_bytes = (LATTE_SLOT_HEADER_SIZE as u64).checked_add((samples_per_slot as u64).checked_mul(LATTE_SAMPLE_SIZE as u64)?)?;
-        // Pad a stride of a page or more up to SLOT_PAGE_OFFSET modulo 4 KiB.
+        // Pad a stride of a page or more up to SLOT_PAGE_OFFSET modulo a page.
         let pad = if ring_bytes >= LATTE_PAGE_SIZE { (SLOT_PAGE_OFFSET + LATTE_PAGE_SIZE - ring_bytes % LATTE_PAGE_SIZE) % LATTE_PAGE_SIZE } else { 0 };
         let slot_stride = ring_bytes.checked_add(pad)?;
         let g = Geometry { first_slots, samples_per_slot, slot_stride };
@@ -691,6 +717,12 @@ pub const fn name_record_bytes(len: u64) -> u64 {
 }
 
 const _: () = {
+    assert!(LATTE_MODE_HARD + 1 == LATTE_TIMED_MODES && LATTE_MODE_FAST == 0);
+    // The fields of `packed` in order, each wide enough for its values.
+    assert!(LATTE_MAX_DURATION + 1 == 1u64 << LATTE_DEPTH_SHIFT);
+    assert!(LATTE_DEPTH_MASK + 1 == LATTE_MAX_DEPTH as u64);
+    assert!(LATTE_MODE_PULSE as u64 == LATTE_MODE_MASK);
+    assert!(LATTE_STOP_MODE_SHIFT + (LATTE_STOP_MODE_SHIFT - LATTE_START_MODE_SHIFT) == LATTE_SAMPLE_SWITCHED_SHIFT);
     assert!(core::mem::size_of::<latte_sample>() == LATTE_SAMPLE_SIZE as usize);
     assert!(core::mem::size_of::<latte_slot_header>() == LATTE_SLOT_HEADER_SIZE as usize);
     assert!(core::mem::size_of::<latte_region_header>() == LATTE_HEADER_SIZE as usize);
@@ -704,7 +736,7 @@ const _: () = {
     assert!(1u64 << (64 - LATTE_CACHE_SHIFT) == LATTE_CACHE_SIZE as u64);
     assert!(LATTE_CACHE_MAX_USED < LATTE_CACHE_SIZE);
     assert!(LATTE_CACHE_EMPTY == 0);
-    assert!(SLOT_PAGE_OFFSET.is_multiple_of(64) && SLOT_PAGE_OFFSET < 4096);
+    assert!(SLOT_PAGE_OFFSET.is_multiple_of(64) && SLOT_PAGE_OFFSET < LATTE_PAGE_SIZE);
 };
 
 /// Adds `n` to a counter of the region header. Relaxed: counters are
@@ -749,9 +781,9 @@ mod tests {
         assert!(Geometry::new(16, 1000).is_none());
         assert!(Geometry::new(u32::MAX, 1 << 31).is_none());
         let g = Geometry::new(2, 1024).unwrap();
-        assert_eq!(g.slot_stride % 4096, SLOT_PAGE_OFFSET);
-        assert!(g.slot_stride >= 128 + 1024 * 16 && g.slot_stride < 128 + 1024 * 16 + 4096);
-        assert_eq!(g.slot_chunk_bytes(0).unwrap() % 4096, 0);
+        assert_eq!(g.slot_stride % LATTE_PAGE_SIZE, SLOT_PAGE_OFFSET);
+        assert!(g.slot_stride >= 128 + 1024 * 16 && g.slot_stride < 128 + 1024 * 16 + LATTE_PAGE_SIZE);
+        assert_eq!(g.slot_chunk_bytes(0).unwrap() % LATTE_PAGE_SIZE, 0);
         let small = Geometry::new(2, 64).unwrap();
         assert_eq!(small.slot_stride, 128 + 64 * 16, "below a page: not padded");
         // Chunks 0, 1, 2 of 3 first slots: 3, 6, 12 slots.

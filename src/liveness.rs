@@ -71,13 +71,14 @@ fn identity(st: &libc::stat) -> (u64, u64) {
     (st.st_dev, st.st_ino)
 }
 
-/// Whether the 8 bytes at the start of `fd` are latte's magic (only latte
-/// regions are ever taken over).
+/// Whether the bytes at the start of `fd` are latte's magic
+/// ([`LATTE_MAGIC`](crate::layout::LATTE_MAGIC); only latte regions are
+/// ever taken over).
 fn is_latte(fd: BorrowedFd<'_>) -> bool {
-    let mut m = [0u8; 8];
-    // SAFETY: reads at most 8 bytes into m.
-    let n = unsafe { libc::pread(fd.as_raw_fd(), m.as_mut_ptr() as *mut libc::c_void, 8, 0) };
-    n == 8 && m == crate::layout::LATTE_MAGIC
+    let mut m = [0u8; crate::layout::LATTE_MAGIC.len()];
+    // SAFETY: reads at most m.len() bytes into m.
+    let n = unsafe { libc::pread(fd.as_raw_fd(), m.as_mut_ptr() as *mut libc::c_void, m.len(), 0) };
+    n == m.len() as isize && m == crate::layout::LATTE_MAGIC
 }
 
 /// L2 and L4: publishes the object `tmp` (locked, initialised) under

@@ -6,8 +6,12 @@
 //! `leak`ed, explicitly.
 
 use crate::error::Error;
-use crate::layout::LATTE_FRAME_RING_MASK;
+use crate::layout::{LATTE_FRAME_RING_MASK, LATTE_PAGE_SIZE};
 use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// [`LATTE_PAGE_SIZE`] as a length: the page latte's mappings are made of
+/// (x86-64's base page).
+pub(crate) const PAGE: usize = LATTE_PAGE_SIZE as usize;
 
 /// A mapping of `len` bytes at `ptr`, unmapped on drop.
 ///

@@ -6,8 +6,9 @@
 //! - A NULL id is the name `<null-id>`.
 //! - A name of up to `LATTE_MAX_NAME_LEN` (4,096) bytes is stored whole.
 //! - A longer one is stored as its first bytes (cut at a UTF-8 boundary, at
-//!   most `LATTE_MAX_NAME_LEN - 5`), `~`, and 4 hex digits of a hash of the
-//!   whole text: long IDs stay distinct and recognisable.
+//!   most `LATTE_MAX_NAME_LEN` less the 5 of the suffix,
+//!   `CUT_SUFFIX_LEN`), `~`, and 4 hex digits of a hash of the whole
+//!   text: long IDs stay distinct and recognisable.
 
 use crate::layout::LATTE_MAX_NAME_LEN;
 use core::ffi::c_char;
@@ -27,11 +28,19 @@ pub fn is_reserved_name(name: &[u8]) -> bool {
     name == CALIBRATION_ID.to_bytes()
 }
 
+/// FNV-1a's 32-bit offset basis.
+const FNV_OFFSET_BASIS: u32 = 0x811c_9dc5;
+/// FNV-1a's 32-bit prime.
+const FNV_PRIME: u32 = 0x0100_0193;
+/// Bytes a cut name ends with: `~`, then its hash folded to 16 bits in 4
+/// hex digits.
+const CUT_SUFFIX_LEN: usize = 1 + 4;
+
 fn fnv1a(bytes: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
+    let mut h = FNV_OFFSET_BASIS;
     for &b in bytes {
         h ^= b as u32;
-        h = h.wrapping_mul(0x0100_0193);
+        h = h.wrapping_mul(FNV_PRIME);
     }
     h
 }
@@ -43,12 +52,12 @@ pub fn normalize_bytes(text: &[u8]) -> Name {
         return text.to_vec();
     }
     // Cut at a UTF-8 boundary: never start the cut on a continuation byte.
-    let mut cut = max - 5;
+    let mut cut = max - CUT_SUFFIX_LEN;
     while cut > 0 && (text[cut] & 0xC0) == 0x80 {
         cut -= 1;
     }
     let h = fnv1a(text);
-    let folded = (h ^ (h >> 16)) & 0xFFFF;
+    let folded = (h ^ (h >> 16)) as u16;
     let mut out = text[..cut].to_vec();
     out.extend_from_slice(format!("~{folded:04x}").as_bytes());
     out

@@ -218,6 +218,10 @@ pub struct latte_raw_sample {
     pub packed: u64,
 }
 
+// A ring's samples are copied into `latte_raw_sample`s byte for byte.
+const _: () = assert!(core::mem::size_of::<latte_raw_sample>() == core::mem::size_of::<latte_sample>());
+const _: () = assert!(core::mem::offset_of!(latte_raw_sample, packed) == core::mem::offset_of!(latte_sample, packed));
+
 impl latte_raw_sample {
     pub fn decode(&self) -> Sample {
         Sample::unpack(self.start_tsc, self.packed)
@@ -247,8 +251,25 @@ pub struct ReadOutcome {
 pub struct Calibration {
     pub cycles_per_ns: f64,
     pub calibrated: bool,
-    /// [start mode][stop mode] overhead in cycles, then the pulse at index 9.
-    pub overhead: [f64; LATTE_MODE_PAIRS as usize + 1],
+    /// Overhead in cycles of each (start mode, stop mode) pair, at
+    /// [`Sample::pair_index`]: `start * LATTE_TIMED_MODES + stop`, then the
+    /// pulse's at [`LATTE_MODE_PAIRS`].
+    pub overhead: [f64; LATTE_OVERHEADS as usize],
+}
+
+impl Calibration {
+    /// The overhead of spans started in `start` mode and stopped in `stop`
+    /// mode (each [`LATTE_MODE_FAST`], [`LATTE_MODE_MID`] or
+    /// [`LATTE_MODE_HARD`]; any other counts as FAST, as it records).
+    pub fn pair(&self, start: latte_mode, stop: latte_mode) -> f64 {
+        let timed = |m: latte_mode| if m == LATTE_MODE_MID || m == LATTE_MODE_HARD { m } else { LATTE_MODE_FAST };
+        self.overhead[(timed(start) * LATTE_TIMED_MODES + timed(stop)) as usize]
+    }
+
+    /// The overhead of a pulse.
+    pub fn pulse(&self) -> f64 {
+        self.overhead[LATTE_MODE_PAIRS as usize]
+    }
 }
 
 // SAFETY: a view only reads, through atomic loads and opaque copies, memory
@@ -395,8 +416,9 @@ impl<'a> View<'a> {
     /// As `new`.
     pub unsafe fn new_held(base: *const u8, len: usize, held: u64) -> Result<View<'a>, Error> {
         if len < LATTE_HEADER_SIZE as usize {
-            // SAFETY: 8 of the `len` readable bytes, page aligned (the caller's contract).
-            return Err(if len >= 8 { unsafe { magic_or(base, Error::Truncated) } } else { Error::NotLatte });
+            // SAFETY: the magic's bytes of the `len` readable ones, page
+            // aligned (the caller's contract).
+            return Err(if len >= LATTE_MAGIC.len() { unsafe { magic_or(base, Error::Truncated) } } else { Error::NotLatte });
         }
         let none = [core::ptr::null(); LATTE_CHUNKS as usize];
         let zero = [0; LATTE_CHUNKS as usize];
@@ -454,7 +476,7 @@ impl<'a> View<'a> {
         let ring_bytes = LATTE_SLOT_HEADER_SIZE as u64 + geo.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64;
         let page_ok = |o: u64| o.is_multiple_of(LATTE_PAGE_SIZE) && o >= LATTE_PAGE_SIZE;
         for k in 0..LATTE_CHUNKS {
-            let so = v.atomic_u64(off(o!(H, slot_chunks)) + 8 * k as u64).load(Ordering::Acquire);
+            let so = v.atomic_u64(off(o!(H, slot_chunks)) + (k as usize * size_of::<u64>()) as u64).load(Ordering::Acquire);
             if so != 0 {
                 geo.slot_chunk_bytes(k).ok_or(Error::Corrupt)?;
                 if !page_ok(so) {
@@ -468,7 +490,7 @@ impl<'a> View<'a> {
                     v.chunks.slot_base[k as usize] = unsafe { base.add(so as usize) };
                 }
             }
-            let no = v.atomic_u64(off(o!(H, name_chunks)) + 8 * k as u64).load(Ordering::Acquire);
+            let no = v.atomic_u64(off(o!(H, name_chunks)) + (k as usize * size_of::<u64>()) as u64).load(Ordering::Acquire);
             if no != 0 {
                 if !page_ok(no) {
                     return Err(Error::Corrupt);
@@ -814,7 +836,7 @@ impl<'a> View<'a> {
         let lo = cur.next.max(crate::ring::oldest_safe(w1, margin, cap));
         let end = w1.min(lo.saturating_add(out.len() as u64));
         // SAFETY: the samples of slot i lie inside the validated mapping.
-        let ring = unsafe { p.add(LATTE_SLOT_HEADER_SIZE as usize) } as *const u64;
+        let ring = unsafe { p.add(LATTE_SLOT_HEADER_SIZE as usize) } as *const latte_sample;
         // The writer's index as the check after a chunk sees it. A flushed
         // image's was taken by the flush after the samples were written out;
         // a fork child's copy carries its parent's, taken after the copy
@@ -832,7 +854,7 @@ impl<'a> View<'a> {
         };
         // R5-R6 (`ring::copy_checked`): index j goes to out[j - first kept];
         // end - lo <= out.len() by construction of `end`.
-        let dst = out.as_mut_ptr() as *mut u64;
+        let dst = out.as_mut_ptr() as *mut latte_raw_sample;
         let first_kept = crate::ring::copy_checked::<AtomicU64, Error>(
             lo,
             end,
@@ -842,9 +864,10 @@ impl<'a> View<'a> {
             |j, n, k| {
                 // SAFETY: j & mask + n <= cap keeps the source inside the
                 // ring; k + n <= end - lo <= out.len() keeps the destination
-                // inside `out` (latte_raw_sample is two u64s, repr(C)); `out`
-                // is this caller's, the ring is not.
-                unsafe { copy_shared(dst.add(k * 2) as *mut u8, ring.add((j & mask) as usize * 2) as *const u8, n as usize * LATTE_SAMPLE_SIZE as usize) };
+                // inside `out` (latte_raw_sample is laid out as latte_sample,
+                // checked at compile time); `out` is this caller's, the ring
+                // is not.
+                unsafe { copy_shared(dst.add(k) as *mut u8, ring.add((j & mask) as usize) as *const u8, n as usize * LATTE_SAMPLE_SIZE as usize) };
             },
             |from, n| out.copy_within(from..from + n, 0),
             head,
@@ -878,9 +901,10 @@ impl<'a> View<'a> {
         let h = unsafe { &*(self.base as *const latte_region_header) };
         let mut c = Calibration {
             cycles_per_ns: crate::layout::load_f64(&h.cycles_per_ns_bits),
-            // Acquire: pairs with the release store of 2 after the figures.
-            calibrated: h.calibration_state.load(Ordering::Acquire) == 2,
-            overhead: [0.0; LATTE_MODE_PAIRS as usize + 1],
+            // Acquire: pairs with the release store of
+            // LATTE_CALIBRATION_DONE after the figures.
+            calibrated: h.calibration_state.load(Ordering::Acquire) == LATTE_CALIBRATION_DONE,
+            overhead: [0.0; LATTE_OVERHEADS as usize],
         };
         for k in 0..LATTE_MODE_PAIRS as usize {
             c.overhead[k] = crate::layout::load_f64(&h.overhead_bits[k]);
@@ -921,7 +945,8 @@ impl<'a> View<'a> {
 unsafe fn magic_or(base: *const u8, e: Error) -> Error {
     // Relaxed: the magic is compared on its own (the fields it vouches for
     // are validated one by one afterwards).
-    // SAFETY: the caller checked that 8 bytes are readable.
+    // SAFETY: the caller checked that the magic's 8 bytes are readable
+    // (LATTE_MAGIC is one u64).
     let m = unsafe { AtomicU64::from_ptr(base as *mut u64) }.load(Ordering::Relaxed).to_le_bytes();
     if m == LATTE_MAGIC {
         e
@@ -1045,7 +1070,7 @@ impl Mapping {
             return Err(Error::NotLatte);
         }
         let len = st.st_size as usize;
-        if len < 8 {
+        if len < LATTE_MAGIC.len() {
             return Err(if len == 0 { Error::NotLatte } else { Error::Truncated });
         }
         // PROT_READ: a reader can never disturb the producer.

@@ -367,10 +367,11 @@ fn self_offset_lines(units: &Units, cal: &Calibration, width: usize) -> Vec<Stri
         pad(&body, width, true)
     };
     let mut out = vec![pad(SELF_OFFSET_TITLE, width, true), line("", ["F".into(), "M".into(), "H".into()])];
-    for (r, label) in ["F", "M", "H"].iter().enumerate() {
-        out.push(line(label, [0, 1, 2].map(|c| units.show(cal.overhead[r * 3 + c]))));
+    let modes = [LATTE_MODE_FAST, LATTE_MODE_MID, LATTE_MODE_HARD];
+    for (start, label) in modes.into_iter().zip(["F", "M", "H"]) {
+        out.push(line(label, modes.map(|stop| units.show(cal.pair(start, stop)))));
     }
-    out.push(line("PULSE", [units.show(cal.overhead[9]), String::new(), String::new()]));
+    out.push(line("PULSE", [units.show(cal.pulse()), String::new(), String::new()]));
     out
 }
 

@@ -103,27 +103,21 @@ pub fn writer_index<W: Atomic<V = u64>>(write_idx: &W) -> u64 {
 /// ring's otherwise (something else wrote the ring: another copy's owner on
 /// the same thread, a signal handler). Taken from the copy, the sample's
 /// address need not wait for the load of `write_idx`, which is compared in
-/// the shadow of the writes. On x86-64 the copy is read through an asm:
-/// read plainly, the compiler may write at the loaded value instead (it
-/// knows the two are equal), which arrives later.
+/// the shadow of the writes. The copy is read through an asm (the crate is
+/// x86-64 only: [`crate::tsc`]): read plainly, the compiler may write at
+/// the loaded value instead (it knows the two are equal), which arrives
+/// later.
 #[inline(always)]
 pub fn writer_index_own<W: Atomic<V = u64>>(write_idx: &W, own: &u64) -> u64 {
     let w = write_idx.load(Ordering::Relaxed);
     if w != *own {
         return w;
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        let idx: u64;
-        // SAFETY: reads the 8 bytes of `own`, a valid reference; no stack,
-        // no flags, no writes.
-        unsafe { core::arch::asm!("mov {0}, qword ptr [{1}]", out(reg) idx, in(reg) own as *const u64, options(nostack, preserves_flags, readonly)) };
-        idx
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        *own
-    }
+    let idx: u64;
+    // SAFETY: reads the 8 bytes of `own`, a valid reference; no stack, no
+    // flags, no writes.
+    unsafe { core::arch::asm!("mov {0}, qword ptr [{1}]", out(reg) idx, in(reg) own as *const u64, options(nostack, preserves_flags, readonly)) };
+    idx
 }
 
 /// W2 and W3: writes the sample (`start`, `packed`) into its two words and

@@ -4,10 +4,14 @@
 use crate::error::Error;
 use std::ffi::CString;
 
-/// Validates a region name: one leading '/', no other '/', 1..=250 bytes
-/// after it, no NUL.
+/// Most bytes of a region name after its leading '/' (its file in
+/// `/dev/shm` stays within `NAME_MAX`, 255).
+pub const LATTE_MAX_REGION_NAME: u32 = 250;
+
+/// Validates a region name: one leading '/', no other '/', 1 to
+/// [`LATTE_MAX_REGION_NAME`] bytes after it, no NUL.
 pub fn validate_name(name: &[u8]) -> Result<(), Error> {
-    if name.len() < 2 || name.len() > 251 || name[0] != b'/' || name[1..].contains(&b'/') || name.contains(&0) {
+    if name.len() < 2 || name.len() > 1 + LATTE_MAX_REGION_NAME as usize || name[0] != b'/' || name[1..].contains(&b'/') || name.contains(&0) {
         return Err(Error::INVAL);
     }
     Ok(())
@@ -54,7 +58,9 @@ mod tests {
         for bad in [&b""[..], b"/", b"a", b"/a/b", b"/a\0"] {
             assert_eq!(validate_name(bad), Err(Error::INVAL));
         }
-        assert!(validate_name(&[b'a'; 251].iter().enumerate().map(|(i, &c)| if i == 0 { b'/' } else { c }).collect::<Vec<_>>()).is_ok());
+        let name = |len: usize| [&b"/"[..], &vec![b'a'; len]].concat();
+        assert!(validate_name(&name(LATTE_MAX_REGION_NAME as usize)).is_ok());
+        assert_eq!(validate_name(&name(LATTE_MAX_REGION_NAME as usize + 1)), Err(Error::INVAL));
         assert!(is_region_name("x") && is_region_name("/x") && !is_region_name("./x") && !is_region_name("/tmp/x"));
     }
 }

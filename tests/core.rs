@@ -297,9 +297,10 @@ fn a_callers_state_takes_over_open_spans() {
         // SAFETY: a NUL-terminated ID.
         unsafe { latte::internals::recorder::start(sa, c"take.b".as_ptr(), LATTE_MODE_FAST) }; // a cache hit
         assert_eq!(thread_counters().depth, 2);
-        assert!(latte_stop(core::ptr::null(), LATTE_MODE_MID) > 0); // closes take.b
-                                                                    // A second caller state takes over take.a; a Stop through `a` (now
-                                                                    // empty) closes it there.
+        // Closes take.b.
+        assert!(latte_stop(core::ptr::null(), LATTE_MODE_MID) > 0);
+        // A second caller state takes over take.a; a Stop through `a` (now
+        // empty) closes it there.
         let b = caller_state();
         assert_ne!(latte_internal_thread_resolve_v2(b, c"take.c".as_ptr()), 0);
         // SAFETY: `a` is this thread's (inactive) state.

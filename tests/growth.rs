@@ -57,9 +57,14 @@ fn a_reader_follows_a_growing_region_and_accounts_for_every_sample() {
     in_child(|| {
         latte::internals::recorder::install_shared(name.as_bytes(), &small_rings(2)).unwrap();
         let done = std::sync::atomic::AtomicBool::new(false);
+        // The reader maps the region before any producer records, so that
+        // it sees the region grow (refreshes > 0) however the threads are
+        // scheduled.
+        let opened = std::sync::Barrier::new(9);
         let ok = std::thread::scope(|s| {
             let reader = s.spawn(|| {
                 let mut m = Mapping::open_shm(name.as_bytes()).unwrap();
+                opened.wait();
                 let mut curs: Vec<latte_cursor> = Vec::new();
                 let mut out = Vec::new();
                 let mut refreshes = 0;
@@ -100,13 +105,14 @@ fn a_reader_follows_a_growing_region_and_accounts_for_every_sample() {
             // theirs (no exited thread's ring is handed on).
             let recorded = std::sync::Barrier::new(9);
             let read = std::sync::Barrier::new(9);
-            let (recorded, read) = (&recorded, &read);
+            let (recorded, read, opened) = (&recorded, &read, &opened);
             std::thread::scope(|p| {
                 for t in 0..8 {
                     p.spawn(move || {
                         // New IDs keep coming: the region grows while it is
                         // read. (IDs stay valid while recorded under: kept.)
                         let ids: Vec<CString> = (0..40).map(|k| CString::new(format!("follow.{t}.{k}")).unwrap()).collect();
+                        opened.wait();
                         for id in &ids {
                             for _ in 0..1000 {
                                 span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);

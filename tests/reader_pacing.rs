@@ -1,4 +1,4 @@
-//! Pacing of a polling reader (`View::read_into_paced`, what
+//! Pacing of a polling reader (`View::read_into` with `ReadMode::Paced`, what
 //! `latte_reader_read` uses): once a cursor has caught up with a live slot,
 //! reads within the interval return nothing without looking; reads cut
 //! short by the output, closed slots, flushed images and interval 0 are

@@ -49,7 +49,7 @@ fn reader_process(name: &str) {
             let pace = if s.index % 2 == 1 { 100_000 } else { 0 };
             let r = v.read_into(s.index, c, &mut buf, latte::ReadMode::Paced { min_interval_ns: pace }).unwrap();
             deferred[s.index as usize] += r.deferred as u64;
-            // SAFETY: read_into_paced initialised the first r.read elements.
+            // SAFETY: read_into initialised the first r.read elements.
             let got = unsafe { core::slice::from_raw_parts(buf.as_ptr() as *const latte_raw_sample, r.read as usize) };
             let first = c.next - r.read;
             for (k, x) in got.iter().enumerate() {

@@ -34,8 +34,25 @@ pub const RECORDING_VERSION: u64 = 1;
 /// The trailer's JSON is refused above this size (a hostile file).
 const MAX_TRAILER: u64 = 256 << 20;
 
+/// Bytes after the trailer's JSON: its length (a little-endian u64), then
+/// [`RECORDING_MAGIC`].
+const TRAILER_FOOTER: u64 = (size_of::<u64>() + RECORDING_MAGIC.len()) as u64;
+
 /// Slots of the file's first slot chunk; chunk `k` holds `<< k`.
 const FILE_FIRST_SLOTS: u32 = 16;
+
+/// What the header of one file slot says: whose samples it holds, and how
+/// many.
+#[derive(Clone, Copy)]
+struct FileSlot {
+    /// The 1-based number of the followed incarnation.
+    generation: u32,
+    id_token: u32,
+    thread_idx: u32,
+    os_tid: u32,
+    /// Samples the slot holds (its `write_idx` and `flushed_end_idx`).
+    held: u64,
+}
 
 /// Writes a recording: samples as they come, the headers and the trailer at
 /// the end.
@@ -46,9 +63,8 @@ pub struct Writer {
     chunks: Vec<u64>,
     /// The file's first free page-aligned offset.
     end: u64,
-    /// Slot headers to write at the end: (generation, id, thread_idx,
-    /// os_tid, samples held), one per file slot, in file order.
-    headers: Vec<[u64; 5]>,
+    /// Slot headers to write at the end, one per file slot, in file order.
+    headers: Vec<FileSlot>,
     /// Per incarnation number: its last file slot (index into `headers`).
     open: std::collections::HashMap<u32, usize>,
 }
@@ -87,14 +103,14 @@ impl Writer {
         let cap = self.geo.samples_per_slot as u64;
         while !samples.is_empty() {
             let k = match self.open.get(&generation) {
-                Some(&k) if self.headers[k][4] < cap => k,
+                Some(&k) if self.headers[k].held < cap => k,
                 _ => {
-                    self.headers.push([generation as u64, id_token as u64, thread_idx as u64, os_tid as u64, 0]);
+                    self.headers.push(FileSlot { generation, id_token, thread_idx, os_tid, held: 0 });
                     self.open.insert(generation, self.headers.len() - 1);
                     self.headers.len() - 1
                 }
             };
-            let held = self.headers[k][4];
+            let held = self.headers[k].held;
             let n = samples.len().min((cap - held) as usize);
             let off = self.slot_offset(k as u32)? + LATTE_SLOT_HEADER_SIZE as u64 + held * LATTE_SAMPLE_SIZE as u64;
             // The file's samples are the region's: two little-endian u64 words.
@@ -104,7 +120,7 @@ impl Writer {
             // little-endian.
             let bytes = unsafe { core::slice::from_raw_parts(samples.as_ptr() as *const u8, core::mem::size_of_val(&samples[..n])) };
             self.file.write_all_at(bytes, off)?;
-            self.headers[k][4] += n as u64;
+            self.headers[k].held += n as u64;
             samples = &samples[n..];
         }
         Ok(())
@@ -143,12 +159,12 @@ impl Writer {
         type S = latte_slot_header;
         for (k, h) in self.headers.clone().iter().enumerate() {
             let mut b = [0u8; LATTE_SLOT_HEADER_SIZE as usize];
-            put(&mut b, o!(S, write_idx), &h[4].to_le_bytes());
-            put(&mut b, o!(S, flushed_end_idx), &h[4].to_le_bytes());
-            put(&mut b, o!(S, generation), &(h[0] as u32).to_le_bytes());
-            put(&mut b, o!(S, id_token), &(h[1] as u32).to_le_bytes());
-            put(&mut b, o!(S, thread_idx), &(h[2] as u32).to_le_bytes());
-            put(&mut b, o!(S, os_tid), &(h[3] as u32).to_le_bytes());
+            put(&mut b, o!(S, write_idx), &h.held.to_le_bytes());
+            put(&mut b, o!(S, flushed_end_idx), &h.held.to_le_bytes());
+            put(&mut b, o!(S, generation), &h.generation.to_le_bytes());
+            put(&mut b, o!(S, id_token), &h.id_token.to_le_bytes());
+            put(&mut b, o!(S, thread_idx), &h.thread_idx.to_le_bytes());
+            put(&mut b, o!(S, os_tid), &h.os_tid.to_le_bytes());
             put(&mut b, o!(S, state), &LATTE_SLOT_CLOSED.to_le_bytes());
             let off = self.slot_offset(k as u32)?;
             self.file.write_all_at(&b, off)?;
@@ -208,13 +224,14 @@ impl Writer {
         put(&mut h, o!(H, slots_used), &slots.to_le_bytes());
         put(&mut h, o!(H, threads_seen), &c.threads_seen.to_le_bytes());
         put(&mut h, o!(H, cycles_per_ns_bits), &cal.cycles_per_ns.to_bits().to_le_bytes());
-        // 2: calibration done (the figures below are the producer's).
-        put(&mut h, o!(H, calibration_state), &(if cal.calibrated { 2u32 } else { 0 }).to_le_bytes());
+        // Done: the figures below are the producer's.
+        let state = if cal.calibrated { LATTE_CALIBRATION_DONE } else { LATTE_CALIBRATION_NONE };
+        put(&mut h, o!(H, calibration_state), &state.to_le_bytes());
         put(&mut h, o!(H, display_unit), &view.display_unit().to_le_bytes());
         for k in 0..LATTE_MODE_PAIRS as usize {
-            put(&mut h, o!(H, overhead_bits) + 8 * k, &cal.overhead[k].to_bits().to_le_bytes());
+            put(&mut h, o!(H, overhead_bits) + k * size_of::<u64>(), &cal.overhead[k].to_bits().to_le_bytes());
         }
-        put(&mut h, o!(H, pulse_overhead_bits), &cal.overhead[LATTE_MODE_PAIRS as usize].to_bits().to_le_bytes());
+        put(&mut h, o!(H, pulse_overhead_bits), &cal.pulse().to_bits().to_le_bytes());
         put(&mut h, o!(H, overflow_starts), &c.overflow_starts.to_le_bytes());
         put(&mut h, o!(H, orphan_stops), &c.orphan_stops.to_le_bytes());
         put(&mut h, o!(H, unfit_id_drops), &c.unfit_id_drops.to_le_bytes());
@@ -223,10 +240,10 @@ impl Writer {
         put(&mut h, o!(H, reuse_discarded), &c.reuse_discarded.to_le_bytes());
         put(&mut h, o!(H, late_drops), &c.late_drops.to_le_bytes());
         for (k, off) in self.chunks.iter().enumerate() {
-            put(&mut h, o!(H, slot_chunks) + 8 * k, &off.to_le_bytes());
+            put(&mut h, o!(H, slot_chunks) + k * size_of::<u64>(), &off.to_le_bytes());
         }
         for (k, off) in name_chunks.iter().enumerate() {
-            put(&mut h, o!(H, name_chunks) + 8 * k, &off.to_le_bytes());
+            put(&mut h, o!(H, name_chunks) + k * size_of::<u64>(), &off.to_le_bytes());
         }
         h
     }
@@ -238,20 +255,21 @@ impl Writer {
 pub fn trailer(path: &std::path::Path) -> Result<Option<serde_json::Value>, String> {
     let Ok(mut f) = File::open(path) else { return Ok(None) };
     let Ok(len) = f.seek(SeekFrom::End(0)) else { return Ok(None) };
-    if len < 16 {
+    if len < TRAILER_FOOTER {
         return Ok(None);
     }
-    let mut end = [0u8; 16];
-    f.seek(SeekFrom::Start(len - 16)).and_then(|_| f.read_exact(&mut end)).map_err(|e| e.to_string())?;
-    if end[8..] != RECORDING_MAGIC {
+    let mut end = [0u8; TRAILER_FOOTER as usize];
+    f.seek(SeekFrom::Start(len - TRAILER_FOOTER)).and_then(|_| f.read_exact(&mut end)).map_err(|e| e.to_string())?;
+    let (n, magic) = end.split_at(size_of::<u64>());
+    if magic != RECORDING_MAGIC {
         return Ok(None);
     }
-    let n = u64::from_le_bytes(end[..8].try_into().unwrap_or_default());
-    if n > MAX_TRAILER || n > len - 16 {
+    let n = u64::from_le_bytes(n.try_into().unwrap_or_default());
+    if n > MAX_TRAILER || n > len - TRAILER_FOOTER {
         return Err("the recording's trailer is corrupt".into());
     }
     let mut json = vec![0u8; n as usize];
-    f.seek(SeekFrom::Start(len - 16 - n)).and_then(|_| f.read_exact(&mut json)).map_err(|e| e.to_string())?;
+    f.seek(SeekFrom::Start(len - TRAILER_FOOTER - n)).and_then(|_| f.read_exact(&mut json)).map_err(|e| e.to_string())?;
     let v: serde_json::Value = serde_json::from_slice(&json).map_err(|e| format!("the recording's trailer is not JSON: {e}"))?;
     if v["format"] != "latte-recording" || v["version"].as_u64() != Some(RECORDING_VERSION) {
         return Err(format!("a recording of another version ({}), this latte reads version {RECORDING_VERSION}", v["version"]));

@@ -7,7 +7,7 @@
 use crate::columns::{read_view, Clock, Filter};
 use crate::errors::to_py;
 use latte::error::Error;
-use latte::layout::{LATTE_REGION_FLUSHED, LATTE_SLOT_CLOSED};
+use latte::layout::{LATTE_MODE_FAST, LATTE_MODE_HARD, LATTE_MODE_MID, LATTE_REGION_FLUSHED, LATTE_SLOT_CLOSED};
 use latte::reader::Mapping;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -162,9 +162,10 @@ impl Region {
         let d = PyDict::new(py);
         d.set_item("cycles_per_ns", c.cycles_per_ns)?;
         d.set_item("calibrated", c.calibrated)?;
-        let rows: Vec<Vec<f64>> = (0..3).map(|s| c.overhead[s * 3..s * 3 + 3].to_vec()).collect();
+        let modes = [LATTE_MODE_FAST, LATTE_MODE_MID, LATTE_MODE_HARD];
+        let rows: Vec<Vec<f64>> = modes.iter().map(|&start| modes.iter().map(|&stop| c.pair(start, stop)).collect()).collect();
         d.set_item("overheads", rows)?;
-        d.set_item("pulse", c.overhead[9])?;
+        d.set_item("pulse", c.pulse())?;
         Ok(d)
     }
 

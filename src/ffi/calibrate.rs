@@ -48,7 +48,7 @@ pub extern "C" fn latte_calibration_get_overheads(out9: *mut f64, out_pulse: *mu
         // SAFETY: both checked non-null; writable by contract (out9 for 9 elements).
         unsafe {
             core::ptr::copy_nonoverlapping(c.overhead.as_ptr(), out9, crate::layout::LATTE_MODE_PAIRS as usize);
-            *out_pulse = c.overhead[9];
+            *out_pulse = c.pulse();
         }
         0
     })
@@ -64,7 +64,7 @@ pub extern "C" fn latte_tsc_cycles_per_ns() -> f64 {
 }
 
 /// Measures TSC cycles per ns anew over `window_ms` milliseconds against
-/// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with 120).
+/// CLOCK_MONOTONIC_RAW (what `LATTE_FREQ` does, with `LATTE_FREQ_WINDOW_MS`).
 #[no_mangle]
 pub extern "C" fn latte_tsc_measure_cycles_per_ns(window_ms: u32) -> f64 {
     guard(0.0, || crate::tsc::measure_cycles_per_ns(window_ms as u64))

@@ -23,8 +23,7 @@
 //! `include/latte_inline.h` calls are `latte_internal_<object>_<verb>_v<N>`,
 //! N the generation of the layout they share with it
 //! (`LATTE_THREAD_LAYOUT`): not part of the API, they change with the
-//! inline path. A renamed call keeps its old name as an alias
-//! (`aliases.rs`).
+//! inline path.
 //!
 //! One file per concern:
 //!
@@ -39,7 +38,6 @@
 //! | `reader.rs` | reading a region from another process, and its types |
 //! | `misc.rs` | version and error strings |
 //! | `sched.rs` | switch tracking: enable, status, counters, points and their diff |
-//! | `aliases.rs` | old names of renamed calls |
 
 // The exports take raw pointers from C and are safe `extern "C"` functions,
 // as a C prototype has no `unsafe`: each states its pointer contract in its
@@ -47,7 +45,6 @@
 // (this module is private; the test-only `internals` feature aside).
 #![allow(clippy::not_unsafe_ptr_arg_deref, reason = "C ABI exports: the contract is the header's, see above")]
 
-mod aliases;
 mod calibrate;
 mod extract;
 mod flush;

@@ -1,6 +1,7 @@
 use super::*;
 use crate::counters::latte_counters;
 use crate::error::Error;
+use crate::layout::LATTE_OVERHEADS;
 use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, Mapping, NameCursor, ReadMode, View, LATTE_READER_MIN_INTERVAL_NS};
 use core::ffi::{c_char, c_int, CStr};
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -286,7 +287,7 @@ pub struct latte_region_info {
     pub calibrated: u32,
     pub _pad: u32,
     /// Overhead in cycles per [start mode][stop mode], then the pulse.
-    pub overhead: [f64; 10],
+    pub overhead: [f64; LATTE_OVERHEADS as usize],
 }
 
 /// Describes the region.

@@ -12,7 +12,7 @@
 use super::registry::Registry;
 use crate::layout::*;
 use core::ffi::{c_char, CStr};
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 static RING: AtomicPtr<latte_slot_header> = AtomicPtr::new(core::ptr::null_mut());
 
@@ -73,13 +73,13 @@ pub fn samples(samples_per_slot: u32) -> Vec<(u64, u64)> {
     let cap = samples_per_slot as u64;
     let mut out = Vec::with_capacity(w.min(cap) as usize);
     // SAFETY: the samples of the ring lie right after its header.
-    let words = unsafe { (p as *const u8).add(LATTE_SLOT_HEADER_SIZE as usize) } as *const AtomicU64;
+    let ring = unsafe { (p as *const u8).add(LATTE_SLOT_HEADER_SIZE as usize) } as *const latte_sample;
     for i in w.saturating_sub(cap)..w {
-        let pos = ((i & (cap - 1)) * 2) as usize;
-        // SAFETY: pos + 1 < 2 * cap: inside the ring. Atomic loads: another
-        // thread recording the reserved ID by mistake may write here.
-        let (a, b) = unsafe { ((*words.add(pos)).load(Ordering::Relaxed), (*words.add(pos + 1)).load(Ordering::Relaxed)) };
-        out.push((a, b));
+        // SAFETY: i & (cap - 1) < cap: inside the ring.
+        let s = unsafe { &*ring.add((i & (cap - 1)) as usize) };
+        // Atomic loads: another thread recording the reserved ID by mistake
+        // may write here.
+        out.push((s.start_tsc.load(Ordering::Relaxed), s.packed.load(Ordering::Relaxed)));
     }
     out
 }

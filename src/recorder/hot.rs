@@ -121,9 +121,10 @@ pub fn switched_since(t: &latte_thread, mark: u64) -> (u64, u64) {
 /// region's mask.
 #[inline(always)]
 pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u64, packed: u64) {
+    // W1.
     // SAFETY: the caller guarantees `slot` is a live slot header of ours.
-    let idx = crate::ring::writer_index(unsafe { &(*slot).write_idx }); // W1
-                                                                        // SAFETY: forwarded; idx is the ring's own index.
+    let idx = crate::ring::writer_index(unsafe { &(*slot).write_idx });
+    // SAFETY: forwarded; idx is the ring's own index.
     unsafe { write_sample_at(slot, mask, idx, start_tsc, packed) };
 }
 
@@ -223,9 +224,10 @@ pub fn stop_at(t: &mut latte_thread, mode: latte_mode, now: u64) -> u64 {
 pub unsafe fn write_own(t: &mut latte_thread, ring: u64, start_tsc: u64, packed: u64) {
     let slot = ring_ptr(ring);
     let own = &mut t.next_idx[ring_token(ring)];
+    // W1.
     // SAFETY: the caller guarantees a live slot header of this thread's (or a sink).
-    let idx = crate::ring::writer_index_own(unsafe { &(*slot).write_idx }, own); // W1
-                                                                                 // SAFETY: as above; idx is the ring's own index (W1).
+    let idx = crate::ring::writer_index_own(unsafe { &(*slot).write_idx }, own);
+    // SAFETY: as above; idx is the ring's own index (W1).
     *own = unsafe { write_sample_at(slot, t.sample_mask, idx, start_tsc, packed) };
 }
 

@@ -4,6 +4,8 @@
 //! finds each here without the registry lock; past `PTR_MAP_MAX` entries
 //! (IDs built in fresh buffers over and over) it starts over.
 
+use crate::layout::LATTE_CACHE_HASH;
+
 /// An open-addressing map from ID pointers to rings, thread-private.
 pub(super) struct PtrMap {
     /// `keys.len()` is a power of two; `PTR_MAP_EMPTY` marks a free entry.
@@ -34,9 +36,12 @@ impl PtrMap {
         }
     }
 
+    /// The entry `key` is looked up at first: the top log2(`keys.len()`)
+    /// bits of its product with the hot cache's multiplier
+    /// ([`LATTE_CACHE_HASH`]).
     fn home(&self, key: usize) -> usize {
-        let shift = 64 - self.keys.len().trailing_zeros();
-        ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
+        let shift = u64::BITS - self.keys.len().trailing_zeros();
+        ((key as u64).wrapping_mul(LATTE_CACHE_HASH) >> shift) as usize
     }
 
     pub(super) fn get(&self, key: usize) -> Option<u64> {

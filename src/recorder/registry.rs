@@ -23,9 +23,12 @@ pub struct Cold {
     pub(super) dropped: u64,
     /// The thread's ring of each ID it recorded, and the ring's slot index.
     pub(super) slots_by_token: HashMap<u32, (*mut latte_slot_header, u32)>,
-    /// Second level behind the hot cache: ID pointer -> this thread's ring,
-    /// so that IDs whose pointers collide in the direct-mapped cache cost a
-    /// probe here, not the registry lock. Cleared when it fills up.
+    /// Second level behind the hot cache: ID pointer -> this thread's ring.
+    /// The hot cache (open addressing with linear probing, [`cache_next`])
+    /// is emptied when it would pass [`LATTE_CACHE_MAX_USED`] entries, so
+    /// that a thread with more IDs finds the ones it lost here, with a
+    /// probe, not the registry lock. Starts over when it fills up
+    /// ([`PtrMap`]).
     pub(super) by_ptr: PtrMap,
 }
 

@@ -160,7 +160,7 @@ pub unsafe fn prefault(id: *const c_char) -> Result<u64, Error> {
         return Ok(0);
     }
     let samples = (slot as usize) + LATTE_SLOT_HEADER_SIZE as usize;
-    let page = 4096usize;
+    let page = LATTE_PAGE_SIZE as usize;
     let mut touched = 0u64;
     let mut i = w;
     while i < cap {

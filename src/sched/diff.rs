@@ -26,15 +26,32 @@ pub fn diff(a: &latte_sched_point, b: &latte_sched_point) -> Result<latte_sched_
     }
 }
 
-/// CPUs seen, as a bit set (CPUs beyond it are counted by their changes only).
-struct CpuSet([u64; 64], u32);
+/// CPUs seen, as a bit set of the first [`CpuSet::CPUS`] (CPUs beyond it
+/// are counted by their changes only).
+struct CpuSet {
+    words: [u64; CpuSet::WORDS],
+    /// CPUs in the set.
+    count: u32,
+}
 
 impl CpuSet {
+    /// Words of the set.
+    const WORDS: usize = 64;
+    /// CPUs the set holds.
+    const CPUS: u32 = CpuSet::WORDS as u32 * u64::BITS;
+
+    fn new() -> CpuSet {
+        CpuSet { words: [0; CpuSet::WORDS], count: 0 }
+    }
+
     fn add(&mut self, cpu: u32) {
-        let (w, b) = ((cpu / 64) as usize, cpu % 64);
-        if w < self.0.len() && self.0[w] & (1 << b) == 0 {
-            self.0[w] |= 1 << b;
-            self.1 += 1;
+        if cpu >= CpuSet::CPUS {
+            return;
+        }
+        let (w, b) = ((cpu / u64::BITS) as usize, cpu % u64::BITS);
+        if self.words[w] & (1 << b) == 0 {
+            self.words[w] |= 1 << b;
+            self.count += 1;
         }
     }
 }
@@ -43,7 +60,7 @@ impl CpuSet {
 fn split(r: &Ring, a: &latte_sched_point, b: &latte_sched_point) -> latte_sched_delta {
     let (t0, t1) = (a.mono_ns, b.mono_ns);
     let mut d = latte_sched_delta { wall_ns: t1 - t0, cycles: b.tsc.wrapping_sub(a.tsc), first_cpu: a.cpu, last_cpu: b.cpu, ..Default::default() };
-    let mut cpus = CpuSet([0; 64], 0);
+    let mut cpus = CpuSet::new();
     cpus.add(a.cpu);
     let mut cpu = a.cpu;
     // Record times lie within the points' up to the order of the reads in
@@ -80,7 +97,7 @@ fn split(r: &Ring, a: &latte_sched_point, b: &latte_sched_point) -> latte_sched_
         d.migrations += 1;
     }
     cpus.add(b.cpu);
-    d.cpus = cpus.1;
+    d.cpus = cpus.count;
     if window == Window::Lost {
         return latte_sched_delta { lost: 1, on_cpu_ns: 0, preempted_ns: 0, blocked_ns: 0, switch_outs: 0, preemptions: 0, migrations: 0, ..d };
     }

@@ -103,10 +103,14 @@ pub fn enabled() -> bool {
     }
 }
 
+/// The entry of `REFUSED` that counts a refusal with `errno`.
+fn refusal_index(errno: i32) -> usize {
+    REFUSAL_ERRNOS.iter().position(|&e| e == errno).unwrap_or(REFUSED_OTHER)
+}
+
 fn count_refusal(errno: i32) {
-    let i = REFUSAL_ERRNOS.iter().position(|&e| e == errno).unwrap_or(REFUSED_OTHER);
     // Relaxed: statistics.
-    REFUSED[i].fetch_add(1, Ordering::Relaxed);
+    REFUSED[refusal_index(errno)].fetch_add(1, Ordering::Relaxed);
     LAST_REFUSAL.store(errno, Ordering::Relaxed);
 }
 
@@ -234,27 +238,32 @@ pub fn status() -> i32 {
 /// The process counters.
 pub fn counters() -> latte_sched_counters {
     let r = |i: usize| REFUSED[i].load(Ordering::Relaxed);
+    let of = |errno: i32| r(refusal_index(errno));
     latte_sched_counters {
         enabled: enabled() as u32,
         last_refusal: LAST_REFUSAL.load(Ordering::Relaxed),
         tracked: TRACKED.load(Ordering::Relaxed),
         opened: OPENED.load(Ordering::Relaxed),
         refused: (0..=REFUSED_OTHER).map(r).sum(),
-        refused_eacces: r(0),
-        refused_eperm: r(1),
-        refused_enosys: r(2),
-        refused_emfile: r(3),
-        refused_enomem: r(4),
+        refused_eacces: of(libc::EACCES),
+        refused_eperm: of(libc::EPERM),
+        refused_enosys: of(libc::ENOSYS),
+        refused_emfile: of(libc::EMFILE),
+        refused_enomem: of(libc::ENOMEM),
         refused_other: r(REFUSED_OTHER),
     }
 }
 
-/// The CPU number in `rdtscp`'s processor id (Linux puts the node above bit 12).
+/// The bits of `rdtscp`'s processor id that hold the CPU number (Linux
+/// puts the NUMA node above them).
+const RDTSCP_CPU_MASK: u32 = (1 << 12) - 1;
+
+/// The TSC and the CPU number, from one `rdtscp`.
 fn rdtscp_cpu() -> (u64, u32) {
     let mut aux = 0u32;
     // SAFETY: writes only `aux`, a valid local.
     let t = unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
-    (t, aux & 0xfff)
+    (t, aux & RDTSCP_CPU_MASK)
 }
 
 fn monotonic_ns() -> u64 {

@@ -44,9 +44,15 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 const PERF_TYPE_SOFTWARE: u32 = 1;
 /// `PERF_COUNT_SW_DUMMY`: counts nothing; the event exists for its records.
 const PERF_COUNT_SW_DUMMY: u64 = 9;
-/// `PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU`: the fields of the
-/// `sample_id` trailer every record carries (with `sample_id_all`).
-const SAMPLE_TYPE: u64 = (1 << 1) | (1 << 2) | (1 << 7);
+/// `PERF_SAMPLE_TID`.
+const PERF_SAMPLE_TID: u64 = 1 << 1;
+/// `PERF_SAMPLE_TIME`.
+const PERF_SAMPLE_TIME: u64 = 1 << 2;
+/// `PERF_SAMPLE_CPU`.
+const PERF_SAMPLE_CPU: u64 = 1 << 7;
+/// The fields of the `sample_id` trailer every record carries (with
+/// `sample_id_all`): what `SwitchRecord` holds after its header.
+const SAMPLE_TYPE: u64 = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
 /// `PERF_ATTR_SIZE_VER8`: the attr layout below.
 const PERF_ATTR_SIZE: u32 = 136;
 /// `PERF_FLAG_FD_CLOEXEC`.
@@ -67,9 +73,9 @@ pub(crate) const MISC_SWITCH_OUT: u16 = 1 << 13;
 /// runnable (else it blocked: slept or waited).
 pub(crate) const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 
-/// Data pages of a ring (a power of two): 8 KiB on 4 KiB pages, 256 switch
-/// records, so a window of up to 128 switches can be read back. Each ring
-/// costs this plus the metadata page of the perf memory budget.
+/// Data pages of a ring (a power of two): 8 KiB on x86-64's 4 KiB pages,
+/// 256 switch records, so a window of up to 128 switches can be read back.
+/// Each ring costs this plus the metadata page of the perf memory budget.
 pub(crate) const DATA_PAGES: usize = 2;
 
 /// `struct perf_event_attr` (`PERF_ATTR_SIZE_VER8`).
@@ -225,7 +231,7 @@ impl Ring {
         }
         // SAFETY: a descriptor the kernel just gave us, owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-        let page = page_size();
+        let page = page_size()?;
         let len = page * (1 + DATA_PAGES);
         // SAFETY: maps the event's ring (metadata page + data pages) read-only:
         // overwrite mode. Fails cleanly (MAP_FAILED) on any refusal.
@@ -333,14 +339,15 @@ fn header_of(w: u64) -> RecordHeader {
     RecordHeader { type_: w as u32, misc: (w >> 32) as u16, size: (w >> 48) as u16 }
 }
 
-/// The system's page size.
-pub fn page_size() -> usize {
+/// The system's page size: the unit of the event's ring mapping; `EINVAL`
+/// should the system not say.
+pub fn page_size() -> Result<usize, Error> {
     // SAFETY: sysconf has no memory effects.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if p > 0 {
-        p as usize
+        Ok(p as usize)
     } else {
-        4096
+        Err(Error::INVAL)
     }
 }
 

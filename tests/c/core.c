@@ -310,23 +310,8 @@ static void cache_home_collisions(void) {}
 static void second_start_is_a_hit(void) {}
 #endif
 
-/* Renamed calls keep their old names (src/ffi/aliases.rs): a program
- * built against an earlier header links and gets the same answers. */
-static void old_names_still_work(void) {
-  latte_counters a, b;
-  char t1[32], t2[32];
-  CHECK(latte_get_counters(&a) == 0);
-  CHECK(latte_region_get_counters(&b) == 0);
-  CHECK_EQ_U(a.threads_seen, b.threads_seen);
-  CHECK(strcmp(latte_strerror(-EINVAL), latte_error_string(-EINVAL)) == 0);
-  CHECK(latte_format_time(1880.0, t1, sizeof t1) == latte_time_format(1880.0, t2, sizeof t2));
-  CHECK(strcmp(t1, t2) == 0);
-  CHECK(latte_epoch_tsc() == latte_tsc_epoch());
-}
-
 int main(void) {
   exact_counts();
-  old_names_still_work();
   cache_home_collisions();
   second_start_is_a_hit();
   prefault_commits_a_fresh_ring();

@@ -228,7 +228,7 @@ def read_raw(libpath, region):
     try:
         lib.latte_reader_set_min_interval(r, ctypes.c_uint64(0))
         info = RegionInfo()
-        lib.latte_reader_info(r, ctypes.byref(info))
+        lib.latte_reader_get_info(r, ctypes.byref(info))
         slots = (SlotInfo * 4096)()
         n = ctypes.c_size_t()
         rc = lib.latte_reader_slots(r, slots, 4096, ctypes.byref(n))

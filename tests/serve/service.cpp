@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
            : std::strcmp(mode, "inc") == 0   ? init(argv[1], 4, 16384, 8)
                                              : init(argv[1], 0, 4096, 0);
   if (rc != 0) {
-    std::fprintf(stderr, "service: %s: %s\n", argv[1], latte_strerror(rc));
+    std::fprintf(stderr, "service: %s: %s\n", argv[1], latte_error_string(rc));
     return 1;
   }
   if (std::strcmp(mode, "known") == 0) return known();
