@@ -18,6 +18,7 @@
 //! - `names.rs`: the name records, read past a cursor;
 //! - `slots.rs`: a slot's header, and its samples read by the ring
 //!   protocol's reader steps;
+//! - `cursors.rs`: `Cursors`, a cursor per slot, for a reader of many slots;
 //! - `mapping.rs`: `Mapping`, an object opened by shm name, path or
 //!   descriptor, mapped read-only, remapped when its region grows, and
 //!   whether its producer lives.
@@ -27,11 +28,13 @@ use crate::layout::*;
 use crate::name::Name;
 use core::marker::PhantomData;
 
+mod cursors;
 mod header;
 mod mapping;
 mod names;
 mod slots;
 
+pub use cursors::Cursors;
 pub use mapping::Mapping;
 
 /// Copies `len` bytes of ring memory that the writer (another thread or
