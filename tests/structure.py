@@ -25,7 +25,6 @@ MAX_FILE_LINES = 500
 LONG_FNS = {
     "src/reader/header.rs:new_held": "the validation of a mapped header, every check in the order the protocol states (R1-R6)",
     "src/reader/slots.rs:read_protocol": "the reader's side of the ring protocol, steps R1-R6 of src/ring.rs in one place",
-    "cli/src/export/read.rs:read_object": "one read pass over one object, steps 1-5 of cli/src/export/mod.rs in order",
 }
 # Files longer than MAX_FILE_LINES, each with its one job.
 LONG_FILES = {
