@@ -178,38 +178,7 @@ impl<'a> View<'a> {
         }
         v.validated_size = total;
         // The chunks the directories list now, each bounded by the size.
-        // Acquire: pairs with the producer's release store of each entry
-        // (the chunk was whole before it).
-        let ring_bytes = LATTE_SLOT_HEADER_SIZE as u64 + geo.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64;
-        let page_ok = |o: u64| o.is_multiple_of(LATTE_PAGE_SIZE) && o >= LATTE_PAGE_SIZE;
-        for k in 0..LATTE_CHUNKS {
-            let so = v.atomic_u64(off(o!(H, slot_chunks)) + 8 * k as u64).load(Ordering::Acquire);
-            if so != 0 {
-                geo.slot_chunk_bytes(k).ok_or(Error::Corrupt)?;
-                if !page_ok(so) {
-                    return Err(Error::Corrupt);
-                }
-                let room = total.saturating_sub(so);
-                let avail = if room >= ring_bytes { ((room - ring_bytes) / geo.slot_stride + 1).min(geo.chunk_slots(k)) } else { 0 };
-                v.chunks.slot_avail[k as usize] = avail;
-                if avail > 0 {
-                    // SAFETY: so < total <= len: inside the mapping.
-                    v.chunks.slot_base[k as usize] = unsafe { base.add(so as usize) };
-                }
-            }
-            let no = v.atomic_u64(off(o!(H, name_chunks)) + 8 * k as u64).load(Ordering::Acquire);
-            if no != 0 {
-                if !page_ok(no) {
-                    return Err(Error::Corrupt);
-                }
-                let avail = total.saturating_sub(no).min(name_chunk_bytes(k));
-                v.chunks.name_avail[k as usize] = avail;
-                if avail > 0 {
-                    // SAFETY: no < total <= len: inside the mapping.
-                    v.chunks.name_base[k as usize] = unsafe { base.add(no as usize) };
-                }
-            }
-        }
+        v.map_chunks(total)?;
         if (slots_claimed as u64) > v.slot_capacity() {
             return Err(Error::Corrupt); // counted slots that are not there
         }
@@ -218,6 +187,58 @@ impl<'a> View<'a> {
         v.anchor_tsc = v.u64_at(off(o!(H, anchor_tsc)));
         v.anchor_realtime_ns = v.u64_at(off(o!(H, anchor_realtime_ns)));
         // Names, and every assigned slot, against what the object holds.
+        v.check_held(ids_claimed, slots_claimed, held)?;
+        Ok(v)
+    }
+
+    /// Reads the chunk directories: the chunks they list now, each
+    /// bounded by `total` (the published size, at most the mapping's
+    /// length), where each lies and how much of it this view may read.
+    fn map_chunks(&mut self, total: u64) -> Result<(), Error> {
+        let geo = self.geo;
+        let off = |f: usize| f as u64;
+        use core::mem::offset_of as o;
+        type H = latte_region_header;
+        // Acquire: pairs with the producer's release store of each entry
+        // (the chunk was whole before it).
+        let ring_bytes = LATTE_SLOT_HEADER_SIZE as u64 + geo.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64;
+        let page_ok = |o: u64| o.is_multiple_of(LATTE_PAGE_SIZE) && o >= LATTE_PAGE_SIZE;
+        for k in 0..LATTE_CHUNKS {
+            let so = self.atomic_u64(off(o!(H, slot_chunks)) + 8 * k as u64).load(Ordering::Acquire);
+            if so != 0 {
+                geo.slot_chunk_bytes(k).ok_or(Error::Corrupt)?;
+                if !page_ok(so) {
+                    return Err(Error::Corrupt);
+                }
+                let room = total.saturating_sub(so);
+                let avail = if room >= ring_bytes { ((room - ring_bytes) / geo.slot_stride + 1).min(geo.chunk_slots(k)) } else { 0 };
+                self.chunks.slot_avail[k as usize] = avail;
+                if avail > 0 {
+                    // SAFETY: so < total <= len (new_held checked total): inside the mapping.
+                    self.chunks.slot_base[k as usize] = unsafe { self.base.add(so as usize) };
+                }
+            }
+            let no = self.atomic_u64(off(o!(H, name_chunks)) + 8 * k as u64).load(Ordering::Acquire);
+            if no != 0 {
+                if !page_ok(no) {
+                    return Err(Error::Corrupt);
+                }
+                let avail = total.saturating_sub(no).min(name_chunk_bytes(k));
+                self.chunks.name_avail[k as usize] = avail;
+                if avail > 0 {
+                    // SAFETY: no < total <= len (new_held checked total): inside the mapping.
+                    self.chunks.name_base[k as usize] = unsafe { self.base.add(no as usize) };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The names and every assigned slot against what the object holds
+    /// (`held` bytes): the `ids_claimed` names counted are there, and the
+    /// `slots_claimed` slots and the samples they claim fit in `held`.
+    fn check_held(&self, ids_claimed: u32, slots_claimed: u32, held: u64) -> Result<(), Error> {
+        let geo = self.geo;
         const PAGE: u64 = LATTE_PAGE_SIZE;
         let used = slots_claimed as u64;
         // Every byte a producer wrote lies in a page the object holds, so
@@ -230,20 +251,20 @@ impl<'a> View<'a> {
         // Walked without storing a name: an object of many tiny names costs
         // no memory here.
         let mut c = NameCursor::default();
-        v.scan_names(&mut c, None, |_| {})?;
-        check_whole(base)?;
+        self.scan_names(&mut c, None, |_| {})?;
+        check_whole(self.base)?;
         if c.token < ids_claimed {
             return Err(Error::Corrupt); // counted names that are not there
         }
         for i in 0..slots_claimed {
-            if let Some(s) = v.slot_info_if_mapped(i)? {
+            if let Some(s) = self.slot_info_if_mapped(i)? {
                 claimed = claimed.saturating_add(LATTE_SLOT_HEADER_SIZE as u64 + s.write_idx.min(geo.samples_per_slot as u64) * LATTE_SAMPLE_SIZE as u64);
             }
         }
         if claimed > held.saturating_add(slack) {
             return Err(Error::Corrupt); // more samples than the object holds
         }
-        Ok(v)
+        Ok(())
     }
 
     fn ids_used_raw(&self) -> u32 {
