@@ -5,7 +5,7 @@
 
 use crate::error::Error;
 use crate::layout::*;
-use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, ReadMode, View};
+use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, Cursors, ReadMode, View};
 
 /// The view of this process's own region, if there is one.
 pub fn own_view() -> Option<View<'static>> {
@@ -47,21 +47,36 @@ impl Finality {
     }
 }
 
+/// Reads each of `slots` from its start (the calling thread's own live
+/// slots as final, `Finality`), appending its samples to `buf`, and hands
+/// `f` the slot, `buf` and the slot's cursor after the read. `buf` is not
+/// cleared between slots: `f` takes or clears what it keeps apart. The
+/// loop of every reader of this process's samples.
+pub fn read_slots(
+    v: &View<'_>,
+    fin: &Finality,
+    slots: &[latte_slot_info],
+    buf: &mut Vec<latte_raw_sample>,
+    mut f: impl FnMut(&latte_slot_info, &mut Vec<latte_raw_sample>, &latte_cursor) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut cursors = Cursors::new();
+    for s in slots {
+        cursors.read(v, s, buf, fin.mode(s))?;
+        f(s, buf, cursors.get_mut(s.index))?;
+    }
+    Ok(())
+}
+
 /// Every sample of every slot (of `token` only, when given), per slot,
 /// with the slot. In the own region, slots of the calling thread are read as
 /// final; a flushed image's slots follow the flush's captured indices.
 pub fn collect(v: &View<'_>, token: Option<u32>) -> Result<Vec<(latte_slot_info, Vec<latte_raw_sample>)>, Error> {
-    let fin = Finality::of(v);
+    let slots: Vec<latte_slot_info> = v.slots()?.into_iter().filter(|s| token.is_none_or(|t| t == s.id_token)).collect();
     let mut out = Vec::new();
-    for s in v.slots()? {
-        if token.is_some_and(|t| t != s.id_token) {
-            continue;
-        }
-        let mut cur = latte_cursor::default();
-        let mut buf = Vec::new();
-        v.read_slot(s.index, &mut cur, &mut buf, fin.mode(&s))?;
-        out.push((s, buf));
-    }
+    read_slots(v, &Finality::of(v), &slots, &mut Vec::new(), |s, buf, _| {
+        out.push((*s, core::mem::take(buf)));
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -81,14 +96,8 @@ pub unsafe fn snapshot_into(id: *const core::ffi::c_char, out: &mut Vec<latte_ra
     // SAFETY: forwarded from the caller.
     let name = unsafe { crate::name::normalize(id) };
     let Some(token) = crate::recorder::token_of_name(&name) else { return Ok(()) };
-    let fin = Finality::of(&v);
-    for s in v.slots()? {
-        if s.id_token == token {
-            let mut cur = latte_cursor::default();
-            v.read_slot(s.index, &mut cur, out, fin.mode(&s))?;
-        }
-    }
-    Ok(())
+    let slots: Vec<latte_slot_info> = v.slots()?.into_iter().filter(|s| s.id_token == token).collect();
+    read_slots(&v, &Finality::of(&v), &slots, out, |_, _, _| Ok(()))
 }
 
 /// Every sample of this process's region with its ID token, calibration
@@ -99,16 +108,9 @@ pub fn extract_all(out: &mut Vec<(u32, latte_raw_sample)>) -> Result<(), Error> 
     out.clear();
     let Some(v) = own_view() else { return Ok(()) };
     let hidden = crate::recorder::token_of_name(crate::name::CALIBRATION_ID.to_bytes());
-    let fin = Finality::of(&v);
     let cap = v.geo().samples_per_slot as u64;
-    let mut buf = Vec::new();
-    for s in v.slots()? {
-        if hidden == Some(s.id_token) {
-            continue;
-        }
-        let mut cur = latte_cursor::default();
-        buf.clear();
-        v.read_slot(s.index, &mut cur, &mut buf, fin.mode(&s))?;
+    let slots: Vec<latte_slot_info> = v.slots()?.into_iter().filter(|s| hidden != Some(s.id_token)).collect();
+    read_slots(&v, &Finality::of(&v), &slots, &mut Vec::new(), |s, buf, cur| {
         // buf holds indices cur.next - n .. cur.next; the ring position of
         // index i is i % cap, so the samples wrapped past the ring's end come
         // first in ring order.
@@ -117,6 +119,7 @@ pub fn extract_all(out: &mut Vec<(u32, latte_raw_sample)>) -> Result<(), Error> 
         let split = if first_pos + n > cap { (cap - first_pos) as usize } else { 0 };
         let (older, newer) = buf.split_at(split);
         out.extend(newer.iter().chain(older).map(|r| (s.id_token, *r)));
-    }
-    Ok(())
+        buf.clear();
+        Ok(())
+    })
 }

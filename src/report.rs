@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::layout::*;
 use crate::name::is_reserved_name;
 use crate::name::name_bytes;
-use crate::reader::{Calibration, View};
+use crate::reader::{latte_raw_sample, latte_slot_info, Calibration, IdInfo, View};
 use crate::stats::{summarize, Summary};
 use std::fmt::Write;
 
@@ -199,77 +199,111 @@ pub fn rows_of_view_with(view: &View, data: latte_data, cal: &Calibration, clean
         if is_reserved_name(name_bytes(&id.name)) {
             continue;
         }
-        let mine: Vec<&crate::reader::latte_slot_info> = slots.iter().filter(|s| s.id_token == id.token).collect();
+        let mine: Vec<latte_slot_info> = slots.iter().filter(|s| s.id_token == id.token).copied().collect();
         if mine.is_empty() {
             continue;
         }
-        // Room for what its rings hold, taken at once (no doubling on the way).
-        let holds: u64 = mine.iter().map(|s| s.write_idx.min(view.geo().samples_per_slot as u64)).sum();
-        let mut durations: Vec<f64> = Vec::new();
-        // Relaxed: a test switch, read on its own.
-        #[cfg(feature = "internals")]
-        if FAIL_REPORT_ALLOC.load(core::sync::atomic::Ordering::Relaxed) {
-            return Err(Error::Os(libc::ENOMEM));
+        let c = read_component(view, &fin, &mine, &mut raw, clean)?;
+        if let Some(row) = row_of(id, c, data, cal, clean, tracked)? {
+            out.push(row);
         }
-        durations.try_reserve_exact(holds as usize).map_err(|_| Error::Os(libc::ENOMEM))?;
-        let mut pair: Option<Option<usize>> = None; // Some(None): mixed pairs
-        let (mut lost, mut switched, mut threads) = (0u64, 0u64, std::collections::BTreeSet::new());
-        for s in &mine {
-            let mut cur = crate::reader::latte_cursor::default();
-            raw.clear();
-            view.read_slot(s.index, &mut cur, &mut raw, fin.mode(s))?;
-            threads.insert(s.thread_idx);
-            lost += s.write_idx.saturating_sub(raw.len() as u64);
-            durations.try_reserve(raw.len()).map_err(|_| Error::Os(libc::ENOMEM))?;
-            for r in &raw {
-                let smp = r.decode();
-                let p = smp.pair_index();
-                pair = Some(match pair {
-                    None => Some(p),
-                    Some(Some(q)) if q == p => Some(p),
-                    _ => None,
-                });
-                switched += smp.switched as u64;
-                if !(clean && smp.switched) {
-                    durations.push(smp.duration as f64);
-                }
-            }
-        }
-        let sub = match pair {
-            Some(Some(p)) if data == LATTE_DATA_CALIBRATED => cal.overhead[p],
-            _ => 0.0,
-        };
-        if sub != 0.0 {
-            for d in durations.iter_mut() {
-                *d = (*d - sub).max(0.0);
-            }
-        }
-        let outliers = if clean {
-            durations.sort_unstable_by(|a, b| a.total_cmp(b));
-            0
-        } else {
-            crate::stats::data_clean_in_place(&mut durations)?.0
-        };
-        // With `clean`, a component whose every sample read was switched
-        // out keeps its row (which says so).
-        let summary = match summarize(&durations) {
-            Some(s) => s,
-            None if clean && switched > 0 => Summary::default(),
-            None => continue,
-        };
-        out.push(Row {
-            name: String::from_utf8_lossy(name_bytes(&id.name)).into_owned(),
-            token: id.token,
-            summary,
-            outliers,
-            lost,
-            threads: threads.len(),
-            switched,
-            clean,
-            tracked,
-        });
     }
     Ok(out)
+}
+
+/// What the slots of one component held, as `read_component` read them.
+struct Component {
+    /// Durations of the samples kept (every one read, or with `clean`
+    /// those not switched out), in cycles, in the order read.
+    durations: Vec<f64>,
+    /// The (start mode, stop mode) pair of every sample read; `Some(None)`
+    /// for mixed pairs, `None` when none was read.
+    pair: Option<Option<usize>>,
+    lost: u64,
+    switched: u64,
+    threads: std::collections::BTreeSet<u32>,
+}
+
+/// Reads one component's slots (`mine`) through `extract::read_slots`:
+/// its durations, with room for what its rings hold taken at once (no
+/// doubling on the way; without memory, `-ENOMEM`).
+fn read_component(
+    view: &View,
+    fin: &crate::extract::Finality,
+    mine: &[latte_slot_info],
+    raw: &mut Vec<latte_raw_sample>,
+    clean: bool,
+) -> Result<Component, Error> {
+    let holds: u64 = mine.iter().map(|s| s.write_idx.min(view.geo().samples_per_slot as u64)).sum();
+    let mut c = Component { durations: Vec::new(), pair: None, lost: 0, switched: 0, threads: Default::default() };
+    // Relaxed: a test switch, read on its own.
+    #[cfg(feature = "internals")]
+    if FAIL_REPORT_ALLOC.load(core::sync::atomic::Ordering::Relaxed) {
+        return Err(Error::Os(libc::ENOMEM));
+    }
+    c.durations.try_reserve_exact(holds as usize).map_err(|_| Error::Os(libc::ENOMEM))?;
+    raw.clear();
+    crate::extract::read_slots(view, fin, mine, raw, |s, raw, _| {
+        c.threads.insert(s.thread_idx);
+        c.lost += s.write_idx.saturating_sub(raw.len() as u64);
+        c.durations.try_reserve(raw.len()).map_err(|_| Error::Os(libc::ENOMEM))?;
+        for r in raw.iter() {
+            let smp = r.decode();
+            let p = smp.pair_index();
+            c.pair = Some(match c.pair {
+                None => Some(p),
+                Some(Some(q)) if q == p => Some(p),
+                _ => None,
+            });
+            c.switched += smp.switched as u64;
+            if !(clean && smp.switched) {
+                c.durations.push(smp.duration as f64);
+            }
+        }
+        raw.clear();
+        Ok(())
+    })?;
+    Ok(c)
+}
+
+/// One component's row from what its slots held: the calibrated overhead
+/// taken off (when every sample has the same pair), then the outlier rule
+/// (or with `clean`, none) and the summary. None when nothing is left to
+/// show.
+fn row_of(id: &IdInfo, mut c: Component, data: latte_data, cal: &Calibration, clean: bool, tracked: bool) -> Result<Option<Row>, Error> {
+    let sub = match c.pair {
+        Some(Some(p)) if data == LATTE_DATA_CALIBRATED => cal.overhead[p],
+        _ => 0.0,
+    };
+    if sub != 0.0 {
+        for d in c.durations.iter_mut() {
+            *d = (*d - sub).max(0.0);
+        }
+    }
+    let outliers = if clean {
+        c.durations.sort_unstable_by(|a, b| a.total_cmp(b));
+        0
+    } else {
+        crate::stats::data_clean_in_place(&mut c.durations)?.0
+    };
+    // With `clean`, a component whose every sample read was switched
+    // out keeps its row (which says so).
+    let summary = match summarize(&c.durations) {
+        Some(s) => s,
+        None if clean && c.switched > 0 => Summary::default(),
+        None => return Ok(None),
+    };
+    Ok(Some(Row {
+        name: String::from_utf8_lossy(name_bytes(&id.name)).into_owned(),
+        token: id.token,
+        summary,
+        outliers,
+        lost: c.lost,
+        threads: c.threads.len(),
+        switched: c.switched,
+        clean,
+        tracked,
+    }))
 }
 
 const WIDTH: usize = 136;

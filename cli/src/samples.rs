@@ -4,7 +4,7 @@
 use crate::exit::{fail, EXIT_NOT_REGION};
 use crate::target::open;
 use latte::layout::{LATTE_MAX_DURATION, LATTE_SAMPLE_SWITCHED};
-use latte::reader::{latte_cursor, latte_raw_sample, ReadMode};
+use latte::reader::{latte_raw_sample, Cursors, ReadMode};
 use std::process::ExitCode;
 
 /// One ID's samples, slot by slot, each ring oldest first.
@@ -66,13 +66,13 @@ pub fn load(target: &str) -> Result<Source, ExitCode> {
     for (k, id) in ids.iter_mut().enumerate() {
         id.samples.try_reserve_exact(holds[k] as usize).map_err(|_| fail(target, "not enough memory for its samples", 1))?;
     }
+    let mut cursors = Cursors::new();
     for s in &slots {
         let t = s.id_token as usize;
         if t >= ids.len() || hidden[t] {
             continue;
         }
-        let mut cur = latte_cursor::default();
-        let r = v.read_slot(s.index, &mut cur, &mut ids[t].samples, ReadMode::Live).map_err(bad)?;
+        let r = cursors.read(&v, s, &mut ids[t].samples, ReadMode::Live).map_err(bad)?;
         ids[t].lost = ids[t].lost.saturating_add(s.write_idx.saturating_sub(r.read));
     }
     let recording = if latte::shm::is_region_name(target) {

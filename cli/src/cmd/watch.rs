@@ -6,7 +6,7 @@ use crate::target::{cycles_per_ns, open, shown};
 use crate::term::{emit, field, table, timestamp, Style};
 use latte::error::Error;
 use latte::layout::*;
-use latte::reader::{latte_cursor, latte_raw_sample, View};
+use latte::reader::{latte_raw_sample, Cursors, View};
 use latte::report;
 use latte::stats;
 use std::ffi::OsStr;
@@ -78,20 +78,16 @@ impl Interval {
 }
 
 /// One read of every slot into the interval's figures.
-fn watch_read(v: &View, cursors: &mut Vec<latte_cursor>, buf: &mut Vec<latte_raw_sample>, per: &mut Vec<Interval>, clean: bool) -> Result<(), Error> {
+fn watch_read(v: &View, cursors: &mut Cursors, buf: &mut Vec<latte_raw_sample>, per: &mut Vec<Interval>, clean: bool) -> Result<(), Error> {
     let ids = v.ids()?;
     for i in ids.iter().skip(per.len()) {
         per.push(Interval { name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(), ..Default::default() });
     }
     for s in &v.slots()? {
         buf.clear();
-        if cursors.len() <= s.index as usize {
-            cursors.resize(s.index as usize + 1, latte_cursor::default());
-        }
-        let c = &mut cursors[s.index as usize];
         // The reader counts what it returns and what was overwritten
         // before it could (returned + lost = what the write index moved).
-        let got = v.read_slot(s.index, c, buf, latte::reader::ReadMode::Live)?;
+        let got = cursors.read(v, s, buf, latte::reader::ReadMode::Live)?;
         if let Some(p) = per.get_mut(s.id_token as usize) {
             p.read += buf.len() as u64;
             // Samples of earlier owners of the ring it never read count too (in
@@ -145,9 +141,8 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };
     let units = report::Units { unit: if o.time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE }, cycles_per_ns: cpn };
     let shown = Shown { time: o.time, units, cycles_per_ns: cpn };
-    // One cursor per slot handed out, grown as slots are (never as many as
-    // the header says there could be: a hostile one claims 2^32 - 1).
-    let mut cursors: Vec<latte_cursor> = Vec::new();
+    // One cursor per slot handed out, grown as slots are (`Cursors`).
+    let mut cursors = Cursors::new();
     let mut buf: Vec<latte_raw_sample> = Vec::new();
     skip_present(&v, &mut cursors, &mut buf);
     let fail_read = |e: Error| fail(target, &strerror(e), EXIT_NOT_REGION);
@@ -174,13 +169,10 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
 }
 
 /// Moves every cursor to the ring's end: watching starts at "now".
-fn skip_present(v: &View, cursors: &mut Vec<latte_cursor>, buf: &mut Vec<latte_raw_sample>) {
+fn skip_present(v: &View, cursors: &mut Cursors, buf: &mut Vec<latte_raw_sample>) {
     if let Ok(slots) = v.slots() {
         for s in slots {
-            if cursors.len() <= s.index as usize {
-                cursors.resize(s.index as usize + 1, latte_cursor::default());
-            }
-            let _ = v.read_slot(s.index, &mut cursors[s.index as usize], buf, latte::reader::ReadMode::Live);
+            let _ = cursors.read(v, &s, buf, latte::reader::ReadMode::Live);
         }
     }
 }
@@ -190,7 +182,7 @@ fn skip_present(v: &View, cursors: &mut Vec<latte_cursor>, buf: &mut Vec<latte_r
 fn read_interval(
     m: &mut latte::reader::Mapping,
     next: Instant,
-    cursors: &mut Vec<latte_cursor>,
+    cursors: &mut Cursors,
     buf: &mut Vec<latte_raw_sample>,
     clean: bool,
 ) -> Result<(Vec<Interval>, bool), Error> {

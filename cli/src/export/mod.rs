@@ -5,7 +5,7 @@
 //! prometheus-client on each scrape.
 //!
 //! # Counting: each sample once, no scrape at a producer
-//! 1. A watched object keeps one `latte_cursor` per slot, as `latte watch`
+//! 1. A watched object keeps a cursor per slot (`Cursors`), as `latte watch`
 //!    does; `View::read_slot` moves it past what it returns and counts what
 //!    was overwritten first as lost (returned + lost = written).
 //! 2. Only the read pass moves cursors: one thread, once per interval
@@ -45,7 +45,7 @@
 
 use crate::term::label_text;
 use latte::layout::{LATTE_MAX_DURATION, LATTE_SLOT_CLOSED};
-use latte::reader::{latte_cursor, latte_raw_sample, ReadMode};
+use latte::reader::{latte_raw_sample, Cursors, ReadMode};
 use latte::{Error, Mapping, View};
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -162,7 +162,7 @@ struct Object {
     map: Mapping,
     /// (device, inode) of the object, to see a name come to refer to another.
     ident: (u64, u64),
-    cursors: Vec<latte_cursor>,
+    cursors: Cursors,
     /// Per slot, the series its owner at the previous pass fed: where the
     /// samples it never read of that owner (and of owners it never saw)
     /// are counted lost when the slot has a new owner.
@@ -391,7 +391,7 @@ impl State {
                     let mut o = Object {
                         map: *map,
                         ident: *ident,
-                        cursors: Vec::new(),
+                        cursors: Cursors::new(),
                         owners: Vec::new(),
                         last: Counts::default(),
                         cpn: 0.0,

@@ -42,12 +42,8 @@ pub(super) fn skip_to_end(o: &mut Object, buf: &mut Vec<latte_raw_sample>) {
     o.last = Counts::of(&v);
     if let Ok(slots) = v.slots() {
         for s in slots {
-            let i = s.index as usize;
-            if o.cursors.len() <= i {
-                o.cursors.resize(i + 1, latte_cursor::default());
-            }
             buf.clear();
-            let _ = v.read_slot(s.index, &mut o.cursors[i], buf, ReadMode::Live);
+            let _ = o.cursors.read(&v, &s, buf, ReadMode::Live);
         }
     }
 }
@@ -96,11 +92,8 @@ pub(super) fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_
             continue;
         };
         let i = s.index as usize;
-        if o.cursors.len() <= i {
-            o.cursors.resize(i + 1, latte_cursor::default());
-        }
         buf.clear();
-        let got = match v.read_slot(s.index, &mut o.cursors[i], buf, ReadMode::Live) {
+        let got = match o.cursors.read(&v, s, buf, ReadMode::Live) {
             Ok(g) => g,
             Err(e) => {
                 fail(r, e);

@@ -1,0 +1,240 @@
+//! A slot's header, and its samples read past a cursor by the ring
+//! protocol's reader steps R1-R8 (`ring`): the reading half of `View`.
+
+use super::{check_whole, copy_shared, latte_cursor, latte_raw_sample, latte_slot_info, ReadMode, ReadOutcome, View, LATTE_MAX_WRITE_IDX};
+use crate::error::Error;
+use crate::layout::*;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Samples copied between two checks of the writer's index (16 KiB).
+const READ_CHUNK: u64 = 1024;
+
+impl View<'_> {
+    /// Slot `i`'s header, when this view maps it.
+    fn slot_ptr(&self, i: u32) -> Option<*const u8> {
+        let (k, j) = self.geo.slot_place(i);
+        if k >= LATTE_CHUNKS || j >= self.chunks.slot_avail[k as usize] {
+            return None;
+        }
+        // SAFETY: slot j of chunk k lies whole inside the mapping (slot_avail).
+        Some(unsafe { self.chunks.slot_base[k as usize].add((j * self.geo.slot_stride) as usize) })
+    }
+
+    /// Slot `i`'s header, checked: token published, write index plausible.
+    /// `EINVAL` when this view does not map it.
+    pub fn slot_info(&self, i: u32) -> Result<latte_slot_info, Error> {
+        self.slot_info_if_mapped(i)?.ok_or(Error::Os(libc::EINVAL))
+    }
+
+    pub(super) fn slot_info_if_mapped(&self, i: u32) -> Result<Option<latte_slot_info>, Error> {
+        let Some(p) = self.slot_ptr(i) else { return Ok(None) };
+        use core::mem::offset_of as f;
+        type S = latte_slot_header;
+        // SAFETY: the slot header lies inside the mapping (slot_ptr); its
+        // fields are aligned; another process may write them.
+        let a32 = |o: usize| unsafe { AtomicU32::from_ptr(p.add(o) as *mut u32) };
+        // Acquire pairs with the release store of a new generation: the
+        // metadata below belongs to it (re-checked by readers that need it exact).
+        let generation = a32(f!(S, generation)).load(Ordering::Acquire);
+        let info = latte_slot_info {
+            index: i,
+            generation,
+            id_token: a32(f!(S, id_token)).load(Ordering::Relaxed),
+            thread_idx: a32(f!(S, thread_idx)).load(Ordering::Relaxed),
+            os_tid: a32(f!(S, os_tid)).load(Ordering::Relaxed),
+            state: a32(f!(S, state)).load(Ordering::Relaxed),
+            // Acquire: samples below it are published.
+            // SAFETY: as a32.
+            write_idx: unsafe { AtomicU64::from_ptr(p as *mut u64) }.load(Ordering::Acquire),
+            // Relaxed: stored with the generation's metadata (A3), seen
+            // through the acquire load of the generation above.
+            // SAFETY: as a32 (8-aligned).
+            gen_base: unsafe { AtomicU64::from_ptr(p.add(f!(S, gen_base)) as *mut u64) }.load(Ordering::Relaxed),
+        };
+        if generation != 0 && (info.id_token >= self.ids_used() || info.write_idx >= LATTE_MAX_WRITE_IDX) {
+            return Err(Error::Corrupt);
+        }
+        Ok(Some(info))
+    }
+
+    /// Every handed-out slot that is currently assigned.
+    /// `Error::Truncated` when the object shrank under the mapping (its
+    /// slots would read as zeros: unassigned, and a watcher would see an
+    /// idle region).
+    pub fn slots(&self) -> Result<Vec<latte_slot_info>, Error> {
+        let mut v = Vec::new();
+        for i in 0..self.slots_used() {
+            match self.slot_info_if_mapped(i)? {
+                Some(s) if s.generation != 0 => v.push(s),
+                _ => {}
+            }
+        }
+        check_whole(self.base)?;
+        Ok(v)
+    }
+
+    /// Reads the samples of slot `i` newer than the cursor (the protocol in
+    /// the module doc), appending them, oldest first, to `out`.
+    pub fn read_slot(&self, i: u32, cur: &mut latte_cursor, out: &mut Vec<latte_raw_sample>, mode: ReadMode) -> Result<ReadOutcome, Error> {
+        self.read_slot_max(i, cur, out, mode, usize::MAX)
+    }
+
+    /// `read_slot` appending at most `max` samples.
+    pub fn read_slot_max(&self, i: u32, cur: &mut latte_cursor, out: &mut Vec<latte_raw_sample>, mode: ReadMode, max: usize) -> Result<ReadOutcome, Error> {
+        // Room for what the slot holds now, never for what the header says
+        // a ring could hold (a hostile header claims 2^31 samples); samples
+        // written after this look wait for the next read.
+        let info = self.slot_info(i)?;
+        let next = if info.generation == cur.generation { cur.next } else { 0 }; // a new owner restarts the cursor
+        let holds = info.write_idx.saturating_sub(next);
+        let room = max.min(self.geo.samples_per_slot as usize).min(holds.min(usize::MAX as u64) as usize);
+        out.try_reserve(room).map_err(|_| Error::NOMEM)?;
+        let len = out.len();
+        let r = self.read_into(i, cur, &mut out.spare_capacity_mut()[..room], mode)?;
+        // SAFETY: read_into initialised the first r.read elements of the spare capacity.
+        unsafe { out.set_len(len + r.read as usize) };
+        Ok(r)
+    }
+
+    /// The read protocol into caller memory: the samples newer than the
+    /// cursor, at most `out.len()`, land in `out[..read]`, oldest first.
+    /// When the object shrank under the reader during the call (a page read
+    /// as zeros), the result is `Error::Truncated`, whatever was read, and
+    /// the cursor is left as it was.
+    pub fn read_into(
+        &self,
+        i: u32,
+        cur: &mut latte_cursor,
+        out: &mut [core::mem::MaybeUninit<latte_raw_sample>],
+        mode: ReadMode,
+    ) -> Result<ReadOutcome, Error> {
+        let mut c = *cur;
+        let r = self.read_protocol(i, &mut c, out, mode);
+        check_whole(self.base)?;
+        *cur = c;
+        r
+    }
+
+    fn read_protocol(
+        &self,
+        i: u32,
+        cur: &mut latte_cursor,
+        out: &mut [core::mem::MaybeUninit<latte_raw_sample>],
+        mode: ReadMode,
+    ) -> Result<ReadOutcome, Error> {
+        let (assume_final, pace_ns) = match mode {
+            ReadMode::Live => (false, 0),
+            ReadMode::Final => (true, 0),
+            ReadMode::Paced { min_interval_ns } => (false, min_interval_ns),
+        };
+        let p = self.slot_ptr(i).ok_or(Error::Os(libc::EINVAL))?;
+        use core::mem::offset_of as f;
+        type S = latte_slot_header;
+        // SAFETY: the slot header lies inside the mapping (slot_ptr); its
+        // fields are aligned atomics another process may write.
+        let (gen_a, state_a, widx, flushed_end, gen_base_a) = unsafe {
+            (
+                AtomicU32::from_ptr(p.add(f!(S, generation)) as *mut u32),
+                AtomicU32::from_ptr(p.add(f!(S, state)) as *mut u32),
+                AtomicU64::from_ptr(p as *mut u64),
+                AtomicU64::from_ptr(p.add(f!(S, flushed_end_idx)) as *mut u64),
+                AtomicU64::from_ptr(p.add(f!(S, gen_base)) as *mut u64),
+            )
+        };
+        let mut res = ReadOutcome::default();
+        let g1 = crate::ring::generation(gen_a); // R1
+        if g1 == 0 {
+            return Ok(res);
+        }
+        if cur.generation != g1 {
+            // R1, a new owner: what the earlier owners wrote past what this
+            // cursor read of them is lost. Relaxed: gen_base is A3's,
+            // published by the acquire load of the generation (A4).
+            let base = gen_base_a.load(Ordering::Relaxed);
+            let seen = if cur.generation == 0 { 0 } else { cur.base.saturating_add(cur.next) };
+            res.lost_before = base.saturating_sub(seen);
+            res.restarted = cur.generation != 0;
+            *cur = latte_cursor { generation: g1, base, lost_before: cur.lost_before.saturating_add(res.lost_before), ..Default::default() };
+        }
+        let closed = assume_final || crate::ring::is_closed(state_a, LATTE_SLOT_CLOSED); // R2
+        let flushed = self.flags & LATTE_REGION_FLUSHED != 0;
+        // Pacing (`ReadMode::Paced`): generation and state sit on the header's
+        // second line, which the owner does not write while recording, so
+        // looking at them costs it nothing; write_idx is the line to spare.
+        let mut now_ns = 0;
+        if pace_ns > 0 && !closed && !flushed {
+            now_ns = crate::tsc::clock_ns(libc::CLOCK_MONOTONIC);
+            if cur.caught_up_ns != 0 && now_ns.wrapping_sub(cur.caught_up_ns) < pace_ns {
+                res.deferred = true;
+                return Ok(res);
+            }
+        }
+        let w1 = crate::ring::published(widx); // R3
+        if w1 >= LATTE_MAX_WRITE_IDX {
+            return Err(Error::Corrupt);
+        }
+        if w1 < cur.next {
+            // R4: an index going back.
+            if crate::ring::reassigned(gen_a, g1) {
+                return Ok(res);
+            }
+            return Err(Error::Corrupt);
+        }
+        let cap = self.geo.samples_per_slot as u64;
+        let mask = cap - 1;
+        let margin = if closed { 0 } else { 1 };
+        let lo = cur.next.max(crate::ring::oldest_safe(w1, margin, cap));
+        let end = w1.min(lo.saturating_add(out.len() as u64));
+        // SAFETY: the samples of slot i lie inside the validated mapping.
+        let ring = unsafe { p.add(LATTE_SLOT_HEADER_SIZE as usize) } as *const latte_sample;
+        // The writer's index as the check after a chunk sees it. A flushed
+        // image's was taken by the flush after the samples were written out;
+        // a fork child's copy carries its parent's, taken after the copy
+        // (`flushed_end_idx`, 0 in a live region): the larger one counts.
+        let head = || -> Result<u64, Error> {
+            let end = flushed_end.load(Ordering::Relaxed);
+            if flushed {
+                if end < w1 || end >= LATTE_MAX_WRITE_IDX {
+                    return Err(Error::Corrupt);
+                }
+                Ok(end)
+            } else {
+                Ok(widx.load(Ordering::Relaxed).max(end.min(LATTE_MAX_WRITE_IDX - 1)))
+            }
+        };
+        // R5-R6 (`ring::copy_checked`): index j goes to out[j - first kept];
+        // end - lo <= out.len() by construction of `end`.
+        let dst = out.as_mut_ptr() as *mut latte_raw_sample;
+        let first_kept = crate::ring::copy_checked::<AtomicU64, Error>(
+            lo,
+            end,
+            cap,
+            margin,
+            READ_CHUNK,
+            |j, n, k| {
+                // SAFETY: j & mask + n <= cap keeps the source inside the
+                // ring; k + n <= end - lo <= out.len() keeps the destination
+                // inside `out` (latte_raw_sample is laid out as latte_sample,
+                // checked at compile time); `out` is this caller's, the ring
+                // is not.
+                unsafe { copy_shared(dst.add(k) as *mut u8, ring.add((j & mask) as usize) as *const u8, n as usize * LATTE_SAMPLE_SIZE as usize) };
+            },
+            |from, n| out.copy_within(from..from + n, 0),
+            head,
+        )?;
+        // R7.
+        if !flushed && !crate::ring::unchanged(gen_a, g1) {
+            return Ok(res);
+        }
+        let kept = (end - first_kept) as usize;
+        res.lost = first_kept - cur.next;
+        res.read = kept as u64;
+        // Caught up (everything below w1 returned): the next paced read may
+        // wait. Cut short by `out`: the next one looks at once.
+        cur.caught_up_ns = if end == w1 { now_ns } else { 0 };
+        cur.next = end;
+        cur.lost += res.lost;
+        cur.read += res.read;
+        Ok(res)
+    }
+}
