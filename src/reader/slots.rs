@@ -128,33 +128,17 @@ impl View<'_> {
             ReadMode::Paced { min_interval_ns } => (false, min_interval_ns),
         };
         let p = self.slot_ptr(i).ok_or(Error::Os(libc::EINVAL))?;
-        use core::mem::offset_of as f;
-        type S = latte_slot_header;
-        // SAFETY: the slot header lies inside the mapping (slot_ptr); its
-        // fields are aligned atomics another process may write.
-        let (gen_a, state_a, widx, flushed_end, gen_base_a) = unsafe {
-            (
-                AtomicU32::from_ptr(p.add(f!(S, generation)) as *mut u32),
-                AtomicU32::from_ptr(p.add(f!(S, state)) as *mut u32),
-                AtomicU64::from_ptr(p as *mut u64),
-                AtomicU64::from_ptr(p.add(f!(S, flushed_end_idx)) as *mut u64),
-                AtomicU64::from_ptr(p.add(f!(S, gen_base)) as *mut u64),
-            )
-        };
+        // SAFETY: the slot header lies inside the mapping (slot_ptr).
+        let SlotWords { generation: gen_a, state: state_a, write_idx: widx, flushed_end, gen_base } = unsafe { SlotWords::of(p) };
         let mut res = ReadOutcome::default();
         let g1 = crate::ring::generation(gen_a); // R1
         if g1 == 0 {
             return Ok(res);
         }
         if cur.generation != g1 {
-            // R1, a new owner: what the earlier owners wrote past what this
-            // cursor read of them is lost. Relaxed: gen_base is A3's,
-            // published by the acquire load of the generation (A4).
-            let base = gen_base_a.load(Ordering::Relaxed);
-            let seen = if cur.generation == 0 { 0 } else { cur.base.saturating_add(cur.next) };
-            res.lost_before = base.saturating_sub(seen);
-            res.restarted = cur.generation != 0;
-            *cur = latte_cursor { generation: g1, base, lost_before: cur.lost_before.saturating_add(res.lost_before), ..Default::default() };
+            // R1, a new owner. Relaxed: gen_base is A3's, published by the
+            // acquire load of the generation (A4).
+            take_new_owner(cur, &mut res, g1, gen_base.load(Ordering::Relaxed));
         }
         let closed = assume_final || crate::ring::is_closed(state_a, LATTE_SLOT_CLOSED); // R2
         let flushed = self.flags & LATTE_REGION_FLUSHED != 0;
@@ -181,54 +165,18 @@ impl View<'_> {
             return Err(Error::Corrupt);
         }
         let cap = self.geo.samples_per_slot as u64;
-        let mask = cap - 1;
         let margin = if closed { 0 } else { 1 };
         let lo = cur.next.max(crate::ring::oldest_safe(w1, margin, cap));
         let end = w1.min(lo.saturating_add(out.len() as u64));
-        // SAFETY: the samples of slot i lie inside the validated mapping.
-        let ring = unsafe { p.add(LATTE_SLOT_HEADER_SIZE as usize) } as *const latte_sample;
-        // The writer's index as the check after a chunk sees it. A flushed
-        // image's was taken by the flush after the samples were written out;
-        // a fork child's copy carries its parent's, taken after the copy
-        // (`flushed_end_idx`, 0 in a live region): the larger one counts.
-        let head = || -> Result<u64, Error> {
-            let end = flushed_end.load(Ordering::Relaxed);
-            if flushed {
-                if end < w1 || end >= LATTE_MAX_WRITE_IDX {
-                    return Err(Error::Corrupt);
-                }
-                Ok(end)
-            } else {
-                Ok(widx.load(Ordering::Relaxed).max(end.min(LATTE_MAX_WRITE_IDX - 1)))
-            }
-        };
-        // R5-R6 (`ring::copy_checked`): index j goes to out[j - first kept];
-        // end - lo <= out.len() by construction of `end`.
-        let dst = out.as_mut_ptr() as *mut latte_raw_sample;
-        let first_kept = crate::ring::copy_checked::<AtomicU64, Error>(
-            lo,
-            end,
-            cap,
-            margin,
-            READ_CHUNK,
-            |j, n, k| {
-                // SAFETY: j & mask + n <= cap keeps the source inside the
-                // ring; k + n <= end - lo <= out.len() keeps the destination
-                // inside `out` (latte_raw_sample is laid out as latte_sample,
-                // checked at compile time); `out` is this caller's, the ring
-                // is not.
-                unsafe { copy_shared(dst.add(k) as *mut u8, ring.add((j & mask) as usize) as *const u8, n as usize * LATTE_SAMPLE_SIZE as usize) };
-            },
-            |from, n| out.copy_within(from..from + n, 0),
-            head,
-        )?;
+        // SAFETY: p is slot i's header, inside the validated mapping with
+        // its samples; end - lo <= out.len() by construction of `end`.
+        let first_kept = unsafe { copy_range(p, out, lo..end, cap, margin, || writer_head(widx, flushed_end, flushed, w1)) }?;
         // R7.
         if !flushed && !crate::ring::unchanged(gen_a, g1) {
             return Ok(res);
         }
-        let kept = (end - first_kept) as usize;
         res.lost = first_kept - cur.next;
-        res.read = kept as u64;
+        res.read = end - first_kept;
         // Caught up (everything below w1 returned): the next paced read may
         // wait. Cut short by `out`: the next one looks at once.
         cur.caught_up_ns = if end == w1 { now_ns } else { 0 };
@@ -236,5 +184,98 @@ impl View<'_> {
         cur.lost += res.lost;
         cur.read += res.read;
         Ok(res)
+    }
+}
+
+/// The words of a slot header the read protocol loads: aligned atomics
+/// another process may write.
+struct SlotWords<'s> {
+    generation: &'s AtomicU32,
+    state: &'s AtomicU32,
+    write_idx: &'s AtomicU64,
+    flushed_end: &'s AtomicU64,
+    gen_base: &'s AtomicU64,
+}
+
+impl SlotWords<'_> {
+    /// # Safety
+    /// `p` is a slot header inside a mapping that outlives the result.
+    unsafe fn of<'s>(p: *const u8) -> SlotWords<'s> {
+        use core::mem::offset_of as f;
+        type S = latte_slot_header;
+        // SAFETY: the caller's guarantee; every field is aligned in the
+        // header (layout.rs) and is read only atomically.
+        unsafe {
+            SlotWords {
+                generation: AtomicU32::from_ptr(p.add(f!(S, generation)) as *mut u32),
+                state: AtomicU32::from_ptr(p.add(f!(S, state)) as *mut u32),
+                write_idx: AtomicU64::from_ptr(p.add(f!(S, write_idx)) as *mut u64),
+                flushed_end: AtomicU64::from_ptr(p.add(f!(S, flushed_end_idx)) as *mut u64),
+                gen_base: AtomicU64::from_ptr(p.add(f!(S, gen_base)) as *mut u64),
+            }
+        }
+    }
+}
+
+/// R5-R6 (`ring::copy_checked`) over `range` of the ring at slot header
+/// `p` (`cap` samples): index j goes to out[j - first kept]; the first
+/// index kept.
+///
+/// # Safety
+/// `p` is a slot header followed by its `cap` samples inside a mapping;
+/// `range.end - range.start <= out.len()`.
+unsafe fn copy_range(
+    p: *const u8,
+    out: &mut [core::mem::MaybeUninit<latte_raw_sample>],
+    range: core::ops::Range<u64>,
+    cap: u64,
+    margin: u64,
+    head: impl FnMut() -> Result<u64, Error>,
+) -> Result<u64, Error> {
+    let mask = cap - 1;
+    // SAFETY: the samples follow the header (the caller's guarantee).
+    let ring = unsafe { p.add(LATTE_SLOT_HEADER_SIZE as usize) } as *const latte_sample;
+    let dst = out.as_mut_ptr() as *mut latte_raw_sample;
+    crate::ring::copy_checked::<AtomicU64, Error>(
+        range.start,
+        range.end,
+        cap,
+        margin,
+        READ_CHUNK,
+        |j, n, k| {
+            // SAFETY: j & mask + n <= cap keeps the source inside the ring;
+            // k + n <= end - start <= out.len() keeps the destination inside
+            // `out` (latte_raw_sample is laid out as latte_sample, checked
+            // at compile time); `out` is this caller's, the ring is not.
+            unsafe { copy_shared(dst.add(k) as *mut u8, ring.add((j & mask) as usize) as *const u8, n as usize * LATTE_SAMPLE_SIZE as usize) };
+        },
+        |from, n| out.copy_within(from..from + n, 0),
+        head,
+    )
+}
+
+/// R1 on a slot with a new owner (generation `g`, whose earlier owners wrote
+/// `base` samples in all): what they wrote past what this cursor read of
+/// them is lost; the cursor starts over on the new owner.
+fn take_new_owner(cur: &mut latte_cursor, res: &mut ReadOutcome, g: u32, base: u64) {
+    let seen = if cur.generation == 0 { 0 } else { cur.base.saturating_add(cur.next) };
+    res.lost_before = base.saturating_sub(seen);
+    res.restarted = cur.generation != 0;
+    *cur = latte_cursor { generation: g, base, lost_before: cur.lost_before.saturating_add(res.lost_before), ..Default::default() };
+}
+
+/// The writer's index as the check after a chunk (R6) sees it. A flushed
+/// image's was taken by the flush after the samples were written out; a
+/// fork child's copy carries its parent's, taken after the copy
+/// (`flushed_end_idx`, 0 in a live region): the larger one counts.
+fn writer_head(widx: &AtomicU64, flushed_end: &AtomicU64, flushed: bool, w1: u64) -> Result<u64, Error> {
+    let end = flushed_end.load(Ordering::Relaxed);
+    if flushed {
+        if end < w1 || end >= LATTE_MAX_WRITE_IDX {
+            return Err(Error::Corrupt);
+        }
+        Ok(end)
+    } else {
+        Ok(widx.load(Ordering::Relaxed).max(end.min(LATTE_MAX_WRITE_IDX - 1)))
     }
 }
