@@ -177,8 +177,9 @@ impl Plan {
             type S = latte_slot_header;
             // The metadata loads below may be relaxed: it was stored before
             // the release store of the generation we just loaded (acquire)
-            // and compared, and it changes only with the generation. State:
-            // acquire, pairs with the owner's release store of CLOSED.
+            // and compared; a new owner's, stored meanwhile, is caught by
+            // the check after them. State: acquire, pairs with the owner's
+            // release store of CLOSED.
             put_u64(b, offset_of!(S, write_idx), c.write_idx);
             put_u64(b, offset_of!(S, flushed_end_idx), end.max(c.write_idx));
             put_u32(b, offset_of!(S, generation), c.generation);
@@ -187,6 +188,16 @@ impl Plan {
             put_u32(b, offset_of!(S, os_tid), sh.os_tid.load(Ordering::Relaxed));
             put_u32(b, offset_of!(S, state), sh.state.load(Ordering::Acquire));
             put_u64(b, offset_of!(S, gen_base), sh.gen_base.load(Ordering::Relaxed));
+            // A reassignment (ring protocol A1-A4) may have begun after the
+            // generation was loaded, and the loads above may have seen the
+            // new owner's metadata (its token may be past the names this
+            // image holds). Acquire fence: a value A3 stored, read above,
+            // makes A1's store of 0 visible to the load that follows; then
+            // the slot is written as unassigned, as a reassigned one is.
+            core::sync::atomic::fence(Ordering::Acquire);
+            if sh.generation.load(Ordering::Relaxed) != c.generation {
+                b.fill(0);
+            }
         }
         let slot_writes = self
             .slots

@@ -52,6 +52,15 @@ impl View<'_> {
             gen_base: unsafe { AtomicU64::from_ptr(p.add(f!(S, gen_base)) as *mut u64) }.load(Ordering::Relaxed),
         };
         if generation != 0 && (info.id_token >= self.ids_used() || info.write_idx >= LATTE_MAX_WRITE_IDX) {
+            // A reassignment (ring protocol A1-A4) may have begun after the
+            // generation was loaded: its new metadata is not this
+            // generation's. Acquire fence: a value A3 stored, read above,
+            // makes A1's store of 0 (ordered before A3 by A2) visible to the
+            // load that follows.
+            core::sync::atomic::fence(Ordering::Acquire);
+            if a32(f!(S, generation)).load(Ordering::Relaxed) != generation {
+                return Ok(Some(latte_slot_info { generation: 0, ..info }));
+            }
             return Err(Error::Corrupt);
         }
         Ok(Some(info))
