@@ -77,9 +77,7 @@ pub fn open(raw: &OsStr) -> Result<Mapping, ExitCode> {
             c if c == Error::Os(libc::EACCES) || c == Error::Os(libc::EPERM) => {
                 fail(&what, &format!("permission denied{}", owner_text(&path)), EXIT_PERMISSION)
             }
-            c if c == Error::Os(libc::EINVAL) && matches!(kind, Target::Region(_)) => {
-                fail(target, "not a valid region name (one leading '/', no other, at most 250 bytes after it)", EXIT_MISSING)
-            }
+            c if c == Error::Os(libc::EINVAL) && matches!(kind, Target::Region(_)) => fail(target, &invalid_name_text(), EXIT_MISSING),
             Error::NotLatte | Error::Version | Error::Truncated | Error::Corrupt => fail(&what, &strerror(e), EXIT_NOT_REGION),
             c if c == Error::Os(libc::ENODEV) || c == Error::Os(libc::EISDIR) => {
                 fail(&what, "cannot be mapped: not a latte region or a flushed image", EXIT_NOT_REGION)
@@ -111,4 +109,9 @@ pub fn comm(path: &str) -> Option<String> {
     let s = std::fs::read_to_string(path).ok()?;
     let s = s.trim_end_matches('\n');
     (!s.is_empty()).then(|| s.to_string())
+}
+
+/// Why a region name is refused, with the library's limit.
+pub fn invalid_name_text() -> String {
+    format!("not a valid region name (one leading '/', no other, at most {} bytes after it)", latte::shm::LATTE_MAX_REGION_NAME)
 }

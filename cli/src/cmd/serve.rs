@@ -4,7 +4,7 @@
 use crate::exit::{fail, EXIT_USAGE};
 use crate::export;
 use crate::serve;
-use crate::target::{classify, shown, Target};
+use crate::target::{classify, invalid_name_text, shown, Target};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
@@ -16,8 +16,8 @@ pub fn run(regions: Vec<OsString>, listen: std::net::SocketAddr, export: export:
     for r in regions {
         let text = shown(r.as_bytes());
         match classify(&r) {
-            Target::Region(n) if n.len() <= 255 && !n.contains(&0) => names.push(n),
-            Target::Region(_) => return Err(fail(&text, "not a valid region name (one leading '/', no other, at most 250 bytes after it)", EXIT_USAGE)),
+            Target::Region(n) if latte::shm::validate_name(&n).is_ok() => names.push(n),
+            Target::Region(_) => return Err(fail(&text, &invalid_name_text(), EXIT_USAGE)),
             Target::File(_) => return Err(fail(&text, "serve reads shared-memory regions (`/name`), not files", EXIT_USAGE)),
         }
     }
