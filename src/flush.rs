@@ -167,37 +167,7 @@ impl Plan {
         for (k, c) in self.slots.iter().enumerate() {
             // SAFETY: a captured slot index, inside the region.
             let sh = unsafe { &*self.region.slot(c.index) };
-            // Acquire: pairs with the release stores of a reassignment.
-            let gen_now = sh.generation.load(Ordering::Acquire);
-            let end = sh.write_idx.load(Ordering::Acquire);
-            let b = &mut self.slot_headers[k * hs..(k + 1) * hs];
-            if c.generation == 0 || gen_now != c.generation {
-                continue; // unassigned, or given to a new owner meanwhile: written as unassigned
-            }
-            type S = latte_slot_header;
-            // The metadata loads below may be relaxed: it was stored before
-            // the release store of the generation we just loaded (acquire)
-            // and compared; a new owner's, stored meanwhile, is caught by
-            // the check after them. State: acquire, pairs with the owner's
-            // release store of CLOSED.
-            put_u64(b, offset_of!(S, write_idx), c.write_idx);
-            put_u64(b, offset_of!(S, flushed_end_idx), end.max(c.write_idx));
-            put_u32(b, offset_of!(S, generation), c.generation);
-            put_u32(b, offset_of!(S, id_token), sh.id_token.load(Ordering::Relaxed));
-            put_u32(b, offset_of!(S, thread_idx), sh.thread_idx.load(Ordering::Relaxed));
-            put_u32(b, offset_of!(S, os_tid), sh.os_tid.load(Ordering::Relaxed));
-            put_u32(b, offset_of!(S, state), sh.state.load(Ordering::Acquire));
-            put_u64(b, offset_of!(S, gen_base), sh.gen_base.load(Ordering::Relaxed));
-            // A reassignment (ring protocol A1-A4) may have begun after the
-            // generation was loaded, and the loads above may have seen the
-            // new owner's metadata (its token may be past the names this
-            // image holds). Acquire fence: a value A3 stored, read above,
-            // makes A1's store of 0 visible to the load that follows; then
-            // the slot is written as unassigned, as a reassigned one is.
-            core::sync::atomic::fence(Ordering::Acquire);
-            if sh.generation.load(Ordering::Relaxed) != c.generation {
-                b.fill(0);
-            }
+            slot_header(c, sh, &mut self.slot_headers[k * hs..(k + 1) * hs]);
         }
         let slot_writes = self
             .slots
@@ -240,6 +210,41 @@ impl Plan {
         self.file_header = fh;
         let fw = Write { src: self.file_header.as_ptr(), len: self.file_header.len() as u64, off: 0 };
         (slot_writes, fw)
+    }
+}
+
+/// Step 2 for one captured slot: its header as the image holds it, in `b`
+/// (zeros: unassigned).
+fn slot_header(c: &Captured, sh: &latte_slot_header, b: &mut [u8]) {
+    // Acquire: pairs with the release stores of a reassignment.
+    let gen_now = sh.generation.load(Ordering::Acquire);
+    let end = sh.write_idx.load(Ordering::Acquire);
+    if c.generation == 0 || gen_now != c.generation {
+        return; // unassigned, or given to a new owner meanwhile: written as unassigned
+    }
+    type S = latte_slot_header;
+    // The metadata loads below may be relaxed: it was stored before
+    // the release store of the generation we just loaded (acquire)
+    // and compared; a new owner's, stored meanwhile, is caught by
+    // the check after them. State: acquire, pairs with the owner's
+    // release store of CLOSED.
+    put_u64(b, offset_of!(S, write_idx), c.write_idx);
+    put_u64(b, offset_of!(S, flushed_end_idx), end.max(c.write_idx));
+    put_u32(b, offset_of!(S, generation), c.generation);
+    put_u32(b, offset_of!(S, id_token), sh.id_token.load(Ordering::Relaxed));
+    put_u32(b, offset_of!(S, thread_idx), sh.thread_idx.load(Ordering::Relaxed));
+    put_u32(b, offset_of!(S, os_tid), sh.os_tid.load(Ordering::Relaxed));
+    put_u32(b, offset_of!(S, state), sh.state.load(Ordering::Acquire));
+    put_u64(b, offset_of!(S, gen_base), sh.gen_base.load(Ordering::Relaxed));
+    // A reassignment (ring protocol A1-A4) may have begun after the
+    // generation was loaded, and the loads above may have seen the
+    // new owner's metadata (its token may be past the names this
+    // image holds). Acquire fence: a value A3 stored, read above,
+    // makes A1's store of 0 visible to the load that follows; then
+    // the slot is written as unassigned, as a reassigned one is.
+    core::sync::atomic::fence(Ordering::Acquire);
+    if sh.generation.load(Ordering::Relaxed) != c.generation {
+        b.fill(0);
     }
 }
 
