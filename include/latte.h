@@ -306,7 +306,7 @@ typedef struct latte_flush_status {
   uint64_t bytes_written;
   // Bytes the flush writes in all: `bytes_written` reaches it when the
   // flush completes. (The image's size may be larger: the padding of
-  // rings and of the ID table is never written and reads as zeros.)
+  // rings and of the name chunks is never written and reads as zeros.)
   uint64_t bytes_total;
 } latte_flush_status;
 
@@ -573,7 +573,7 @@ typedef struct latte_thread_counters {
   uint64_t overflow_starts;
   // Stops ignored with nothing open.
   uint64_t orphan_stops;
-  // Spans not recorded (ID table or slots full).
+  // Spans not recorded (an ID past the region's limit or whose name could not be stored, or no ring to be had).
   uint64_t dropped;
 } latte_thread_counters;
 
@@ -941,8 +941,9 @@ int latte_flush_supported(void);
 // Slow path of the inline Start: a cache miss. Attaches `t` to the calling
 // thread if needed, interns the ID, finds or allocates this thread's ring
 // for it, fills `t`'s cache and returns the ring, tagged with its token
-// (`latte_cache_entry.ring`). When the span cannot be recorded (ID table
-// or slots full, thread being torn down; counted) it returns a sink ring,
+// (`latte_cache_entry.ring`). When the span cannot be recorded (an ID
+// that cannot be stored, no ring to be had, the thread being torn down;
+// counted) it returns a sink ring,
 // never 0 for a non-NULL `t`.
 uint64_t latte_internal_thread_resolve_v2(struct latte_thread *t, const char *id);
 
@@ -1062,7 +1063,8 @@ int latte_thread_get_counters(struct latte_thread_counters *out);
 int latte_region_get_counters(struct latte_counters *out);
 
 // Interns `id` by content and returns its stable token; LATTE_INVALID_ID
-// when the table is full (NULL interns `<null-id>`).
+// when the ID cannot be stored (the region's ID limit, or no memory for
+// its name; NULL interns `<null-id>`).
 uint32_t latte_intern_id(const char *id);
 
 // Writes the name of `token` into `buf` (NUL-terminated, cut to `len`

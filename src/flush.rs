@@ -44,7 +44,7 @@ pub struct latte_flush_status {
     pub bytes_written: u64,
     /// Bytes the flush writes in all: `bytes_written` reaches it when the
     /// flush completes. (The image's size may be larger: the padding of
-    /// rings and of the ID table is never written and reads as zeros.)
+    /// rings and of the name chunks is never written and reads as zeros.)
     pub bytes_total: u64,
 }
 

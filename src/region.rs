@@ -1,4 +1,4 @@
-//! The region that holds the ID table and the slot rings: either process
+//! The region that holds the ID names and the slot rings: either process
 //! private (anonymous memory, pages committed as they are first written) or
 //! a POSIX shared-memory object that other processes can read.
 //!

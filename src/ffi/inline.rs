@@ -11,8 +11,9 @@ use core::ffi::c_char;
 /// Slow path of the inline Start: a cache miss. Attaches `t` to the calling
 /// thread if needed, interns the ID, finds or allocates this thread's ring
 /// for it, fills `t`'s cache and returns the ring, tagged with its token
-/// (`latte_cache_entry.ring`). When the span cannot be recorded (ID table
-/// or slots full, thread being torn down; counted) it returns a sink ring,
+/// (`latte_cache_entry.ring`). When the span cannot be recorded (an ID
+/// that cannot be stored, no ring to be had, the thread being torn down;
+/// counted) it returns a sink ring,
 /// never 0 for a non-NULL `t`.
 #[no_mangle]
 pub extern "C" fn latte_internal_thread_resolve_v2(t: *mut latte_thread, id: *const c_char) -> u64 {

@@ -3,11 +3,12 @@
 //!
 //! Every function runs inside a panic boundary (`guard`: a panic becomes
 //! `LATTE_ERR_INTERNAL` or a stated default, never an unwind into C),
-//! checks its pointers, and puts outputs last. Errors are 0 or a negative
-//! code (`Error::code`, the one conversion); `latte_error_string`
-//! describes them. Variable-size outputs take `(out, cap, out_n)`: `*out_n`
-//! is always the full count, and `-ERANGE` (nothing copied) says `cap` was
-//! too small. A NULL out-parameter is -EINVAL (nothing done, no cursor
+//! checks its pointers, and puts outputs last. A failure is a negative
+//! code (`Error::code`, the one conversion; `latte_error_string` describes
+//! it); success is 0, or a value the call documents that is never negative
+//! (a text's length, a state). Variable-size array outputs take `(out,
+//! cap, out_n)`: `*out_n` is always the full count, and `-ERANGE` (nothing
+//! copied) says `cap` was too small. A NULL out-parameter is -EINVAL (nothing done, no cursor
 //! moved), but the buffer of a size query: `out` NULL with `cap` 0, or a
 //! string buffer NULL with length 0.
 //!

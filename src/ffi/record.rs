@@ -80,7 +80,8 @@ pub extern "C" fn latte_region_get_counters(out: *mut latte_counters) -> c_int {
 }
 
 /// Interns `id` by content and returns its stable token; LATTE_INVALID_ID
-/// when the table is full (NULL interns `<null-id>`).
+/// when the ID cannot be stored (the region's ID limit, or no memory for
+/// its name; NULL interns `<null-id>`).
 #[no_mangle]
 pub extern "C" fn latte_intern_id(id: *const c_char) -> u32 {
     // SAFETY: the API takes NULL or a NUL-terminated string.

@@ -1,6 +1,6 @@
 //! The calibration's own ring: the spans calibration records (under the
 //! reserved ID `latte.calibrate`) go to a private ring of the region's
-//! geometry, outside the region. They take no slot and no ID table entry
+//! geometry, outside the region. They take no slot and no ID name
 //! and count in none of the region's counters, so calibrating a region
 //! whose rings or IDs are all taken drops nothing of the program's and
 //! raises none of its drop counters.

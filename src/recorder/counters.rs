@@ -16,7 +16,7 @@ pub struct latte_thread_counters {
     pub overflow_starts: u64,
     /// Stops ignored with nothing open.
     pub orphan_stops: u64,
-    /// Spans not recorded (ID table or slots full).
+    /// Spans not recorded (an ID past the region's limit or whose name could not be stored, or no ring to be had).
     pub dropped: u64,
 }
 

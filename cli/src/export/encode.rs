@@ -184,7 +184,7 @@ fn encode_series_counters(enc: &mut DescriptorEncoder, seen: &Labelled) -> std::
 fn encode_drops(enc: &mut DescriptorEncoder, seen: &Labelled) -> std::fmt::Result {
     let mut m = enc.encode_descriptor(
         "latte_spans_dropped",
-        "Spans the producer did not record, by reason (overflow_start: 64 spans open; orphan_stop: stop with none open; unfit_id: ID table full; no_slot: no ring free; late: after the thread's recorder was torn down), since the exporter began watching",
+        "Spans the producer did not record, by reason (overflow_start: 64 spans open; orphan_stop: stop with none open; unfit_id: the ID could not be stored; no_slot: no ring to be had; late: after the thread's recorder was torn down), since the exporter began watching",
         None,
         MetricType::Counter,
     )?;
