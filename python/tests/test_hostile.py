@@ -116,7 +116,7 @@ def test_damaged_images(burst, tmp_path):
 
 
 def test_random_damage_never_crashes(burst, tmp_path):
-    """Bytes of the header, the ID table and the first slot headers
+    """Bytes of the header, the name records and the first slot headers
     overwritten at random: every open and read either works or raises."""
     img = burst["image"]
     data = open(img, "rb").read()

@@ -249,7 +249,7 @@ static void cache_home_collisions(void) {
 
 /* After its first Start, an ID's second inline Start is a cache hit: the
  * entry on its probe order holds the ring its span went to. For one ID and
- * for 200 on one thread (the ID table less what the other tests use). */
+ * for 200 on one thread. */
 static char sweep_pool[200 * 16];
 static void second_start_is_a_hit(void) {
   const char *ids[200];
