@@ -13,8 +13,10 @@
 //! This file holds the types a reader and its caller share (`View`, the
 //! cursor, the slot and sample records) and the copy of shared memory;
 //! the rest, one job a file:
-//! - `header.rs`: a mapped header validated before anything is trusted,
-//!   and the figures read from it (counters, calibration);
+//! - `figures.rs`: the figures read from a validated header (geometry,
+//!   counts, counters, calibration, lineage);
+//! - `header.rs`: a mapped header validated before anything is trusted
+//!   (it reads the name records and slot headers to check them);
 //! - `names.rs`: the name records, read past a cursor;
 //! - `slots.rs`: a slot's header, and its samples read by the ring
 //!   protocol's reader steps;
@@ -22,6 +24,9 @@
 //! - `mapping.rs`: `Mapping`, an object opened by shm name, path or
 //!   descriptor, mapped read-only, remapped when its region grows, and
 //!   whether its producer lives.
+//!
+//! The files call downwards: `header` uses `names`, `slots` and `figures`;
+//! `slots` uses `names` and `figures`; `names` uses `figures`.
 
 use crate::error::Error;
 use crate::layout::*;
@@ -29,6 +34,7 @@ use crate::name::Name;
 use core::marker::PhantomData;
 
 mod cursors;
+mod figures;
 mod header;
 mod mapping;
 mod names;

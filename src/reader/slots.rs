@@ -66,6 +66,20 @@ impl View<'_> {
         Ok(Some(info))
     }
 
+    /// Samples the region's rings have recorded, outside reserved IDs:
+    /// `gen_base + write_idx` of every slot handed out (what every owner of
+    /// each ring wrote to it).
+    pub fn recorded_total(&self) -> Result<u64, Error> {
+        let mut total = 0u64;
+        for s in self.slots()? {
+            let reserved = self.id_name(s.id_token).is_ok_and(|n| crate::name::is_reserved_name(crate::name::name_bytes(&n)));
+            if !reserved {
+                total = total.saturating_add(s.gen_base.saturating_add(s.write_idx));
+            }
+        }
+        Ok(total)
+    }
+
     /// Every handed-out slot that is currently assigned.
     /// `Error::Truncated` when the object shrank under the mapping (its
     /// slots would read as zeros: unassigned, and a watcher would see an
