@@ -108,11 +108,14 @@ check-tools:
 	@$(CARGO) fmt --version >/dev/null 2>&1 || { echo "make check: rustfmt not found: rustup component add rustfmt"; exit 1; }
 	@$(CARGO) clippy --version >/dev/null 2>&1 || { echo "make check: clippy not found: rustup component add clippy"; exit 1; }
 	@command -v $(CC) >/dev/null || { echo "make check: $(CC) not found: install gcc (apt-get install gcc)"; exit 1; }
+	@command -v $(PYTHON) >/dev/null || { echo "make check: $(PYTHON) not found: install python3 (apt-get install python3)"; exit 1; }
 
 check: check-tools
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
 	$(CARGO) test --profile ci-test --lib
+	$(PYTHON) tests/module_graph.py
+	$(PYTHON) tests/structure.py
 	@$(MAKE) --no-print-directory check-c
 
 # The library's C ABI in the ci-test profile (no LTO: quick to build), with

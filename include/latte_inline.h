@@ -107,7 +107,8 @@ LATTE__HOT uint64_t latte__switch_base(const latte_thread *t) {
 }
 
 /* Same as Rust's switch_mark (src/recorder/hot.rs): 0 on an untracked
- * thread, which loads nothing more; else count + base, never 0. */
+ * thread, which loads nothing more; else count + base, never 0. Step H of
+ * the binding protocol (src/sched/watch.rs). */
 LATTE__HOT uint64_t latte__switch_mark(const latte_thread *t) {
   uint64_t base = latte__switch_base(t);
   return __builtin_expect(base != 0, 0) ? latte__switch_count(t) + base : 0;

@@ -11,9 +11,14 @@ checks src/'s module map):
    applies.
 3. No file of src/ or cli/src/ is longer than MAX_FILE_LINES (its test
    module left out), except those in LONG_FILES, each with its one job.
-4. The files of one folder (siblings, `super::name`; a folder's mod.rs
-   is its root, which its files build on) form no circle, except those in
-   CIRCLES, each with why."""
+4. The files of one folder (siblings: `super::name`, grouped imports,
+   `crate::<folder>::name`, an item of a sibling's re-exported by mod.rs;
+   a folder's mod.rs is its root, which its files build on) form no
+   circle, except those in CIRCLES, each with why.
+
+What it reads is paths in the code: a circle made only of method calls
+between `impl` blocks of one type in several files is not seen (the
+files of `src/reader/` say in their mod.rs which calls which)."""
 import os, re, sys
 
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -49,9 +54,79 @@ def strip_comments(text):
     return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
 
 
+def block_end(src, j):
+    """The index of the brace closing the one at `j` (strings, chars and
+    comments skipped)."""
+    depth, k = 0, j
+    while k < len(src):
+        c = src[k]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return k
+        elif c == '"':
+            k += 1
+            while k < len(src) and src[k] != '"':
+                k += 2 if src[k] == "\\" else 1
+        elif src.startswith("//", k):
+            k = src.find("\n", k)
+            if k < 0:
+                return len(src)
+        elif c == "'" and src[k + 1 : k + 3] in ("{'", "}'", "\"'"):
+            k += 2
+        k += 1
+    return k
+
+
 def without_tests(text):
-    m = re.search(r"(?m)^#\[cfg\(test\)\]\s*\nmod tests", text)
-    return text[: m.start()] if m else text
+    """The text without its `#[cfg(test)]` modules (the code after one
+    still counts)."""
+    while True:
+        m = re.search(r"(?m)^[ \t]*#\[cfg\(test\)\]\s*\n[ \t]*(?:pub\s+)?mod\s+\w+\s*\{", text)
+        if not m:
+            return text
+        end = block_end(text, m.end() - 1)
+        text = text[: m.start()] + text[end + 1 :]
+
+
+def paths_after(prefix, text):
+    """Every path a file names after `prefix` (`crate::`, `super::`), as
+    lists of segments, grouped imports (`prefix{a::b, c::{d, e}}`)
+    expanded."""
+    out = []
+
+    def expand(body, head):
+        depth, start, parts = 0, 0, []
+        for i, c in enumerate(body):
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+            elif c == "," and depth == 0:
+                parts.append(body[start:i])
+                start = i + 1
+        parts.append(body[start:])
+        for part in parts:
+            part = part.strip()
+            if not part:
+                continue
+            m = re.match(r"((?:\w+::)*)\{(.*)\}$", part, re.S)
+            if m:
+                expand(m.group(2), head + [x for x in m.group(1).split("::") if x])
+            else:
+                out.append(head + [x for x in re.split(r"\s*::\s*", part.split(" as ")[0]) if x])
+
+    for m in re.finditer(re.escape(prefix) + r"(\{|\w+(?:::\w+)*(?:::\{)?)", text):
+        tail = m.group(1)
+        if tail.endswith("{"):
+            end = block_end(text, m.end() - 1)
+            head = [x for x in tail[:-1].split("::") if x]
+            expand(text[m.end() : end], head)
+        else:
+            out.append(tail.split("::"))
+    return out
 
 
 def rust_files(top):
@@ -81,7 +156,7 @@ for f in rust_files("cli/src"):
     mod = parts[0][:-3] if parts[0].endswith(".rs") else parts[0]
     if mod not in rank:
         continue
-    used = set(re.findall(r"crate::([a-z_]+)", strip_comments(open(os.path.join(root, f)).read())))
+    used = set(p[0] for p in paths_after("crate::", strip_comments(open(os.path.join(root, f)).read())) if p)
     if mod == "main":
         continue
     for u in used:
@@ -91,29 +166,13 @@ for f in rust_files("cli/src"):
 # --- 2. function length ------------------------------------------------
 def functions(path):
     src = without_tests(open(os.path.join(root, path)).read())
-    for m in re.finditer(r"(?m)^[ \t]*(?:pub(?:\([a-z]+\))?\s+)?(?:const\s+)?(?:unsafe\s+)?(?:extern\s+\"C\"\s+)?fn\s+([A-Za-z0-9_]+)", src):
+    fn_re = r'(?m)^[ \t]*(?:pub(?:\([^)]*\))?\s+)?(?:default\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?(?:extern\s+"[^"]*"\s+)?fn\s+([A-Za-z0-9_]+)'
+    for m in re.finditer(fn_re, src):
         j = src.find("{", m.end())
         semi = src.find(";", m.end())
         if j < 0 or 0 <= semi < j:
             continue
-        depth, k = 0, j
-        while k < len(src):
-            c = src[k]
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            elif c == '"':
-                k += 1
-                while k < len(src) and src[k] != '"':
-                    k += 2 if src[k] == "\\" else 1
-            elif src.startswith("//", k):
-                k = src.find("\n", k)
-            elif c == "'" and src[k + 1 : k + 3] in ("{'", "}'"):
-                k += 2
-            k += 1
+        k = block_end(src, j)
         yield m.group(1), src.count("\n", m.start(), k) + 1
 
 
@@ -145,11 +204,33 @@ for f in LONG_FILES:
 
 # --- 4. circles between the files of one folder ------------------------
 def sibling_edges(folder):
+    """Which sibling files each file of `folder` names: `super::x` (grouped
+    imports too), `crate::<folder>::x` for a folder of src/ or cli/src/, and
+    an item of a sibling's reached through mod.rs (`pub use x::*`)."""
     files = [f[:-3] for f in os.listdir(os.path.join(root, folder)) if f.endswith(".rs") and f != "mod.rs"]
+    # The top-level items each sibling defines, for names re-exported by mod.rs.
+    owner = {}
+    for f in files:
+        text = strip_comments(without_tests(open(os.path.join(root, folder, f + ".rs")).read()))
+        for name in re.findall(r"(?m)^(?:pub(?:\([^)]*\))?\s+)?(?:unsafe\s+)?(?:const\s+|static\s+|fn\s+|struct\s+|enum\s+|type\s+|trait\s+|macro_rules!\s*)(?:mut\s+)?(\w+)", text):
+            owner.setdefault(name, f)
+    rel = folder.split("/", 1)[1] if folder.startswith("src/") else folder.split("/", 2)[2] if folder.startswith("cli/src/") else None
+    crate_prefix = "crate::" + rel.replace("/", "::") + "::" if rel else None
     edges = {}
     for f in files:
         text = strip_comments(without_tests(open(os.path.join(root, folder, f + ".rs")).read()))
-        edges[f] = set(n for n in re.findall(r"super::([a-z_]+)", text) if n in files and n != f)
+        found = paths_after("super::", text)
+        if crate_prefix:
+            found += paths_after(crate_prefix, text)
+        names = set()
+        for p in found:
+            if not p:
+                continue
+            if p[0] in files:
+                names.add(p[0])
+            elif p[0] in owner:
+                names.add(owner[p[0]])
+        edges[f] = set(n for n in names if n != f)
     return edges
 
 

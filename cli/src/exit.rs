@@ -13,6 +13,8 @@ pub const EXIT_MISSING: u8 = 3;
 pub const EXIT_NOT_REGION: u8 = 4;
 pub const EXIT_PERMISSION: u8 = 5;
 pub const EXIT_OUTPUT: u8 = 6;
+/// `latte diff`: at least one ID got significantly slower beyond the threshold.
+pub const EXIT_SLOWER: u8 = 8;
 
 pub fn strerror(e: Error) -> String {
     e.to_string()

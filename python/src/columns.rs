@@ -6,7 +6,7 @@
 //! written once into each column.
 
 use latte::error::Error;
-use latte::layout::{LATTE_DEPTH_SHIFT, LATTE_MAX_DURATION, LATTE_SAMPLE_SWITCHED};
+use latte::layout::{LATTE_DEPTH_MASK, LATTE_DEPTH_SHIFT, LATTE_MAX_DURATION, LATTE_SAMPLE_SWITCHED};
 use latte::reader::{latte_cursor, latte_raw_sample, latte_slot_info, ReadMode, View};
 use std::mem::MaybeUninit;
 
@@ -101,7 +101,7 @@ impl Columns {
         self.start_ns.extend(raw.iter().map(|r| clock.realtime_ns(r.start_tsc)));
         self.duration.extend(raw.iter().map(|r| r.packed & LATTE_MAX_DURATION));
         self.duration_ns.extend(raw.iter().map(|r| (r.packed & LATTE_MAX_DURATION) as f64 * per_ns));
-        self.depth.extend(raw.iter().map(|r| ((r.packed >> LATTE_DEPTH_SHIFT) & 63) as u8));
+        self.depth.extend(raw.iter().map(|r| ((r.packed >> LATTE_DEPTH_SHIFT) & LATTE_DEPTH_MASK) as u8));
         self.switched.extend(raw.iter().map(|r| r.packed & LATTE_SAMPLE_SWITCHED != 0));
         self.read += raw.len() as u64;
         Ok(())

@@ -143,7 +143,7 @@ impl ThreadSched {
                 // Relaxed: ids need only be unique; counters are statistics.
                 self.id = NEXT_RING.fetch_add(1, Ordering::Relaxed).max(1);
                 self.base = self.next_base.max(1);
-                point_bound(r.head_ptr(), self.base);
+                point_bound(r.head_ptr(), self.base); // B3 (src/sched/watch.rs)
                 self.ring = Some(r);
                 self.status = LATTE_SCHED_ON;
                 TRACKED.fetch_add(1, Ordering::Relaxed);
@@ -160,7 +160,8 @@ impl ThreadSched {
 
     fn release(&mut self) {
         if let Some(r) = self.ring.take() {
-            // Before the unmap: the hot path must never load from it again.
+            // B4 (src/sched/watch.rs), before the unmap: the hot path must
+            // never load from it again.
             point_bound(untracked_head(), 0);
             // After: no sum the hot path took from this ring exceeds it.
             self.next_base = self.base.max(1) + r.head() + 1;

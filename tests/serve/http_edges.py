@@ -211,7 +211,8 @@ def main():
         for id_, n in (("svc.spread", 4000), ("svc.bimodal", 3000), ("svc.fast", 40000)):
             h.check(h.value(s, "latte_span_duration_seconds_count", region=name("known"), id=id_) == n, f"{id_}: count {n}")
             h.check(h.value(s, "latte_samples_lost_total", region=name("known"), id=id_) == 0, f"{id_}: nothing lost")
-            h.check(h.value(s, "latte_samples_switched_total", region=name("known"), id=id_) == 0, f"{id_}: nothing switched (no tracking)")
+            h.check(h.value(s, "latte_samples_switched_total", region=name("known"), id=id_) is None, f"{id_}: no switched count (not tracked is not 0)")
+        h.check(h.value(s, "latte_switches_tracked", region=name("known")) == 0, "latte_switches_tracked 0 for a producer without switch tracking")
         tick = [h.value(s, n, region=name("live"), id="svc.tick") for n in ("latte_span_duration_seconds_count", "latte_samples_lost_total")]
         h.check(tick[0] and tick[0] > 0 and tick[1] == 0, f"live region: samples read, none lost ({tick})")
 

@@ -4,13 +4,10 @@
 //! (`crate::diffstats` holds the statistics).
 
 use crate::diffstats::{self, Interval, UTest, MIN_SAMPLES};
-use crate::exit::{fail, EXIT_USAGE};
+use crate::exit::{fail, EXIT_SLOWER, EXIT_USAGE};
 use crate::samples::{self, Source};
 use crate::term::{emit, Style};
 use std::process::ExitCode;
-
-/// Exit code when at least one ID got significantly slower beyond the threshold.
-pub const EXIT_SLOWER: u8 = 8;
 
 pub struct DiffOpts {
     pub a: String,

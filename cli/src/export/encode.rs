@@ -43,7 +43,13 @@ fn series_labels(region: &str, id: &str, t: Option<u32>) -> Vec<(&'static str, S
 type PerRegion = (&'static str, &'static str, MetricType, fn(&Region) -> u64);
 
 /// The figures exported once per region, in this order.
-const PER_REGION: [PerRegion; 9] = [
+const PER_REGION: [PerRegion; 10] = [
+    (
+        "latte_switches_tracked",
+        "1 when the producer tracks switches (its samples switched out are flagged, latte_samples_switched_total is exported), else 0",
+        MetricType::Gauge,
+        |r| r.switches_tracked as u64,
+    ),
     (
         "latte_samples_unseen",
         "Samples recorded by regions of this name that the exporter never saw (each replaced before a pass found it), from the producers' own counts",
@@ -134,7 +140,7 @@ impl State {
                 let labels = series_labels(region, id, *t);
                 // (label, per-bucket counts, sum): all samples, or the two
                 // halves by `switched`.
-                let parts: Vec<(Option<&str>, [u64; FINITE_BUCKETS + 1], f64)> = if self.opts.split_switched {
+                let parts: Vec<(Option<&str>, [u64; FINITE_BUCKETS + 1], f64)> = if self.opts.split_switched && r.switches_tracked {
                     let not: [u64; FINITE_BUCKETS + 1] = std::array::from_fn(|k| s.buckets[k] - s.switched_buckets[k]);
                     vec![(Some("false"), not, (s.sum_seconds - s.switched_sum_seconds).max(0.0)), (Some("true"), s.switched_buckets, s.switched_sum_seconds)]
                 } else {
@@ -165,13 +171,14 @@ fn encode_series_counters(enc: &mut DescriptorEncoder, seen: &Labelled) -> std::
             s.count() + s.lost
         }),
         ("latte_samples_lost", "Samples overwritten in their ring before the exporter read them", |s| s.lost),
-        ("latte_samples_switched", "Samples read whose thread was switched out during them (producers with switch tracking on flag them; 0 otherwise)", |s| {
+        ("latte_samples_switched", "Samples read whose thread was switched out during them (exported for producers that track switches only)", |s| {
             s.switched
         }),
     ];
     for (name, help, value) in counters {
         let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-        for (region, r) in seen {
+        // The switched count only where switches are tracked.
+        for (region, r) in seen.iter().filter(|(_, r)| name != "latte_samples_switched" || r.switches_tracked) {
             for ((id, t), s) in &r.series {
                 m.encode_family(&series_labels(region, id, *t))?.encode_counter::<NoLabelSet, u64, u64>(&value(s), None)?;
             }

@@ -192,6 +192,10 @@ struct Region {
     calibrated: bool,
     slots_used: u32,
     slot_capacity: u32,
+    /// The producer tracks switches (`LATTE_REGION_SWITCHES_TRACKED`):
+    /// without it no sample is flagged, and the switched figures are not
+    /// exported (not tracked is not 0).
+    switches_tracked: bool,
     read_errors: u64,
     /// Why the last pass could not read the object (None: it could).
     last_error: Option<String>,

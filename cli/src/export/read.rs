@@ -71,6 +71,7 @@ pub(super) fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_
     }
     r.slot_capacity = v.slot_capacity().min(u32::MAX as u64) as u32;
     r.slots_used = v.slots_used();
+    r.switches_tracked = v.switches_tracked();
     let fail = |r: &mut Region, e: Error| {
         r.read_errors += 1;
         r.last_error = Some(crate::exit::strerror(e));
