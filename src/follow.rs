@@ -12,7 +12,7 @@
 //! (`poll` says for how long), so a region whose writers are slow costs
 //! one look per slot per `max_interval_ns`.
 //!
-//! Every read goes through `View::read_slot` (the ring protocol's reader
+//! Every read goes through [`View::read_slot`] (the ring protocol's reader
 //! steps). The accounting is per incarnation of a slot (one generation:
 //! one owner thread and one ID) and exact: `read + lost == end_idx -
 //! start_idx`, from the writer's own index. What a slot's owner wrote after

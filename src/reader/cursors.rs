@@ -9,7 +9,7 @@ use crate::error::Error;
 /// read through it, each a slot the view lists as handed out, never to
 /// what the header says there could be (a hostile one claims 2^32 - 1
 /// slots). Cursors are per slot index, so they stay valid across
-/// `Mapping::refresh`.
+/// [`Mapping::refresh`](super::Mapping::refresh).
 #[derive(Clone, Debug, Default)]
 pub struct Cursors {
     by_slot: Vec<latte_cursor>,

@@ -1,6 +1,6 @@
 //! A mapped region's header, validated before anything in it is trusted
-//! (`View::new_held`); the figures read from it once validated are in
-//! `figures`.
+//! ([`View::new_held`]); the figures read from it once validated are in
+//! [`figures`](super::figures).
 
 use super::{check_whole, Chunks, NameCursor, View};
 use crate::error::Error;

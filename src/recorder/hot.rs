@@ -62,7 +62,7 @@
 //! use one ID; a sample written into that ring while the interrupted one is
 //! between steps W1 and W3 of the ring writer is lost (overwritten). The slow
 //! paths take the registry lock; one that interrupts the lock's holder on
-//! its own thread is refused (`Lock::lock_unless_held`) and counted in
+//! its own thread is refused ([`Lock::lock_unless_held`](super::lock::Lock::lock_unless_held)) and counted in
 //! `reentrant_drops`, and its span goes to a sink.
 
 use super::cache::cache_probe;

@@ -14,13 +14,13 @@
 //!
 //! | step | where | what | pairs with |
 //! |---|---|---|---|
-//! | B1 | `bind` (recorder: a state becomes the thread's) | the state's fields become `BOUND` and are pointed at `CURRENT` | B3, B4 |
-//! | B2 | `unbind` (recorder: a state loses the thread, or the thread retires it) | the fields are pointed at the untracked word; `BOUND` forgets them if they are its | B1 |
-//! | B3 | `point_bound` on a ring's opening (`ThreadSched::open`) | `CURRENT` becomes the ring's count and base; `BOUND` is pointed at them | B1, P |
-//! | B4 | `point_bound` before a ring is unmapped (`ThreadSched::release`, the fork child) | `CURRENT` is cleared and `BOUND` pointed at the untracked word first; the unmap comes after | H |
-//! | B5 | `point_watch` in the fork's prepare and parent steps (`fork`) | `BOUND` is pointed at the untracked word across the fork, `CURRENT` kept; the parent points it back | H |
-//! | P | `Watch::point` | closing: base 0 stored first, then the head; opening: the head first, then the base; a compiler fence between | H |
-//! | H | the hot path (`recorder::hot::switch_mark`, `latte__switch_mark`) | loads the base; 0 loads nothing more; else loads the count at the head | P |
+//! | B1 | [`bind`] (recorder: a state becomes the thread's) | the state's fields become `BOUND` and are pointed at `CURRENT` | B3, B4 |
+//! | B2 | [`unbind`] (recorder: a state loses the thread, or the thread retires it) | the fields are pointed at the untracked word; `BOUND` forgets them if they are its | B1 |
+//! | B3 | [`point_bound`] on a ring's opening ([`ThreadSched::open`](super::ThreadSched::open)) | `CURRENT` becomes the ring's count and base; `BOUND` is pointed at them | B1, P |
+//! | B4 | [`point_bound`] before a ring is unmapped ([`ThreadSched::release`](super::ThreadSched::release), the fork child) | `CURRENT` is cleared and `BOUND` pointed at the untracked word first; the unmap comes after | H |
+//! | B5 | [`point_watch`] in the fork's prepare and parent steps (`fork`) | `BOUND` is pointed at the untracked word across the fork, `CURRENT` kept; the parent points it back | H |
+//! | P | [`Watch::point`] | closing: base 0 stored first, then the head; opening: the head first, then the base; a compiler fence between | H |
+//! | H | the hot path ([`switch_mark`](crate::recorder::switch_mark), `latte__switch_mark`) | loads the base; 0 loads nothing more; else loads the count at the head | P |
 //!
 //! Because of P, a handler that records between P's two stores sees a base
 //! of 0 and loads no count: it never pairs a base with another ring's
