@@ -31,8 +31,6 @@ LONG_FNS = {}
 # Files longer than MAX_FILE_LINES, each with its one job.
 LONG_FILES = {
     "src/layout.rs": "the shared-memory layout: every type and constant latte.h carries, and nothing else",
-    "src/region.rs": "the producer's region: making, growing and forking it",
-    "src/flush.rs": "the image written to a file, by pwrite or io_uring",
 }
 
 # Circles between sibling files, each with why.

@@ -171,9 +171,7 @@ fn encode_series_counters(enc: &mut DescriptorEncoder, seen: &Labelled) -> std::
             s.count() + s.lost
         }),
         ("latte_samples_lost", "Samples overwritten in their ring before the exporter read them", |s| s.lost),
-        ("latte_samples_switched", "Samples read whose thread was switched out during them (exported for producers that track switches only)", |s| {
-            s.switched
-        }),
+        ("latte_samples_switched", "Samples read whose thread was switched out during them (exported for producers that track switches only)", |s| s.switched),
     ];
     for (name, help, value) in counters {
         let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;

@@ -1,0 +1,125 @@
+//! Growing a region by chunks: each reserved (a shared region's, in its
+//! object), mapped and published in the header's directories, under the
+//! growth lock; a failure counted and told once.
+
+use super::*;
+
+impl Region {
+    pub(super) fn growth(&self) -> std::sync::MutexGuard<'_, Growth> {
+        // A panic while growing leaves nothing half-published (the
+        // directory entry is stored last): the state is usable.
+        self.growth.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds the next chunk of slots (`slots`) or names: reserves and maps
+    /// it, then publishes it (directory entry, then `total_size`, both
+    /// release). Called under the registry lock (and at creation). A
+    /// failure (memory, address space or `/dev/shm` ran out) changes
+    /// nothing and is told to the program once on standard error (unless
+    /// `LATTE_QUIET=1`).
+    pub(super) fn grow(&self, slots: bool) -> Result<(), Error> {
+        let mut g = self.growth();
+        // After a failure, the next attempts within GROW_RETRY_NS fail at
+        // once: a thread whose new rings cannot be had pays no system call
+        // per span (each is counted all the same).
+        let now = tsc::clock_ns(libc::CLOCK_MONOTONIC);
+        if g.failed_ns != 0 && now.wrapping_sub(g.failed_ns) < GROW_RETRY_NS {
+            return Err(Error::NOMEM);
+        }
+        let r = self.grow_locked(&mut g, slots);
+        if let Err(e) = r {
+            if g.slot_chunks > 0 {
+                g.failed_ns = now.max(1);
+                if !g.told {
+                    g.told = true;
+                    tell_once(e, slots);
+                }
+            }
+        }
+        r
+    }
+
+    fn grow_locked(&self, g: &mut Growth, slots: bool) -> Result<(), Error> {
+        let k = if slots { g.slot_chunks } else { g.name_chunks };
+        let len = if slots {
+            self.geo.slot_chunk_bytes(k).ok_or(Error::NOMEM)?
+        } else if k < LATTE_CHUNKS {
+            name_chunk_bytes(k)
+        } else {
+            return Err(Error::NOMEM);
+        };
+        let h = self.header();
+        // Relaxed: only this function (under the lock) stores it.
+        let offset = h.total_size.load(Ordering::Relaxed);
+        let (map, fault) = match &self.backing {
+            Backing::Shared { fd, .. } => {
+                // Mapped first (a range past the object's end may be
+                // mapped; nothing touches it before it is reserved): a
+                // process out of address space fails here, cheaply, before
+                // it takes /dev/shm that others may need.
+                let map = Mmap::shared_at(fd.as_fd(), offset, len as usize, true)?;
+                reserve(fd.as_fd(), offset, len)?;
+                let fault = match crate::fault::protect(&map, true) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        drop(map);
+                        unreserve(fd.as_fd(), offset);
+                        return Err(e);
+                    }
+                };
+                (map, Some(fault))
+            }
+            Backing::Anonymous | Backing::ForkedCopy => (Mmap::anonymous(len as usize)?, None),
+        };
+        let base = map.as_ptr();
+        g.chunks.push(Chunk { _fault: fault, map, offset, slots });
+        // Release: the chunk (zero-filled) is whole before anything that
+        // finds it through its base or its directory entry uses it.
+        if slots {
+            self.slot_bases[k as usize].store(base, Ordering::Release);
+            h.slot_chunks[k as usize].store(offset, Ordering::Release);
+            g.slot_chunks += 1;
+        } else {
+            self.name_bases[k as usize].store(base, Ordering::Release);
+            h.name_chunks[k as usize].store(offset, Ordering::Release);
+            g.name_chunks += 1;
+            g.name_pos = 0;
+        }
+        // Release: a reader that sees the new size sees the entry above.
+        h.total_size.store(offset + len, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// Reserves `len` bytes of the object from `offset` (the object grows to
+/// hold them), so that a full `/dev/shm` fails here, never as a SIGBUS in
+/// a measured thread later.
+pub(super) fn reserve(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Result<(), Error> {
+    // SAFETY: fd is a valid descriptor; offset and length fit off_t (chunk sizes are bounded by Geometry).
+    let rc = unsafe { libc::posix_fallocate(fd.as_raw_fd(), offset as libc::off_t, len as libc::off_t) };
+    if rc != 0 {
+        unreserve(fd, offset);
+        return Err(Error::Os(rc));
+    }
+    Ok(())
+}
+
+/// Gives back what a failed `reserve` may have taken past `offset`.
+fn unreserve(fd: BorrowedFd<'_>, offset: u64) {
+    // SAFETY: fd is a valid descriptor we own; only our own unpublished tail is cut.
+    unsafe { libc::ftruncate(fd.as_raw_fd(), offset as libc::off_t) };
+}
+
+/// Says once on standard error that the region could not grow (unless
+/// `LATTE_QUIET=1`); the spans that cannot be recorded are counted in the
+/// header (`no_slot_drops`, `unfit_id_drops`).
+#[cold]
+fn tell_once(e: Error, slots: bool) {
+    if quiet() {
+        return;
+    }
+    let what = if slots { "rings" } else { "ID names" };
+    let msg = format!("latte: the region cannot grow to hold more {what} ({}); spans that do not fit are counted, not recorded\n", e);
+    // SAFETY: writes a buffer we own to fd 2; the result is ignored (a closed stderr loses the line).
+    unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
+}
