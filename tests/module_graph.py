@@ -5,6 +5,8 @@ uses, and every import is of a lower layer (the graph has no cycle and no
 module reaches up)."""
 import os, re, sys
 
+from rust_source import strip_comments
+
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 doc = open(os.path.join(root, "docs/design.md")).read()
 section = doc.split("## Module map", 1)[1].split("\n## ", 1)[0]
@@ -27,10 +29,6 @@ def fail(msg):
     global failed
     failed += 1
     print("module graph: " + msg)
-
-def strip_comments(text):
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
 
 # Names the crate root re-exports (`pub use api::{Span, ...}`), and macros
 # (`#[macro_export]` ones live at the crate root): each counts as a use of
