@@ -77,3 +77,18 @@ pub fn flags_of(id: &std::ffi::CStr) -> Vec<bool> {
 pub fn small_rings(first: u32) -> latte::internals::region::latte_region_config {
     latte::internals::region::latte_region_config { slot_capacity: first, samples_per_slot: 64, id_capacity: 0, mode: 0, if_taken: 0 }
 }
+
+/// Starts an asynchronous flush into `fd` once a cancelled one's writes
+/// have completed (-EBUSY until then: they must not land in the new
+/// image), waiting for that at most 10 s.
+pub fn start_flush_after_cancel(fd: i32) {
+    let t0 = std::time::Instant::now();
+    loop {
+        match latte_flush_async(fd, LATTE_UNIT_CYCLE) {
+            0 => break,
+            rc => assert_eq!(rc, -libc::EBUSY),
+        }
+        assert!(t0.elapsed().as_secs() < 10, "the cancelled flush's writes never completed");
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}

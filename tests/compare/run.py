@@ -304,6 +304,16 @@ def test_plot():
 
 
 # -------------------------------------------------------------- record ----
+def stop_producer(prod, region):
+    """Kills the producer if it still runs and removes its region."""
+    if prod.poll() is None:
+        prod.kill()
+    try:
+        os.remove("/dev/shm" + region)
+    except OSError:
+        pass
+
+
 def test_record():
     t0 = time.time()
     region = f"/latte-compare-{os.getpid()}"
@@ -326,12 +336,7 @@ def test_record():
         # A live region (its producer gone, its rings still there) against the file.
         _, live_diff = diff_json(region, rec_file)
     finally:
-        if prod.poll() is None:
-            prod.kill()
-        try:
-            os.remove("/dev/shm" + region)
-        except OSError:
-            pass
+        stop_producer(prod, region)
     slow = by_id(live_diff)["rec.slow"] if live_diff else None
     check(slow is not None and slow["a"]["count"] == n_slow and slow["b"]["count"] <= n_slow and slow["verdict"] == "no change",
           f"diff of the region and its recording: rec.slow the same ({slow and slow['verdict']})")
@@ -414,12 +419,7 @@ def test_record_options():
         prod.wait(timeout=30)
         out, _ = only.communicate(timeout=30)
     finally:
-        if prod.poll() is None:
-            prod.kill()
-        try:
-            os.remove("/dev/shm" + region)
-        except OSError:
-            pass
+        stop_producer(prod, region)
     ids = {i for i, _, _, _ in read_slots(path("only.rec"))}
     check(ids == {"rec.slow"} and "id=rec.fast" not in out, f"--id rec.slow records that ID only ({ids})")
     check(re.search(r"^id=rec.slow recorded=20000 ", out, re.M) is not None, "--id: rec.slow's 20,000 spans accounted for")
