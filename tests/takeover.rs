@@ -216,3 +216,36 @@ fn a_producer_in_another_pid_namespace_stays_alive() {
     assert_eq!(wait_exit(pid), 0, "a stale region was not replaced");
     let _ = latte::shm::unlink(name.as_bytes());
 }
+
+/// Each region that takes a stale name over keeps its lineage: its
+/// incarnation is one more than its predecessor's, and `recorded_before`
+/// is what every predecessor under the name recorded (what a reader that
+/// missed some of them counts as unseen, `latte serve`).
+#[test]
+fn a_region_that_takes_a_name_over_keeps_its_lineage() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let name = format!("/latte-test-lineage-{}", std::process::id());
+    let _ = latte::shm::unlink(name.as_bytes());
+    let mut before = 0u64;
+    for k in 1..=3u64 {
+        let spans = 100 * k;
+        // SAFETY: fork; the child installs, records and _exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let ok = latte::internals::recorder::install_shared(name.as_bytes(), &cfg(LATTE_IF_TAKEN_REPLACE_STALE)).is_ok();
+            for _ in 0..spans {
+                latte::internals::ffi::latte_start(c"lineage.span".as_ptr(), latte::layout::LATTE_MODE_FAST);
+                latte::internals::ffi::latte_stop(c"lineage.span".as_ptr(), latte::layout::LATTE_MODE_FAST);
+            }
+            // SAFETY: leave the child at once (its region stays, stale).
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        assert_eq!(wait_exit(pid), 0, "incarnation {k} installed its region");
+        let m = Mapping::open_shm(name.as_bytes()).unwrap();
+        let v = m.view();
+        assert_eq!(v.lineage(), (k, before), "incarnation {k}: its number and what the ones before recorded");
+        assert_eq!(v.recorded_total().unwrap(), spans, "incarnation {k} recorded {spans}");
+        before += spans;
+    }
+    let _ = latte::shm::unlink(name.as_bytes());
+}
