@@ -1,16 +1,7 @@
 //! Following live rings: a reader that keeps a cursor per slot and reads
-//! each ring before its writer can lap it, pacing every slot by the rate its
-//! writer was seen to write.
-//!
-//! A ring of 65,536 samples written by a thread recording flat out (~36 M
-//! spans/s) laps in under 2 ms; one read every 100 ms then keeps 2 % of
-//! what was written. The `Follower` looks at a slot again after the time
-//! its writer needs, at the fastest rate seen lately, to fill `fill` of the
-//! ring (a quarter by default: a writer may speed up four times between two
-//! looks and still lose nothing), never sooner than `min_interval_ns` and
-//! never later than `max_interval_ns`. Between looks the caller sleeps
-//! (`poll` says for how long), so a region whose writers are slow costs
-//! one look per slot per `max_interval_ns`.
+//! each ring before its writer can lap it, each slot paced by the rate its
+//! writer was seen to write ([`Pacing`], `pace.rs`). Between looks the
+//! caller sleeps (`poll` says for how long).
 //!
 //! Every read goes through [`View::read_slot`] (the ring protocol's reader
 //! steps). The accounting is per incarnation of a slot (one generation:
@@ -21,31 +12,18 @@
 
 use crate::error::Error;
 use crate::layout::LATTE_SLOT_CLOSED;
+use crate::pace::{now_ns, PaceOptions, Pacing};
 use crate::reader::{latte_cursor, latte_raw_sample, ReadMode, View};
 
-/// How a `Follower` paces its looks.
-#[derive(Clone, Copy, Debug)]
+/// How a `Follower` follows.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct FollowOptions {
-    /// Shortest time between two looks at one slot (ns).
-    pub min_interval_ns: u64,
-    /// Longest time between two looks at one slot (ns), and between two
-    /// looks for new slots: the look that notices a writer that was idle,
-    /// or new, and starts (1 ms: a thread writing 36 M samples/s fills
-    /// about 36,000, half a default ring, in that time).
-    pub max_interval_ns: u64,
-    /// Share of the ring the fastest writer seen lately may fill between
-    /// two looks (0 < fill <= 1).
-    pub fill: f64,
+    /// How each slot's looks are paced.
+    pub pace: PaceOptions,
     /// Begin every slot at its oldest sample still in the ring (what was
     /// overwritten before counts as lost); otherwise at its writer's index
     /// when it is first seen (slots that appear later begin at 0).
     pub from_start: bool,
-}
-
-impl Default for FollowOptions {
-    fn default() -> Self {
-        FollowOptions { min_interval_ns: 50_000, max_interval_ns: 1_000_000, fill: 0.25, from_start: false }
-    }
 }
 
 /// One incarnation of a slot (one generation: one owner thread and one ID),
@@ -92,20 +70,13 @@ struct Followed {
     inc: Incarnation,
     /// An incarnation is being followed (the slot had an owner when seen).
     active: bool,
-    /// CLOCK_MONOTONIC (ns) of the last look, and the index seen then.
-    last_ns: u64,
-    last_idx: u64,
-    /// Samples per ns: the fastest rate seen lately (halved each look that
-    /// sees a slower one). None: not known yet (the next look comes soon).
-    rate: Option<f64>,
-    /// When the next look is due (ns).
-    due_ns: u64,
 }
 
 /// A reader following every slot of a live region (module doc).
 pub struct Follower {
     opts: FollowOptions,
     slots: Vec<Followed>,
+    pacing: Pacing,
     /// Incarnations that ended (closed and read, or replaced by a new owner).
     ended: Vec<Incarnation>,
     buf: Vec<latte_raw_sample>,
@@ -118,8 +89,9 @@ pub struct Follower {
 pub type Sink<'s> = dyn FnMut(&Incarnation, &[latte_raw_sample]) + 's;
 
 impl Follower {
+    /// A follower that has looked at nothing yet.
     pub fn new(opts: FollowOptions) -> Follower {
-        Follower { opts, slots: Vec::new(), ended: Vec::new(), buf: Vec::new(), started: false }
+        Follower { opts, slots: Vec::new(), pacing: Pacing::new(opts.pace), ended: Vec::new(), buf: Vec::new(), started: false }
     }
 
     /// Looks at every slot whose look is due, hands what it reads to
@@ -143,18 +115,8 @@ impl Follower {
         v
     }
 
-    /// The pacing interval (ns) for a slot of `cap` samples written at
-    /// `rate` (None: not known yet).
-    fn interval(&self, rate: Option<f64>, cap: u64) -> u64 {
-        let Some(rate) = rate else {
-            return self.opts.min_interval_ns;
-        };
-        let t = if rate > 0.0 { self.opts.fill * cap as f64 / rate } else { f64::INFINITY };
-        (t.min(u64::MAX as f64) as u64).clamp(self.opts.min_interval_ns, self.opts.max_interval_ns.max(self.opts.min_interval_ns))
-    }
-
     fn pass(&mut self, view: &View, sink: &mut Sink, all: bool) -> Result<u64, Error> {
-        let now = crate::tsc::clock_ns(libc::CLOCK_MONOTONIC);
+        let now = now_ns();
         // The slots handed out that this view maps (a region that grew
         // since: the caller refreshes its mapping, `Mapping::refresh`, and
         // the cursors carry over, being per slot index).
@@ -177,28 +139,22 @@ impl Follower {
             }
         }
         let cap = view.geo().samples_per_slot as u64;
-        let mut wait = self.opts.max_interval_ns;
-        for i in 0..used {
-            if !all && self.slots[i].due_ns > now {
-                wait = wait.min(self.slots[i].due_ns - now);
-                continue;
+        for i in 0..used as u32 {
+            if all || self.pacing.is_due(i, now) {
+                self.look(view, i, now, cap, sink)?;
             }
-            self.look(view, i as u32, now, sink)?;
-            let iv = self.interval(self.slots[i].rate, cap);
-            self.slots[i].due_ns = now + iv;
-            wait = wait.min(iv);
         }
-        Ok(wait)
+        Ok(self.pacing.wait_ns(now, used))
     }
 
     /// One look at slot `i`: reads what is new, keeps the accounting.
-    fn look(&mut self, view: &View, i: u32, now: u64, sink: &mut Sink) -> Result<(), Error> {
+    fn look(&mut self, view: &View, i: u32, now: u64, cap: u64, sink: &mut Sink) -> Result<(), Error> {
         let info = view.slot_info(i)?;
         let f = &mut self.slots[i as usize];
         if info.generation == 0 {
             // Unassigned or being reassigned: looked at again after the
             // longest interval, the bound for finding any new owner.
-            f.rate = Some(0.0);
+            self.pacing.idle(i, now);
             return Ok(());
         }
         let before = f.cur.generation;
@@ -208,7 +164,7 @@ impl Follower {
         self.buf.clear();
         let r = view.read_slot(i, &mut f.cur, &mut self.buf, ReadMode::Live)?;
         if f.cur.generation == 0 {
-            f.rate = Some(0.0);
+            self.pacing.idle(i, now);
             return Ok(()); // being reassigned: a later look sees its new owner
         }
         if f.cur.generation != before || !f.active {
@@ -231,9 +187,7 @@ impl Follower {
                 ..Default::default()
             };
             f.active = true;
-            f.rate = None;
-            f.last_ns = now;
-            f.last_idx = start;
+            self.pacing.restart(i, now, start);
         }
         // A read that found the slot reassigned mid-copy returns nothing
         // and leaves the cursor for the next look.
@@ -244,38 +198,15 @@ impl Follower {
         if info.state == LATTE_SLOT_CLOSED && info.generation == f.cur.generation && f.cur.next >= info.write_idx {
             f.inc.closed = true;
         }
-        // Rate: samples written since the previous look, over its time.
-        let dt = now.saturating_sub(f.last_ns);
-        if dt > 0 {
-            let inst = f.cur.next.saturating_sub(f.last_idx) as f64 / dt as f64;
-            f.rate = Some(inst.max(f.rate.unwrap_or(0.0) * 0.5));
-            f.last_ns = now;
-            f.last_idx = f.cur.next;
-        }
         if f.inc.closed {
-            f.rate = Some(0.0); // final: the longest interval (a new owner shows at a look)
+            self.pacing.idle(i, now); // final: a new owner shows at a look
+        } else {
+            self.pacing.looked(i, now, f.cur.next, cap);
         }
         if r.read > 0 || r.lost > 0 {
             let inc = f.inc;
             sink(&inc, &self.buf);
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn intervals_follow_the_rate_within_bounds() {
-        let f = Follower::new(FollowOptions::default());
-        // 36 M/s on a ring of 65,536: a quarter of it in ~455 us.
-        let iv = f.interval(Some(0.036), 65536);
-        assert!((440_000..470_000).contains(&iv), "{iv}");
-        assert_eq!(f.interval(None, 65536), 50_000, "unknown rate: look soon");
-        assert_eq!(f.interval(Some(0.0), 65536), 1_000_000, "idle: the longest interval");
-        assert_eq!(f.interval(Some(1e-9), 65536), 1_000_000);
-        assert_eq!(f.interval(Some(10.0), 65536), 50_000, "never faster than the minimum");
     }
 }

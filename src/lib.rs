@@ -53,6 +53,7 @@ pub mod error;
 pub mod follow;
 pub mod layout;
 pub mod name;
+pub mod pace;
 pub mod reader;
 pub mod report;
 pub mod shm;

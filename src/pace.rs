@@ -1,0 +1,183 @@
+//! Pacing a reader that follows live rings: when each slot is due for its
+//! next look, from the rate its writer was seen to write.
+//!
+//! A ring of 65,536 samples written by a thread recording flat out (~36 M
+//! spans/s) laps in under 2 ms; one read every 100 ms then keeps 2 % of
+//! what was written. A slot is looked at again after the time its writer
+//! needs, at the fastest rate seen lately, to fill `fill` of the ring (a
+//! quarter by default: a writer may speed up four times between two looks
+//! and still lose nothing), never sooner than `min_interval_ns` and never
+//! later than `max_interval_ns`. Between looks the reader sleeps
+//! ([`Pacing::wait_ns`] says how long), so a region whose writers are slow
+//! costs one look per slot per `max_interval_ns`.
+//!
+//! Every reader that follows rings paces them with this: the `Follower`
+//! (`latte record`, Python), and `latte serve` and `latte watch` over their
+//! own cursors.
+
+/// How a reader paces its looks.
+#[derive(Clone, Copy, Debug)]
+pub struct PaceOptions {
+    /// Shortest time between two looks at one slot (ns).
+    pub min_interval_ns: u64,
+    /// Longest time between two looks at one slot (ns), and between two
+    /// looks for new slots: the look that notices a writer that was idle,
+    /// or new, and starts (1 ms: a thread writing 36 M samples/s fills
+    /// about 36,000, half a default ring, in that time).
+    pub max_interval_ns: u64,
+    /// Share of the ring the fastest writer seen lately may fill between
+    /// two looks (0 < fill <= 1).
+    pub fill: f64,
+}
+
+impl Default for PaceOptions {
+    fn default() -> Self {
+        PaceOptions { min_interval_ns: 50_000, max_interval_ns: 1_000_000, fill: 0.25 }
+    }
+}
+
+/// One slot's pace.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pace {
+    /// CLOCK_MONOTONIC (ns) of the last look, and the writer's index seen
+    /// then.
+    last_ns: u64,
+    last_idx: u64,
+    /// Samples per ns: the fastest rate seen lately (halved each look that
+    /// sees a slower one). None: not known yet (the next look comes soon).
+    rate: Option<f64>,
+    /// When the next look is due (ns); 0: at once.
+    due_ns: u64,
+}
+
+/// The pace of every slot of one region, by slot index (slots not looked
+/// at yet are due at once).
+#[derive(Clone, Debug, Default)]
+pub struct Pacing {
+    opts: PaceOptions,
+    slots: Vec<Pace>,
+}
+
+impl Pacing {
+    /// No slot looked at yet.
+    pub fn new(opts: PaceOptions) -> Pacing {
+        Pacing { opts, slots: Vec::new() }
+    }
+
+    /// Slot `i` is due for a look at `now` (ns, CLOCK_MONOTONIC).
+    pub fn is_due(&self, i: u32, now: u64) -> bool {
+        self.slots.get(i as usize).is_none_or(|p| p.due_ns <= now)
+    }
+
+    fn get_mut(&mut self, i: u32) -> &mut Pace {
+        let i = i as usize;
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, Pace::default());
+        }
+        &mut self.slots[i]
+    }
+
+    /// Slot `i` got a new writer, whose index was `idx` at `now`: its rate
+    /// is not known, so it is looked at again soon.
+    pub fn restart(&mut self, i: u32, now: u64, idx: u64) {
+        let min = self.opts.min_interval_ns;
+        *self.get_mut(i) = Pace { last_ns: now, last_idx: idx, rate: None, due_ns: now + min };
+    }
+
+    /// Slot `i` has no writer (unassigned, or closed and read to its end):
+    /// looked at again after the longest interval, the bound for finding
+    /// its next writer.
+    pub fn idle(&mut self, i: u32, now: u64) {
+        let max = self.opts.max_interval_ns;
+        let p = self.get_mut(i);
+        p.rate = Some(0.0);
+        p.due_ns = now + max;
+    }
+
+    /// Slot `i` (a ring of `cap` samples) was looked at `now`, its writer's
+    /// index then `idx`: its rate is updated and its next look set.
+    pub fn looked(&mut self, i: u32, now: u64, idx: u64, cap: u64) {
+        let p = *self.get_mut(i);
+        let mut rate = p.rate;
+        let dt = now.saturating_sub(p.last_ns);
+        let (mut last_ns, mut last_idx) = (p.last_ns, p.last_idx);
+        if idx < p.last_idx {
+            // A new writer since (its index began again): unknown rate.
+            rate = None;
+            (last_ns, last_idx) = (now, idx);
+        } else if dt > 0 {
+            let inst = (idx - p.last_idx) as f64 / dt as f64;
+            rate = Some(inst.max(p.rate.unwrap_or(0.0) * 0.5));
+            (last_ns, last_idx) = (now, idx);
+        }
+        let due_ns = now + self.interval(rate, cap);
+        *self.get_mut(i) = Pace { last_ns, last_idx, rate, due_ns };
+    }
+
+    /// How long (ns) from `now` until the first of slots `0..n` is due,
+    /// at most the longest interval (when a new slot may be looked for).
+    pub fn wait_ns(&self, now: u64, n: usize) -> u64 {
+        let mut wait = self.opts.max_interval_ns;
+        for i in 0..n {
+            match self.slots.get(i) {
+                Some(p) => wait = wait.min(p.due_ns.saturating_sub(now)),
+                None => return 0,
+            }
+        }
+        wait
+    }
+
+    /// The interval (ns) for a slot of `cap` samples written at `rate`
+    /// (None: not known yet).
+    fn interval(&self, rate: Option<f64>, cap: u64) -> u64 {
+        let o = &self.opts;
+        let Some(rate) = rate else {
+            return o.min_interval_ns;
+        };
+        let t = if rate > 0.0 { o.fill * cap as f64 / rate } else { f64::INFINITY };
+        (t.min(u64::MAX as f64) as u64).clamp(o.min_interval_ns, o.max_interval_ns.max(o.min_interval_ns))
+    }
+}
+
+/// CLOCK_MONOTONIC now, in ns: the clock paces are kept in.
+pub fn now_ns() -> u64 {
+    crate::tsc::clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_follow_the_rate_within_bounds() {
+        let p = Pacing::new(PaceOptions::default());
+        // 36 M/s on a ring of 65,536: a quarter of it in ~455 us.
+        let iv = p.interval(Some(0.036), 65536);
+        assert!((440_000..470_000).contains(&iv), "{iv}");
+        assert_eq!(p.interval(None, 65536), 50_000, "unknown rate: look soon");
+        assert_eq!(p.interval(Some(0.0), 65536), 1_000_000, "idle: the longest interval");
+        assert_eq!(p.interval(Some(1e-9), 65536), 1_000_000);
+        assert_eq!(p.interval(Some(10.0), 65536), 50_000, "never faster than the minimum");
+    }
+
+    #[test]
+    fn a_slot_is_due_when_its_writer_fills_a_quarter() {
+        let mut p = Pacing::new(PaceOptions::default());
+        assert!(p.is_due(3, 0), "never looked at: due");
+        assert_eq!(p.wait_ns(0, 4), 0);
+        p.restart(0, 1_000, 0);
+        assert!(!p.is_due(0, 1_000) && p.is_due(0, 51_000));
+        // 36,000 samples in 1 ms: 36 M/s; a quarter of 65,536 in ~455 us.
+        p.looked(0, 1_001_000, 36_000, 65_536);
+        assert!(!p.is_due(0, 1_400_000) && p.is_due(0, 1_500_000));
+        // A slower look halves the remembered rate, no more.
+        p.looked(0, 2_001_000, 36_001, 65_536);
+        let w = p.wait_ns(2_001_000, 1);
+        assert!((900_000..=1_000_000).contains(&w), "{w}");
+        // The index began again: a new writer, looked at soon.
+        p.looked(0, 3_000_000, 5, 65_536);
+        assert_eq!(p.wait_ns(3_000_000, 1), 50_000);
+        p.idle(0, 4_000_000);
+        assert_eq!(p.wait_ns(4_000_000, 1), 1_000_000);
+    }
+}
