@@ -188,7 +188,8 @@ compare-test: lib $(B)/compare/producer
 
 # `latte serve` end to end: its HTTP edges (tests/serve/http_edges.py), 500
 # regions exported at once (tests/serve/many_regions.py), a region that
-# grows while serve and watch read it (tests/serve/growth.py), then a real
+# grows while serve and watch read it (tests/serve/growth.py), a thread
+# recording flat out followed without loss (tests/serve/follow.py), then a real
 # Prometheus server scraping it (tests/serve/prometheus_e2e.py; the
 # Debian package prometheus, installed when missing and make runs as root;
 # its service is never started). In a mount namespace with its own tmpfs on
@@ -209,7 +210,8 @@ serve-test: lib $(B)/serve/service $(B)/serve/many_regions
 	  $(PYTHON) tests/serve/http_edges.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
 	  $(PYTHON) tests/serve/many_regions.py $(REL)/latte $(B)/serve/many_regions || rc=1; \
 	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
-	  $(PYTHON) tests/serve/growth.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; exit $$rc'
+	  $(PYTHON) tests/serve/growth.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
+	  $(PYTHON) tests/serve/follow.py $(REL)/latte $(B)/serve/service || rc=1; exit $$rc'
 
 # Both builds: without and with the io_uring flush (the suites the feature
 # changes: the unit tests and the flush tests). Profile ci-test: release

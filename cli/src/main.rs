@@ -104,8 +104,9 @@ enum Cmd {
         /// thread id).
         #[arg(long)]
         per_thread: bool,
-        /// How often the regions are read (a ring of 65,536 samples read
-        /// every 100 ms keeps up with 655,360 samples a second).
+        /// How often each region is read whole: its IDs, slots and counters
+        /// (between passes, each ring is read again as its writer fills a
+        /// quarter of it, so that a thread recording flat out loses nothing).
         #[arg(long, default_value = "100ms", value_parser = parse_interval)]
         interval: Duration,
         /// How long the series of a region that went away (and, with

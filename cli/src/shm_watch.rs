@@ -34,9 +34,11 @@ impl ShmWatch {
     /// events are read and dropped: the caller looks at the names again).
     pub fn wait(&self, timeout: Duration) -> bool {
         let mut p = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut p, 1, ms) } <= 0 {
+        // To the nanosecond: the reading thread waits a fraction of a
+        // millisecond between looks at a busy ring.
+        let t = libc::timespec { tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+        // SAFETY: one valid pollfd, a valid timespec, no signal mask.
+        if unsafe { libc::ppoll(&mut p, 1, &t, std::ptr::null()) } <= 0 {
             return false;
         }
         let mut buf = [0u8; 4096];

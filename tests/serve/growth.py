@@ -131,7 +131,7 @@ def main():
             check(exact, "every ID: read + lost == recorded")
             lost = sum(value(s, "latte_samples_lost_total", region=label, id=f"grow.{k}") for k in range(IDS))
             print(f"growth: {IDS} IDs exported, {lost:.0f} of {IDS * SPANS} samples lost to lapping rings (counted)")
-            check(value(s, "latte_slots_used", region=label) >= IDS, "the region grew past its first 4 rings")
+            check(value(s, "latte_slots_used", region=label) >= IDS, f"the region grew past its first 4 rings: slots_used {value(s, 'latte_slots_used', region=label)}")
         time.sleep(0.5)
         procs.stop(watch)
         out = "".join(watched)

@@ -20,6 +20,10 @@
 //   inc    one incarnation of a service that restarts: takes the name over
 //          from the previous one, records 10,000 svc.inc spans, prints
 //          READY and exits.
+//   flat   rings of 2^20 samples (16 MiB): READY, then after a line on
+//          stdin records svc.flat back to back on one thread for
+//          FLAT_SECONDS, prints "DONE n" (the spans written), and waits
+//          for stdin to close.
 //   sched  switch tracking on (SchedEnable), 40 svc.sched spans, every
 //          other one around a 200 us sleep (switched out), then READY and
 //          SchedEnable's result, and waits for stdin to close.
@@ -164,9 +168,37 @@ static int sched() {
   return 0;
 }
 
+// How long `flat` records flat out.
+static const double FLAT_SECONDS = 10.0;
+// Its rings: 2^20 samples, which a thread recording 50 M spans/s laps in
+// 21 ms.
+static const uint32_t FLAT_RING = 1u << 20;
+
+static int flat() {
+  LATTE_CALIBRATE();
+  std::printf("READY\n");
+  std::fflush(stdout);
+  char c;
+  while (read(0, &c, 1) == 1 && c != '\n') {
+  }
+  long n = 0;
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(FLAT_SECONDS);
+  while (std::chrono::steady_clock::now() < end) {
+    for (int i = 0; i < 4096; i++) {
+      Latte::Fast::Start("svc.flat");
+      Latte::Fast::Stop(nullptr);
+    }
+    n += 4096;
+  }
+  std::printf("DONE %ld\n", n);
+  std::fflush(stdout);
+  wait_for_stdin_eof();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: service REGION known|live|small|churn|sched|inc\n");
+    std::fprintf(stderr, "usage: service REGION known|live|small|churn|sched|inc|flat\n");
     return 2;
   }
   const char *mode = argv[2];
@@ -174,6 +206,7 @@ int main(int argc, char **argv) {
            : std::strcmp(mode, "small") == 0 ? init(argv[1], 4, 64, 8)
            : std::strcmp(mode, "churn") == 0 ? init(argv[1], 8, 64, 8)
            : std::strcmp(mode, "inc") == 0   ? init(argv[1], 4, 16384, 8)
+           : std::strcmp(mode, "flat") == 0  ? init(argv[1], 0, FLAT_RING, 0)
                                              : init(argv[1], 0, 4096, 0);
   if (rc != 0) {
     std::fprintf(stderr, "service: %s: %s\n", argv[1], latte_error_string(rc));
@@ -185,6 +218,7 @@ int main(int argc, char **argv) {
   if (std::strcmp(mode, "churn") == 0) return churn();
   if (std::strcmp(mode, "sched") == 0) return sched();
   if (std::strcmp(mode, "inc") == 0) return inc();
+  if (std::strcmp(mode, "flat") == 0) return flat();
   std::fprintf(stderr, "service: unknown mode %s\n", mode);
   return 2;
 }

@@ -1,18 +1,22 @@
 //! What `latte serve` exports, and how it reads it: the regions it watches
 //! (those named, or every latte region in /dev/shm, re-scanned), a read pass
-//! over them every interval through the reader's cursors, and the metrics
-//! those passes add up, encoded in the OpenMetrics text format by
-//! prometheus-client on each scrape.
+//! over them every interval through the reader's cursors, with each ring
+//! read again between passes as its writer fills it (`State::follow`), and
+//! the metrics those reads add up, encoded in the OpenMetrics text format
+//! by prometheus-client on each scrape.
 //!
 //! # Counting: each sample once, no scrape at a producer
 //! 1. A watched object keeps a cursor per slot (`Cursors`), as `latte watch`
 //!    does; `View::read_slot` moves it past what it returns and counts what
 //!    was overwritten first as lost (returned + lost = written).
-//! 2. Only the read pass moves cursors: one thread, once per interval
-//!    (`serve`), under the state's lock. A scrape encodes what the passes
-//!    added up and never looks at a region, so any number of scrapers cost
-//!    the producers nothing, and a scrape and a pass never see half of each
-//!    other.
+//! 2. Only the reading thread moves cursors (`serve`), under the state's
+//!    lock: a pass over every region once per interval (the IDs, the slots,
+//!    the counters), and between passes a look at each ring whose writer
+//!    may have filled a quarter of it since it was last read (`Pacing`), so
+//!    that a thread recording flat out loses nothing. A scrape encodes what
+//!    the reads added up and never looks at a region, so any number of
+//!    scrapers cost the producers nothing, and a scrape and a read never
+//!    see half of each other.
 //! 3. Objects present at the first scan start at their current end: the
 //!    exporter counts from when it started, and a restarted exporter does
 //!    not count a ring's contents twice. Objects found (or first readable)
@@ -45,6 +49,7 @@
 
 use crate::term::label_text;
 use latte::layout::{LATTE_MAX_DURATION, LATTE_SLOT_CLOSED};
+use latte::pace::{now_ns, PaceOptions, Pacing};
 use latte::reader::{latte_raw_sample, Cursors, ReadMode};
 use latte::{Error, Mapping, View};
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
@@ -55,6 +60,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
+mod buckets;
 mod encode;
 mod read;
 
@@ -64,8 +70,9 @@ pub fn lock(s: &std::sync::Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     s.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+use buckets::Buckets;
 pub use encode::Metrics;
-use read::{open, read_object, skip_to_end, Opened};
+use read::{follow_object, open, read_object, skip_to_end, Opened};
 
 /// Finite buckets of the duration histogram (then +Inf).
 pub const FINITE_BUCKETS: usize = 63;
@@ -162,17 +169,40 @@ struct Object {
     map: Mapping,
     /// (device, inode) of the object, to see a name come to refer to another.
     ident: (u64, u64),
+    /// Region counters at the previous pass.
+    last: Counts,
+    rings: Rings,
+}
+
+/// How the exporter reads one object's rings.
+struct Rings {
     cursors: Cursors,
-    /// Per slot, the series its owner at the previous pass fed: where the
+    /// Per slot, the series its owner at the previous read fed: where the
     /// samples it never read of that owner (and of owners it never saw)
     /// are counted lost when the slot has a new owner.
     owners: Vec<Option<SeriesKey>>,
-    /// Region counters at the previous pass.
-    last: Counts,
-    /// Cycles per ns the bucket bounds below were computed with.
+    /// When each slot is due for its next look (`State::follow`).
+    pacing: Pacing,
+    /// Per ID token, the ID's label (None: not exported), as of the last
+    /// time the IDs were listed.
+    names: Vec<Option<String>>,
+    /// Cycles per ns the buckets below were made for (0: none yet).
     cpn: f64,
-    /// `bound_ns(k)` in cycles.
-    bounds: [f64; FINITE_BUCKETS],
+    /// The duration histogram's buckets in cycles.
+    buckets: Buckets,
+}
+
+impl Rings {
+    fn new() -> Rings {
+        Rings {
+            cursors: Cursors::new(),
+            owners: Vec::new(),
+            pacing: Pacing::new(PaceOptions::default()),
+            names: Vec::new(),
+            cpn: 0.0,
+            buckets: Buckets::new(1.0),
+        }
+    }
 }
 
 /// Everything known about one region name.
@@ -277,10 +307,6 @@ fn lineage_end(v: &View<'_>) -> Option<(u64, u64)> {
 /// How often the names are looked at again, at most.
 const RESCAN: Duration = Duration::from_secs(1);
 
-fn bounds_in_cycles(cpn: f64) -> [f64; FINITE_BUCKETS] {
-    std::array::from_fn(|k| bound_ns(k) * cpn)
-}
-
 impl State {
     pub fn new(opts: Options, own_cpn: f64) -> State {
         State { opts, regions: BTreeMap::new(), foreign: HashMap::new(), own_cpn, scanned: false, last_scan: None, buf: Vec::new(), passes: 0 }
@@ -306,6 +332,23 @@ impl State {
             }
         }
         self.passes += 1;
+    }
+
+    /// The looks due between two passes (`Pacing`): reads every ring whose
+    /// writer may have filled a quarter of it since it was last read, so
+    /// that a thread recording flat out loses nothing. Returns how long
+    /// until the next look is due.
+    pub fn follow(&mut self) -> Duration {
+        let now = now_ns();
+        let (per_thread, buf) = (self.opts.per_thread, &mut self.buf);
+        let mut wait = u64::MAX;
+        for r in self.regions.values_mut() {
+            if let Some(mut o) = r.object.take() {
+                wait = wait.min(follow_object(r, &mut o, per_thread, buf, now));
+                r.object = Some(o);
+            }
+        }
+        Duration::from_nanos(wait.min(PaceOptions::default().max_interval_ns))
     }
 
     /// The next pass looks at the names again (something changed in
@@ -392,15 +435,7 @@ impl State {
             match open(name, *ident) {
                 Opened::Region(map) => {
                     let r = self.regions.entry(name.clone()).or_default();
-                    let mut o = Object {
-                        map: *map,
-                        ident: *ident,
-                        cursors: Cursors::new(),
-                        owners: Vec::new(),
-                        last: Counts::default(),
-                        cpn: 0.0,
-                        bounds: [0.0; FINITE_BUCKETS],
-                    };
+                    let mut o = Object { map: *map, ident: *ident, last: Counts::default(), rings: Rings::new() };
                     if !from_start {
                         skip_to_end(&mut o, &mut self.buf);
                     }

@@ -43,7 +43,7 @@ pub(super) fn skip_to_end(o: &mut Object, buf: &mut Vec<latte_raw_sample>) {
     if let Ok(slots) = v.slots() {
         for s in slots {
             buf.clear();
-            let _ = o.cursors.read(&v, &s, buf, ReadMode::Live);
+            let _ = o.rings.cursors.read(&v, &s, buf, ReadMode::Live);
         }
     }
 }
@@ -53,9 +53,7 @@ pub(super) fn skip_to_end(o: &mut Object, buf: &mut Vec<latte_raw_sample>) {
 pub(super) fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, buf: &mut Vec<latte_raw_sample>, now: Instant) {
     // The region grows while it is read: map what it grew by first.
     if let Err(e) = o.map.refresh() {
-        r.read_errors += 1;
-        r.last_error = Some(crate::exit::strerror(e));
-        return;
+        return failed(r, e);
     }
     let v = o.map.view();
     // Looked at before reading: when the producer was gone already, this
@@ -65,89 +63,163 @@ pub(super) fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_
     let cal = v.calibration();
     r.calibrated = cal.cycles_per_ns > 0.0;
     let cpn = if r.calibrated { cal.cycles_per_ns } else { own_cpn };
-    if cpn != o.cpn {
-        o.cpn = cpn;
-        o.bounds = bounds_in_cycles(cpn);
+    let k = &mut o.rings;
+    if cpn != k.cpn {
+        k.cpn = cpn;
+        k.buckets = Buckets::new(cpn);
     }
     r.slot_capacity = v.slot_capacity().min(u32::MAX as u64) as u32;
     r.slots_used = v.slots_used();
     r.switches_tracked = v.switches_tracked();
-    let fail = |r: &mut Region, e: Error| {
-        r.read_errors += 1;
-        r.last_error = Some(crate::exit::strerror(e));
-    };
-    let (ids, slots) = match v.ids().and_then(|i| Ok((i, v.slots()?))) {
+    let slots = match list_names(k, &v).and_then(|_| v.slots()) {
         Ok(x) => x,
-        Err(e) => return fail(r, e),
+        Err(e) => return failed(r, e),
     };
-    let names: Vec<Option<String>> = ids
-        .iter()
-        .map(|i| {
-            let n = latte::name::name_bytes(&i.name);
-            (!latte::name::is_reserved_name(n)).then(|| label_text(n))
-        })
-        .collect();
+    let at = now_ns();
     for s in &slots {
-        // The calibration's own spans are not exported (nor read).
-        let Some(Some(id)) = names.get(s.id_token as usize) else {
-            continue;
-        };
-        let i = s.index as usize;
-        buf.clear();
-        let got = match o.cursors.read(&v, s, buf, ReadMode::Live) {
-            Ok(g) => g,
-            Err(e) => {
-                fail(r, e);
-                continue;
-            }
-        };
-        let key = (id.clone(), per_thread.then_some(s.os_tid));
-        if o.owners.len() <= i {
-            o.owners.resize(i + 1, None);
-        }
-        // The earlier owners' samples this pass found unread (the slot got
-        // a new owner since the last pass): lost, in the series the slot's
-        // last owner fed (or this owner's, when it had none here).
-        if got.lost_before > 0 {
-            let to = o.owners[i].clone().unwrap_or_else(|| key.clone());
-            r.series.entry(to).or_default().lost += got.lost_before;
-        }
-        o.owners[i] = Some(key.clone());
-        // A closed ring read to its end makes no series (again, once its
-        // thread's has gone after --keep-gone).
-        if buf.is_empty() && got.lost == 0 && s.state == LATTE_SLOT_CLOSED && !r.series.contains_key(&key) {
-            continue;
-        }
-        let series = r.series.entry(key).or_default();
-        add_samples(series, buf, &o.bounds, cpn);
-        series.lost += got.lost;
+        read_ring(r, k, &v, s, per_thread, buf, at);
     }
     if per_thread {
-        end_series_of_released_threads(r, &slots, &names, now);
+        end_series_of_released_threads(r, &slots, &k.names, now);
     }
     let c = Counts::of(&v);
     r.counts.add_growth(&o.last, &c);
     o.last = c;
 }
 
+/// The looks due between two passes at one object (`State::follow`):
+/// reads each slot whose look is due; returns how long until the next is.
+pub(super) fn follow_object(r: &mut Region, o: &mut Object, per_thread: bool, buf: &mut Vec<latte_raw_sample>, now: u64) -> u64 {
+    // Before the first pass has set the buckets, the pass reads it.
+    if o.rings.cpn == 0.0 {
+        return u64::MAX;
+    }
+    if let Err(e) = o.map.refresh() {
+        failed(r, e);
+        return u64::MAX;
+    }
+    let v = o.map.view();
+    let k = &mut o.rings;
+    // The gauges and counters as they are now, with the samples read.
+    r.slot_capacity = v.slot_capacity().min(u32::MAX as u64) as u32;
+    r.slots_used = v.slots_used();
+    let used = (v.slots_used() as u64).min(v.slot_capacity()) as u32;
+    for i in 0..used {
+        if !k.pacing.is_due(i, now) {
+            continue;
+        }
+        match v.slot_info(i) {
+            Ok(s) if s.generation == 0 => k.pacing.idle(i, now),
+            Ok(s) => {
+                if s.id_token as usize >= k.names.len() {
+                    // An ID registered since the IDs were last listed.
+                    if let Err(e) = list_names(k, &v) {
+                        failed(r, e);
+                        return u64::MAX;
+                    }
+                }
+                read_ring(r, k, &v, &s, per_thread, buf, now);
+            }
+            Err(e) => failed(r, e),
+        }
+    }
+    let c = Counts::of(&v);
+    r.counts.add_growth(&o.last, &c);
+    o.last = c;
+    k.pacing.wait_ns(now, used as usize)
+}
+
+/// A pass or a look could not read the object: counted, and why kept.
+fn failed(r: &mut Region, e: Error) {
+    r.read_errors += 1;
+    r.last_error = Some(crate::exit::strerror(e));
+}
+
+/// Lists the region's IDs again: each token's label (None for the
+/// calibration's own spans, which are neither read nor exported).
+fn list_names(k: &mut Rings, v: &View<'_>) -> Result<(), Error> {
+    k.names = v
+        .ids()?
+        .iter()
+        .map(|i| {
+            let n = latte::name::name_bytes(&i.name);
+            (!latte::name::is_reserved_name(n)).then(|| label_text(n))
+        })
+        .collect();
+    Ok(())
+}
+
+/// Reads slot `s` past its cursor into its series (step 1), and sets when
+/// it is next due (`now`: ns).
+fn read_ring(r: &mut Region, k: &mut Rings, v: &View<'_>, s: &latte::reader::latte_slot_info, per_thread: bool, buf: &mut Vec<latte_raw_sample>, now: u64) {
+    let Some(Some(id)) = k.names.get(s.id_token as usize) else {
+        k.pacing.idle(s.index, now);
+        return;
+    };
+    let i = s.index as usize;
+    buf.clear();
+    let got = match k.cursors.read(v, s, buf, ReadMode::Live) {
+        Ok(g) => g,
+        Err(e) => return failed(r, e),
+    };
+    let cur = k.cursors.get(s.index).copied().unwrap_or_default();
+    if s.state == LATTE_SLOT_CLOSED && cur.next >= s.write_idx {
+        k.pacing.idle(s.index, now);
+    } else {
+        k.pacing.looked(s.index, now, cur.next, v.geo().samples_per_slot as u64);
+    }
+    let key = (id.clone(), per_thread.then_some(s.os_tid));
+    if k.owners.len() <= i {
+        k.owners.resize(i + 1, None);
+    }
+    // The earlier owners' samples this read found unread (the slot got a
+    // new owner since the last read): lost, in the series the slot's last
+    // owner fed (or this owner's, when it had none here).
+    if got.lost_before > 0 {
+        let to = k.owners[i].clone().unwrap_or_else(|| key.clone());
+        r.series.entry(to).or_default().lost += got.lost_before;
+    }
+    k.owners[i] = Some(key.clone());
+    // A closed ring read to its end makes no series (again, once its
+    // thread's has gone after --keep-gone).
+    if buf.is_empty() && got.lost == 0 && s.state == LATTE_SLOT_CLOSED && !r.series.contains_key(&key) {
+        return;
+    }
+    let series = r.series.entry(key).or_default();
+    add_samples(series, buf, &k.buckets, k.cpn);
+    series.lost += got.lost;
+}
+
 /// Adds the samples read from one ring to its series: the bucket of each
-/// (`bounds`, in cycles), the sums in seconds, the switched ones apart.
-fn add_samples(series: &mut Series, buf: &[latte_raw_sample], bounds: &[f64; FINITE_BUCKETS], cpn: f64) {
+/// (`buckets`), the sums in seconds, the switched ones apart.
+fn add_samples(series: &mut Series, buf: &[latte_raw_sample], buckets: &Buckets, cpn: f64) {
+    // Counted in four tallies by sample position, added up at the end:
+    // samples of one ID mostly fall in one bucket, and one tally would make
+    // each count wait for the one before (a store, then a load of it).
+    let mut tally = [[0u64; FINITE_BUCKETS + 1]; LANES];
     let (mut cycles, mut switched_cycles) = (0u128, 0u128);
-    for x in buf.iter() {
+    for (j, x) in buf.iter().enumerate() {
         let d = x.packed & LATTE_MAX_DURATION;
-        let k = bounds.partition_point(|&b| b < d as f64);
+        let k = buckets.of(d);
         cycles += d as u128;
-        series.buckets[k] += 1;
+        tally[j % LANES][k] += 1;
         if x.packed & latte::layout::LATTE_SAMPLE_SWITCHED != 0 {
             series.switched += 1;
             series.switched_buckets[k] += 1;
             switched_cycles += d as u128;
         }
     }
+    for t in &tally {
+        for (b, n) in series.buckets.iter_mut().zip(t) {
+            *b += n;
+        }
+    }
     series.sum_seconds += cycles as f64 / cpn / 1e9;
     series.switched_sum_seconds += switched_cycles as f64 / cpn / 1e9;
 }
+
+/// Tallies `add_samples` counts in.
+const LANES: usize = 4;
 
 /// Step 5 with `--per-thread`: a thread's series ends when no open ring
 /// holds its (ID, thread) any more: its ring was closed (and read to its
