@@ -4,11 +4,12 @@
 use crate::exit::{fail, strerror, EXIT_NOT_REGION};
 use crate::target::{cycles_per_ns, open, shown};
 use crate::term::{emit, field, table, timestamp, Style};
+use hdrhistogram::Histogram;
 use latte::error::Error;
 use latte::layout::*;
+use latte::pace::{now_ns, PaceOptions, Pacing};
 use latte::reader::{latte_raw_sample, Cursors, View};
 use latte::report;
-use latte::stats;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
@@ -30,14 +31,11 @@ pub struct WatchOpts {
     pub clean: bool,
 }
 
-/// How often `watch` reads the rings within an interval: its percentiles
-/// are of every sample read during the interval, not of the last ring-full.
-const WATCH_STEP: Duration = Duration::from_millis(10);
-
-/// Durations kept per ID per interval for the percentiles; past it, every
-/// other one is dropped and later ones are kept one in two (then one in
-/// four, ...), so that the percentiles are of an evenly spread subset.
-const WATCH_KEEP: usize = 1 << 22;
+/// Significant decimal digits the percentiles keep: every duration under
+/// 2,048 cycles exactly, longer ones within 0.1 % (HdrHistogram's
+/// buckets; memory per ID grows with the longest duration, not with the
+/// number of samples).
+const WATCH_DIGITS: u8 = 3;
 
 /// Per-ID figures of one interval: `read + lost == recorded`.
 #[derive(Default)]
@@ -47,11 +45,9 @@ struct Interval {
     lost: u64,
     /// Samples flagged `LATTE_SAMPLE_SWITCHED`.
     switched: u64,
-    durations: Vec<f64>,
-    /// One in `stride` durations is kept (see `WATCH_KEEP`).
-    stride: u64,
-    /// Durations offered since the last one kept.
-    skipped: u64,
+    /// Durations read in the interval (without the switched ones with
+    /// `--clean`); None until the first.
+    durations: Option<Histogram<u64>>,
 }
 
 impl Interval {
@@ -59,50 +55,87 @@ impl Interval {
         self.read + self.lost
     }
 
-    fn keep(&mut self, d: f64) {
-        self.skipped += 1;
-        if self.skipped < self.stride.max(1) {
-            return;
-        }
-        self.skipped = 0;
-        if self.durations.len() >= WATCH_KEEP {
-            let mut k = 0;
-            self.durations.retain(|_| {
-                k += 1;
-                k % 2 == 0
-            });
-            self.stride = self.stride.max(1) * 2;
-        }
-        self.durations.push(d);
+    fn keep(&mut self, d: u64) {
+        let h = self.durations.get_or_insert_with(|| Histogram::new(WATCH_DIGITS).expect("3 significant digits are within HdrHistogram's 0..=5"));
+        // An auto-resizing histogram takes any u64; a failure would be a
+        // bug in it, and the duration is then left out of the percentiles.
+        let _ = h.record(d);
+    }
+
+    /// The interval's percentiles; None when no duration was kept.
+    fn figures(&self) -> Option<Figures> {
+        let h = self.durations.as_ref().filter(|h| !h.is_empty())?;
+        let q = |q: f64| h.value_at_quantile(q) as f64;
+        Some(Figures { p50: q(0.50), p90: q(0.90), p99: q(0.99), p999: q(0.999), max: h.max() as f64 })
     }
 }
 
-/// One read of every slot into the interval's figures.
-fn watch_read(v: &View, cursors: &mut Cursors, buf: &mut Vec<latte_raw_sample>, per: &mut Vec<Interval>, clean: bool) -> Result<(), Error> {
-    let ids = v.ids()?;
-    for i in ids.iter().skip(per.len()) {
-        per.push(Interval { name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(), ..Default::default() });
-    }
-    for s in &v.slots()? {
-        buf.clear();
+/// The percentiles shown of one ID in one interval, in cycles.
+struct Figures {
+    p50: f64,
+    p90: f64,
+    p99: f64,
+    p999: f64,
+    max: f64,
+}
+
+/// A watch's cursors, one per slot handed out (grown as slots are), and
+/// when each slot is due for its next look: each ring is read again when
+/// its writer may have filled a quarter of it (`Pacing`), so that the
+/// interval's figures are of every sample recorded, even from a thread
+/// recording flat out.
+struct Follow {
+    cursors: Cursors,
+    pacing: Pacing,
+    buf: Vec<latte_raw_sample>,
+}
+
+/// One look at every slot that is due (`all`: at every slot) into the
+/// interval's figures; how long (ns) until the next look is due.
+fn watch_read(v: &View, f: &mut Follow, per: &mut Vec<Interval>, clean: bool, all: bool) -> Result<u64, Error> {
+    let now = now_ns();
+    let used = (v.slots_used() as u64).min(v.slot_capacity()) as u32;
+    let cap = v.geo().samples_per_slot as u64;
+    for i in 0..used {
+        if !all && !f.pacing.is_due(i, now) {
+            continue;
+        }
+        let s = v.slot_info(i)?;
+        if s.generation == 0 {
+            f.pacing.idle(i, now);
+            continue;
+        }
+        if s.id_token as usize >= per.len() {
+            // IDs registered since they were last listed.
+            for i in v.ids()?.iter().skip(per.len()) {
+                per.push(Interval { name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(), ..Default::default() });
+            }
+        }
+        f.buf.clear();
         // The reader counts what it returns and what was overwritten
         // before it could (returned + lost = what the write index moved).
-        let got = cursors.read(v, s, buf, latte::reader::ReadMode::Live)?;
+        let got = f.cursors.read(v, &s, &mut f.buf, latte::reader::ReadMode::Live)?;
+        let next = f.cursors.get(i).map_or(0, |c| c.next);
+        if s.state == LATTE_SLOT_CLOSED && next >= s.write_idx {
+            f.pacing.idle(i, now);
+        } else {
+            f.pacing.looked(i, now, next, cap);
+        }
         if let Some(p) = per.get_mut(s.id_token as usize) {
-            p.read += buf.len() as u64;
+            p.read += f.buf.len() as u64;
             // Samples of earlier owners of the ring it never read count too (in
             // the row of the ID the ring holds now: their own ID is not kept).
             p.lost += got.lost + got.lost_before;
-            for r in buf.iter() {
+            for r in f.buf.iter() {
                 let switched = r.packed & LATTE_SAMPLE_SWITCHED != 0;
                 p.switched += switched as u64;
                 if !(clean && switched) {
-                    p.keep((r.packed & LATTE_MAX_DURATION) as f64);
+                    p.keep(r.packed & LATTE_MAX_DURATION);
                 }
             }
         }
     }
-    Ok(())
+    Ok(f.pacing.wait_ns(now, used as usize))
 }
 
 /// How one figure is shown: a table cell carries its unit, a plain field a
@@ -141,22 +174,19 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };
     let units = report::Units { unit: if o.time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE }, cycles_per_ns: cpn };
     let shown = Shown { time: o.time, units, cycles_per_ns: cpn };
-    // One cursor per slot handed out, grown as slots are (`Cursors`).
-    let mut cursors = Cursors::new();
-    let mut buf: Vec<latte_raw_sample> = Vec::new();
-    skip_present(&v, &mut cursors, &mut buf);
-    let fail_read = |e: Error| fail(target, &strerror(e), EXIT_NOT_REGION);
+    let mut f = Follow { cursors: Cursors::new(), pacing: Pacing::new(PaceOptions::default()), buf: Vec::new() };
+    skip_present(&v, &mut f.cursors, &mut f.buf);
+    // The rings are read on a thread of their own, so that no interval's
+    // rendering keeps them unread.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Read, Error>>(2);
+    let (every, clean) = (o.every, o.clean);
+    std::thread::spawn(move || follow_intervals(&mut m, &mut f, every, clean, &tx));
     let mut n = 0u64;
-    let mut start = Instant::now();
-    let mut next = start + o.every;
-    loop {
-        let (mut per, alive) = read_interval(&mut m, next, &mut cursors, &mut buf, o.clean).map_err(fail_read)?;
-        let end = Instant::now();
-        let secs = end.duration_since(start).as_secs_f64().max(1e-9);
-        start = end;
-        next += o.every;
+    // The reading thread ends only after an error, sent first.
+    while let Ok(got) = rx.recv() {
+        let Read { mut per, alive, secs, tracked } = got.map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
         n += 1;
-        let head = Head { target, pid, alive, n, secs, tracked: m.view().switches_tracked() };
+        let head = Head { target, pid, alive, n, secs, tracked };
         emit(&render(&head, &mut per, o, &shown, style))?;
         if !alive && !o.follow {
             eprintln!("latte: watch: producer {pid} has exited and every sample is read (--follow keeps watching)");
@@ -164,6 +194,43 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
         }
         if o.count > 0 && n >= o.count {
             return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// One interval as read.
+struct Read {
+    per: Vec<Interval>,
+    /// The producer was alive at the interval's end.
+    alive: bool,
+    /// The interval's length in seconds.
+    secs: f64,
+    /// The producer tracks switches.
+    tracked: bool,
+}
+
+/// The reading thread: reads interval after interval and sends each, until
+/// an error (sent) or the receiver is gone.
+fn follow_intervals(m: &mut latte::reader::Mapping, f: &mut Follow, every: Duration, clean: bool, tx: &std::sync::mpsc::SyncSender<Result<Read, Error>>) {
+    // Sleeps end when asked, not up to the default 50 us of timer slack
+    // later: a ring of a flat-out writer laps in under 2 ms.
+    // SAFETY: PR_SET_TIMERSLACK takes a value and touches no memory; it
+    // applies to this thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    let mut start = Instant::now();
+    let mut next = start + every;
+    loop {
+        let got = read_interval(m, next, f, clean).map(|(per, alive)| {
+            let end = Instant::now();
+            let secs = end.duration_since(start).as_secs_f64().max(1e-9);
+            start = end;
+            Read { per, alive, secs, tracked: m.view().switches_tracked() }
+        });
+        next += every;
+        let failed = got.is_err();
+        if tx.send(got).is_err() || failed {
+            return;
         }
     }
 }
@@ -177,20 +244,16 @@ fn skip_present(v: &View, cursors: &mut Cursors, buf: &mut Vec<latte_raw_sample>
     }
 }
 
-/// Reads every `WATCH_STEP` until `next`, then once more; the interval's
-/// figures per ID, and whether the producer was alive at its end.
-fn read_interval(
-    m: &mut latte::reader::Mapping,
-    next: Instant,
-    cursors: &mut Cursors,
-    buf: &mut Vec<latte_raw_sample>,
-    clean: bool,
-) -> Result<(Vec<Interval>, bool), Error> {
+/// Reads each ring as it comes due until `next`, then every ring once
+/// more; the interval's figures per ID, and whether the producer was alive
+/// at its end.
+fn read_interval(m: &mut latte::reader::Mapping, next: Instant, f: &mut Follow, clean: bool) -> Result<(Vec<Interval>, bool), Error> {
     let mut per: Vec<Interval> = Vec::new();
+    let mut wait = Duration::ZERO;
     loop {
         let now = Instant::now();
         if next > now {
-            std::thread::sleep((next - now).min(WATCH_STEP));
+            std::thread::sleep((next - now).min(wait));
         }
         // Looked at before the interval's last read: when the producer
         // was gone already, that read takes the last samples there will
@@ -199,7 +262,7 @@ fn read_interval(
         let alive = done && m.producer_alive();
         // The region grows while it is watched: map what it grew by.
         m.refresh()?;
-        watch_read(&m.view(), cursors, buf, &mut per, clean)?;
+        wait = Duration::from_nanos(watch_read(&m.view(), f, &mut per, clean, done)?);
         if done {
             return Ok((per, alive));
         }
@@ -231,8 +294,7 @@ fn render(h: &Head, per: &mut [Interval], o: &WatchOpts, shown: &Shown, style: S
         }
         lost_all += p.lost;
         recorded_all += p.recorded();
-        p.durations.sort_by(|a, b| a.total_cmp(b));
-        let s = stats::summarize(&p.durations);
+        let s = p.figures();
         if o.plain {
             text.push_str(&plain_line(h, &stamp, p, s.as_ref(), o.clean, shown));
         } else {
@@ -284,8 +346,8 @@ fn switched_share(p: &Interval) -> f64 {
 }
 
 /// One ID's `key=value` line.
-fn plain_line(h: &Head, stamp: &str, p: &Interval, s: Option<&stats::Summary>, clean: bool, shown: &Shown) -> String {
-    let fig = |f: fn(&stats::Summary) -> f64| s.map(|s| shown.plain(f(s))).unwrap_or_else(|| none_text(p).into());
+fn plain_line(h: &Head, stamp: &str, p: &Interval, s: Option<&Figures>, clean: bool, shown: &Shown) -> String {
+    let fig = |f: fn(&Figures) -> f64| s.map(|s| shown.plain(f(s))).unwrap_or_else(|| none_text(p).into());
     let switched = if h.tracked { format!("switched={} switched_share={:.1}%", p.switched, switched_share(p)) } else { "switched=not-tracked".into() };
     format!(
         "time={stamp} interval={} id={} recorded_rate={:.1}/s read_rate={:.1}/s recorded={} read={} lost={} p50={} p90={} p99={} p999={} max={} {switched}{}\n",
@@ -306,8 +368,8 @@ fn plain_line(h: &Head, stamp: &str, p: &Interval, s: Option<&stats::Summary>, c
 }
 
 /// One ID's table row.
-fn table_row(h: &Head, p: &Interval, s: Option<&stats::Summary>, shown: &Shown) -> Vec<String> {
-    let fig = |f: fn(&stats::Summary) -> f64| s.map(|s| shown.cell(f(s))).unwrap_or_else(|| "-".into());
+fn table_row(h: &Head, p: &Interval, s: Option<&Figures>, shown: &Shown) -> Vec<String> {
+    let fig = |f: fn(&Figures) -> f64| s.map(|s| shown.cell(f(s))).unwrap_or_else(|| "-".into());
     vec![
         report::terminal_text(&p.name).into_owned(),
         format!("{:.1}/s", p.recorded() as f64 / h.secs),
