@@ -8,17 +8,25 @@ usage: compare.py LATTE PRODUCER
    second of the reader's CPU time (user + system, from getrusage of the
    finished `latte record`), beside memcpy of the same bytes in this
    process; lost must be 0 (goal: follows it without loss).
-2. diff of two recordings of 10 M samples each (the producer's "rec.slow",
+2. `latte serve` following the same flat-out thread for SECONDS (rings of
+   the default 65,536 samples, which it laps in under 2 ms): lost must be 0;
+   serve's CPU time (user + system, from /proc) while it followed, scaled
+   to a thread recording 36 M spans/s, must stay under 25 % of one core.
+3. diff of two recordings of 10 M samples each (the producer's "rec.slow",
    recorded twice): wall time of `latte diff`, goal under 2 s.
 
 Prints one row per figure with its goal and PASS or FAIL; exits 1 when a
 goal failed."""
-import os, re, subprocess, sys, tempfile, time
+import os, re, subprocess, sys, tempfile, time, urllib.request
 
 LATTE, PRODUCER = sys.argv[1], sys.argv[2]
 SECONDS = 2.0
 DIFF_SAMPLES = 10_000_000
 DIFF_GOAL_S = 2.0
+# The rate the serve goal is stated at (spans/s of one thread), and the
+# share of one core serve may use to follow it.
+SERVE_RATE = 36e6
+SERVE_SHARE_GOAL = 0.25
 TMP = tempfile.mkdtemp(prefix="latte-speed-compare-")
 failed = 0
 
@@ -82,7 +90,7 @@ def memcpy_rate(nbytes):
     return len(src) / best
 
 
-print("== latte record and latte diff")
+print("== latte record, latte serve and latte diff")
 done, text, cpu = run_record(["0", "0", str(SECONDS)], os.path.join(TMP, "flat.rec"))
 m = re.search(r"^id=rec.fast recorded=(\d+) read=(\d+) lost=(\d+)", text, re.M)
 written = int(re.search(r"fast=(\d+)", done).group(1))
@@ -94,6 +102,58 @@ row("record: flat-out thread followed, lost", f"{lost} of {recorded}", "0", lost
 print(f"{'record: samples followed per reader core':<44} {per_core / 1e6:>24.1f} M/s   (figure)")
 print(f"{'  memcpy of the same bytes, one core':<44} {copy / 1e6:>24.1f} M/s   (figure: samples of 16 bytes)")
 os.remove(os.path.join(TMP, "flat.rec"))
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_serve():
+    """The producer's flat-out thread followed by `latte serve` for SECONDS:
+    (spans written, serve's recorded, lost and read figures, serve's CPU
+    seconds over the recording)."""
+    region = f"/latte-speed-serve-{os.getpid()}"
+    prod = subprocess.Popen([PRODUCER, region, "0", "0", str(SECONDS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    serve = None
+    try:
+        assert prod.stdout.readline().strip() == "READY"
+        serve = subprocess.Popen([LATTE, "serve", region, "--listen", "127.0.0.1:0"], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        port = int(re.search(r"127\.0\.0\.1:(\d+)/metrics", serve.stderr.readline()).group(1))
+        time.sleep(0.2)
+        cpu0 = cpu_seconds(serve.pid)
+        prod.stdin.write("go\n")
+        prod.stdin.flush()
+        written = int(re.search(r"fast=(\d+)", prod.stdout.readline()).group(1))
+        cpu = cpu_seconds(serve.pid) - cpu0
+        figures = None
+        for _ in range(50):  # the last samples come with the next look or pass
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            get = lambda n: int(float(re.search(n + r'\{[^}]*id="rec.fast"[^}]*\} (\S+)', text).group(1)))
+            figures = (get("latte_samples_recorded_total"), get("latte_samples_lost_total"), get("latte_span_duration_seconds_count"))
+            if figures[0] == written:
+                break
+            time.sleep(0.1)
+        return (written, *figures, cpu)
+    finally:
+        for p in (serve, prod):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        try:
+            os.remove("/dev/shm" + region)
+        except OSError:
+            pass
+
+
+written, recorded, lost, read, cpu = run_serve()
+rate = written / SECONDS
+share = cpu / SECONDS * SERVE_RATE / rate
+print(f"   producer wrote {written} spans in {SECONDS} s ({rate / 1e6:.1f} M/s); serve recorded {recorded}, read {read}, lost {lost}, CPU {cpu:.2f} s")
+row("serve: flat-out thread followed, lost", f"{lost} of {recorded}", "0", lost == 0 and recorded == written)
+row(f"serve: CPU to follow {SERVE_RATE / 1e6:.0f} M spans/s", f"{share * 100:.1f} % of one core", f"< {SERVE_SHARE_GOAL * 100:.0f} %", share < SERVE_SHARE_GOAL)
+print(f"{'serve: samples followed per reader core':<44} {read / cpu / 1e6 if cpu > 0 else float('inf'):>24.1f} M/s   (figure; memcpy above)")
 
 files = []
 for k in range(2):
