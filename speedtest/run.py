@@ -69,6 +69,9 @@ BUSY_SPREAD = 0.05     # a goal figure's spread across runs, or its ratio's IQR 
 
 HOT_ROWS = [("fast", "Fast Start+Stop"), ("mid", "Mid Start+Stop"), ("hard", "Hard Start+Stop"), ("pulse", "LATTE_PULSE")]
 SWEEP_NS = [8, 32, 64, 128, 200]
+# The ID sweep over address layouts (hot.cpp "layouts"): its Ns and layouts.
+LAYOUT_NS = [8, 64, 512, 2000, 10000]
+LAYOUTS = ["literals", "spread", "heap", "mixed"]
 REF_ROWS = ["ref.fast", "ref.mid", "ref.hard", "ref.pulse", "ref.fast.2"]
 SCHED_ROWS = [("sched.fast", "Fast Start+Stop"), ("sched.pulse", "LATTE_PULSE")]
 
@@ -126,6 +129,8 @@ def main():
     ap.add_argument("--stall-repeats", type=int, default=5)
     ap.add_argument("--extra", action="append", default=[], help="a command printing GOAL/BUSY lines (ours only)")
     ap.add_argument("--no-warmup", action="store_true")
+    ap.add_argument("--layout-passes", type=int, default=2, help="runs of the layouts sweep (placement 0)")
+    ap.add_argument("--layout-iters", type=int, default=5000)
     a = ap.parse_args()
     v = Verdicts()
     prefixes = [("ours", a.ours)] + ([("original", a.original)] if a.original else [])
@@ -329,6 +334,9 @@ def main():
             if l.startswith("INFO prefault_us"):
                 print(f"Latte::Prefault of a fresh ring took {float(l.split()[2]):.0f} us (median), before the loop")
 
+    if a.layout_passes > 0:
+        layout_table(a, engines, v)
+
     # --- extras: ours only, GOAL / BUSY lines ---
     for cmd in a.extra:
         p = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -363,6 +371,40 @@ def main():
         return 3
     print("verdict: PASS (every goal row); exit 0")
     return 0
+
+
+def layout_table(a, engines, v):
+    """The ID sweep to 10,000 IDs over the layouts of the names (hot.cpp
+    "layouts", placement 0, `--layout-passes` runs per engine, alternating):
+    per N and order, each layout's ratio to its own one-ID row (median over
+    runs), and the worst layout judged against SWEEP_GOAL; with the
+    original, the worst layout's cost, ours over the original's (medians
+    over runs), judged against PARITY_GOAL."""
+    runs = {e: [] for e, _ in engines}
+    for r in range(a.layout_passes):
+        for e, b in (engines if r % 2 == 0 else engines[::-1]):
+            runs[e].append(run([b, "layouts", str(a.layout_iters)])[0])
+
+    def val(e, key, i):
+        return med([float(x[key][i]) for x in runs[e] if key in x])
+
+    print(f"\n== ID sweep over address layouts of the names: Fast Start+Stop, N IDs on one thread vs one ID of the same layout "
+          f"(median of {a.layout_passes} runs; goal <= {SWEEP_GOAL:.2f} for the worst layout) ==")
+    print("layouts: " + ", ".join(LAYOUTS) + " (speedtest/hot.cpp: \"The ID sweep over address layouts\")")
+    print("one ID (cycles): " + ", ".join(f"{l} {val('ours', f'layout.{l}.1', 0):.2f}" for l in LAYOUTS))
+    head = f"{'N, order':<22}" + "".join(f"{l:>10}" for l in LAYOUTS) + f"{'worst':>10}"
+    print(head + ("  ours/orig" if len(engines) > 1 else ""))
+    for nn in LAYOUT_NS:
+        for order in ("rr", "rand"):
+            ratios = {l: val("ours", f"layout.{l}.{order}.{nn}", 3) for l in LAYOUTS}
+            worst = max(LAYOUTS, key=lambda l: ratios[l])
+            line = f"{f'{nn} IDs, {order}':<22}" + "".join(f"{ratios[l]:10.3f}" for l in LAYOUTS) + f"{ratios[worst]:10.3f}"
+            line += "  " + v.goal(f"layout {nn} {order}", ratios[worst], SWEEP_GOAL, f" worst: {worst}")
+            if len(engines) > 1:
+                key = f"layout.{worst}.{order}.{nn}"
+                p = (val("ours", key, 0) / val("original", key, 0)) if val("original", key, 0) > 0 else float("nan")
+                line += f"; ours/original {p:.3f} " + v.goal(f"layout {nn} {order} orig", p, PARITY_GOAL)
+            print(line)
 
 
 if __name__ == "__main__":
