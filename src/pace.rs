@@ -48,6 +48,9 @@ struct Pace {
     rate: Option<f64>,
     /// When the next look is due (ns); 0: at once.
     due_ns: u64,
+    /// No writer was seen at the last look (`idle`): the next look that
+    /// finds one starts its rate afresh.
+    idle: bool,
 }
 
 /// The pace of every slot of one region, by slot index (slots not looked
@@ -81,7 +84,7 @@ impl Pacing {
     /// is not known, so it is looked at again soon.
     pub fn restart(&mut self, i: u32, now: u64, idx: u64) {
         let min = self.opts.min_interval_ns;
-        *self.get_mut(i) = Pace { last_ns: now, last_idx: idx, rate: None, due_ns: now + min };
+        *self.get_mut(i) = Pace { last_ns: now, last_idx: idx, rate: None, due_ns: now + min, idle: false };
     }
 
     /// Slot `i` has no writer (unassigned, or closed and read to its end):
@@ -92,12 +95,26 @@ impl Pacing {
         let p = self.get_mut(i);
         p.rate = Some(0.0);
         p.due_ns = now + max;
+        p.idle = true;
+    }
+
+    /// Every slot that had no writer at its last look is due at `now`
+    /// (the caller saw slots handed out or reused since).
+    pub fn wake_idle(&mut self, now: u64) {
+        for p in self.slots.iter_mut().filter(|p| p.idle) {
+            p.due_ns = p.due_ns.min(now);
+        }
     }
 
     /// Slot `i` (a ring of `cap` samples) was looked at `now`, its writer's
     /// index then `idx`: its rate is updated and its next look set.
+    /// A slot looked at for the first time, or the first time since it had
+    /// no writer, starts afresh (`restart`).
     pub fn looked(&mut self, i: u32, now: u64, idx: u64, cap: u64) {
         let p = *self.get_mut(i);
+        if p.idle || p.last_ns == 0 {
+            return self.restart(i, now, idx);
+        }
         let mut rate = p.rate;
         let dt = now.saturating_sub(p.last_ns);
         let (mut last_ns, mut last_idx) = (p.last_ns, p.last_idx);
@@ -111,7 +128,7 @@ impl Pacing {
             (last_ns, last_idx) = (now, idx);
         }
         let due_ns = now + self.interval(rate, cap);
-        *self.get_mut(i) = Pace { last_ns, last_idx, rate, due_ns };
+        *self.get_mut(i) = Pace { last_ns, last_idx, rate, due_ns, idle: false };
     }
 
     /// How long (ns) from `now` until the first of slots `0..n` is due,
@@ -137,6 +154,15 @@ impl Pacing {
         let t = if rate > 0.0 { o.fill * cap as f64 / rate } else { f64::INFINITY };
         (t.min(u64::MAX as f64) as u64).clamp(o.min_interval_ns, o.max_interval_ns.max(o.min_interval_ns))
     }
+}
+
+/// Makes the calling thread's sleeps end when asked, not up to the default
+/// 50 us of timer slack later: a reader that paces rings sleeps fractions
+/// of a millisecond, and a ring of a flat-out writer laps in under 2 ms.
+pub fn tight_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes a value and touches no memory; it
+    // applies to the calling thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
 }
 
 /// CLOCK_MONOTONIC now, in ns: the clock paces are kept in.
@@ -165,6 +191,10 @@ mod tests {
         let mut p = Pacing::new(PaceOptions::default());
         assert!(p.is_due(3, 0), "never looked at: due");
         assert_eq!(p.wait_ns(0, 4), 0);
+        // A first look knows no rate yet: the next comes after the minimum.
+        p.looked(5, 7_000_000, 123, 65_536);
+        assert_eq!(p.wait_ns(7_000_000, 6), 0, "slots 0..5 never looked at are due");
+        assert!(!p.is_due(5, 7_040_000) && p.is_due(5, 7_050_000));
         p.restart(0, 1_000, 0);
         assert!(!p.is_due(0, 1_000) && p.is_due(0, 51_000));
         // 36,000 samples in 1 ms: 36 M/s; a quarter of 65,536 in ~455 us.
@@ -179,5 +209,11 @@ mod tests {
         assert_eq!(p.wait_ns(3_000_000, 1), 50_000);
         p.idle(0, 4_000_000);
         assert_eq!(p.wait_ns(4_000_000, 1), 1_000_000);
+        // Slots handed out or reused since: the idle ones are due at once.
+        p.wake_idle(4_100_000);
+        assert!(p.is_due(0, 4_100_000));
+        // The first look after idling starts afresh: looked at again soon.
+        p.looked(0, 4_100_000, 999_999, 65_536);
+        assert_eq!(p.wait_ns(4_100_000, 1), 50_000);
     }
 }
