@@ -8,9 +8,8 @@
 //! 9/8 of the smallest one, less than the factor sqrt(2) between two
 //! bounds, so at most one bound falls among them. Two tables give, per
 //! (e, m), the bucket of the smallest and the first duration past that
-//! bucket's bound; one comparison of integers places `d`. Durations 0 and
-//! 1 share the first cell (exact while at most one bound is below 2
-//! cycles, at every TSC of 360 MHz or more).
+//! bucket's bound; one comparison of integers places `d`. Durations under
+//! 8 cycles have a cell each, so the table is exact at any cycles per ns.
 
 use super::{bound_ns, FINITE_BUCKETS};
 
@@ -34,12 +33,14 @@ fn bounds_in_cycles(cpn: f64) -> [f64; FINITE_BUCKETS] {
 }
 
 /// The cell of a duration (at most `LATTE_MAX_DURATION`, under 2^60):
-/// (top bit, the 3 bits below it); 0 and 1 share cell 0.
+/// (top bit, the 3 bits below it). 0 and 1 have the same top bit (as
+/// `d | 1`) and bits below it: 1 goes to cell 1, which no other duration
+/// has (top bit 0 has no bits below it).
 #[inline]
 fn cell(d: u64) -> usize {
     let e = 63 - (d | 1).leading_zeros();
     let m = ((d << 3) >> e) & 7;
-    (e * 8) as usize + m as usize
+    (e * 8) as usize + m as usize + (d == 1) as usize
 }
 
 impl Buckets {
@@ -85,7 +86,7 @@ mod tests {
 
     #[test]
     fn every_duration_lands_where_a_search_of_the_bounds_puts_it() {
-        for cpn in [0.36, 1.0, 2.596, 3.0, 4.2] {
+        for cpn in [0.001, 0.1, 0.36, 1.0, 2.596, 3.0, 4.2, 1000.0] {
             let (b, bounds) = (Buckets::new(cpn), bounds_in_cycles(cpn));
             let search = |d: u64| bounds.partition_point(|&x| x < d as f64);
             let mut d = 0u64;
