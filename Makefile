@@ -203,7 +203,12 @@ $(B)/serve/many_regions: tests/serve/many_regions.c include/*.h $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
-serve-test: lib $(B)/serve/service $(B)/serve/many_regions
+# A hostile writer that corrupts a slot of a region, for tests/serve/follow.py.
+$(B)/serve/corrupt: tests/serve/corrupt.c include/latte.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@
+
+serve-test: lib $(B)/serve/service $(B)/serve/many_regions $(B)/serve/corrupt
 	@$(call need,prometheus,prometheus)
 	@[ "$$(id -u)" = 0 ] || { echo "make: serve-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm || exit 1; rc=0; \
@@ -211,7 +216,7 @@ serve-test: lib $(B)/serve/service $(B)/serve/many_regions
 	  $(PYTHON) tests/serve/many_regions.py $(REL)/latte $(B)/serve/many_regions || rc=1; \
 	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
 	  $(PYTHON) tests/serve/growth.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
-	  $(PYTHON) tests/serve/follow.py $(REL)/latte $(B)/serve/service || rc=1; exit $$rc'
+	  $(PYTHON) tests/serve/follow.py $(REL)/latte $(B)/serve/service $(B)/serve/corrupt || rc=1; exit $$rc'
 
 # Both builds: without and with the io_uring flush (the suites the feature
 # changes: the unit tests and the flush tests). Profile ci-test: release

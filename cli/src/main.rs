@@ -20,6 +20,7 @@ mod export;
 mod recording;
 mod samples;
 mod serve;
+mod serve_read;
 mod shm_watch;
 mod target;
 mod term;
@@ -106,7 +107,8 @@ enum Cmd {
         per_thread: bool,
         /// How often each region is read whole: its IDs, slots and counters
         /// (between passes, each ring is read again as its writer fills a
-        /// quarter of it, so that a thread recording flat out loses nothing).
+        /// quarter of it: a thread recording flat out is followed whole while
+        /// the reader gets its CPU within a quarter of a ring's lap).
         #[arg(long, default_value = "100ms", value_parser = parse_interval)]
         interval: Duration,
         /// How long the series of a region that went away (and, with

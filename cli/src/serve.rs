@@ -1,11 +1,12 @@
 //! `latte serve`: the regions' metrics (`export`) over HTTP at `/metrics`,
 //! in the OpenMetrics text format, for Prometheus to scrape.
 //!
-//! Two threads of work: the read pass (`export::State::pass`) once per
-//! interval on a thread of its own, and the HTTP server, hyper's HTTP/1
-//! connections on a single-threaded tokio runtime. A scrape encodes the
-//! state on tokio's blocking pool (at most `ENCODERS` at once), so neither a
-//! slow client nor a long encoding holds up the others.
+//! Two kinds of work: the reading thread (`serve_read`: the passes, and the
+//! paced looks at busy rings between them), and the HTTP server, hyper's
+//! HTTP/1 connections on a single-threaded tokio runtime. A scrape encodes a
+//! copy of the state on tokio's blocking pool (at most `ENCODERS` at once,
+//! at a lower priority than the reading thread), so neither a slow client
+//! nor a long encoding holds up the others or the reading.
 //!
 //! What a client gets: `GET` or `HEAD /metrics` 200 with the metrics; another
 //! method on `/metrics` 405 (with `Allow`); another path 404; a request hyper
@@ -48,10 +49,10 @@ const WATCHDOG_TICK: Duration = Duration::from_millis(250);
 const MAX_CONNECTIONS: usize = 256;
 const MAX_PER_ADDRESS: usize = 64;
 const MAX_HEADER_BYTES: usize = 16 * 1024;
-/// After a change in /dev/shm, how long the reader lets the burst settle
-/// before it looks at the names.
-const CHANGE_SETTLE: Duration = Duration::from_millis(2);
 const ENCODERS: usize = 4;
+/// The nice value of the HTTP and encoding threads (the reading thread
+/// keeps the process's).
+const ENCODER_NICE: libc::c_int = 10;
 
 pub struct ServeOpts {
     pub listen: std::net::SocketAddr,
@@ -109,85 +110,30 @@ pub fn run(o: ServeOpts) -> Result<(), ExitCode> {
         named.iter().map(|n| crate::term::label_text(n)).collect::<Vec<_>>().join(" ")
     };
     say(&format!("listening on http://{addr}/metrics ({what})"));
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(Metrics::new(state.clone())));
-    let registry = Arc::new(registry);
     let every = o.interval;
     std::thread::Builder::new()
         .name("latte-read".into())
         .spawn({
             let state = state.clone();
-            move || reader(&state, every)
+            move || crate::serve_read::reader(&state, every)
         })
         .map_err(|e| crate::exit::fail("serve", &format!("cannot start the reading thread: {e}"), crate::exit::EXIT_OTHER))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
         .max_blocking_threads(ENCODERS)
+        // The threads that encode scrapes run at a lower priority than the
+        // reading thread, which must get its CPU within a fraction of a
+        // millisecond to read a busy ring before it laps. Linux gives each
+        // thread its own nice value; a failure leaves it as it is.
+        // SAFETY: setpriority takes values and touches no memory.
+        .on_thread_start(|| unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, 0, ENCODER_NICE);
+        })
         .build()
         .map_err(|e| crate::exit::fail("serve", &format!("cannot start the HTTP runtime: {e}"), crate::exit::EXIT_OTHER))?;
     let cache = Arc::new(Cache { state, last: Mutex::new(None) });
-    rt.block_on(accept(listener, registry, cache)).map_err(|e| crate::exit::fail("serve", &e, crate::exit::EXIT_OTHER))
-}
-
-/// The read pass, once per `every` (never two back to back after a slow
-/// one), and at once, with a look at the names, when /dev/shm changes
-/// (`ShmWatch`): a region is opened when it is published and read one last
-/// time when its name goes or is taken over, however fast a service
-/// restarts. Between passes, each ring is read again when its writer may
-/// have filled a quarter of it (`State::follow`), so that a thread
-/// recording flat out loses nothing.
-fn reader(state: &Mutex<State>, every: Duration) {
-    // Sleeps end when asked, not up to the default 50 us of timer slack
-    // later: a ring of a flat-out writer laps in under 2 ms.
-    // SAFETY: PR_SET_TIMERSLACK takes a value and touches no memory; it
-    // applies to this thread.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-    let watch = crate::shm_watch::ShmWatch::new();
-    let mut next = Instant::now() + every;
-    loop {
-        let look = guarded(state, |st| st.follow()).unwrap_or(every);
-        let now = Instant::now();
-        if next > now {
-            let until = (next - now).min(look);
-            let changed = match &watch {
-                Some(w) => w.wait(until),
-                None => {
-                    std::thread::sleep(until);
-                    false
-                }
-            };
-            if changed {
-                // A burst of changes (a service publishing its region makes
-                // several) gives one look.
-                std::thread::sleep(CHANGE_SETTLE);
-                if let Some(w) = &watch {
-                    w.wait(Duration::ZERO);
-                }
-                guarded(state, |st| {
-                    st.scan_next_pass();
-                    st.pass(Instant::now())
-                });
-                continue;
-            }
-            if Instant::now() < next {
-                continue; // a look is due, not the pass
-            }
-        }
-        next = (next + every).max(Instant::now());
-        guarded(state, |st| st.pass(Instant::now()));
-    }
-}
-
-/// Runs `f` on the state under its lock. A panic is a bug: said, and the
-/// next pass goes on (None).
-fn guarded<T>(state: &Mutex<State>, f: impl FnOnce(&mut State) -> T) -> Option<T> {
-    let mut st = lock(state);
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut st)));
-    if r.is_err() {
-        say("a read pass failed; the next one goes on");
-    }
-    r.ok()
+    rt.block_on(accept(listener, cache)).map_err(|e| crate::exit::fail("serve", &e, crate::exit::EXIT_OTHER))
 }
 
 /// The connections open, each with its client's address, its progress and
@@ -382,7 +328,7 @@ async fn watchdog(table: Table) {
     }
 }
 
-async fn accept(listener: std::net::TcpListener, registry: Arc<Registry>, cache: Arc<Cache>) -> Result<(), String> {
+async fn accept(listener: std::net::TcpListener, cache: Arc<Cache>) -> Result<(), String> {
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| format!("cannot listen: {e}"))?;
     let table: Table = Arc::default();
     tokio::spawn(watchdog(table.clone()));
@@ -407,11 +353,11 @@ async fn accept(listener: std::net::TcpListener, registry: Arc<Registry>, cache:
         let displaced = admit(&mut t, peer.ip());
         let id = t.next_id;
         t.next_id += 1;
-        let (registry, cache, io, leave) = (registry.clone(), cache.clone(), Watched { io: stream, progress: progress.clone() }, Leave(table.clone(), id));
+        let (cache, io, leave) = (cache.clone(), Watched { io: stream, progress: progress.clone() }, Leave(table.clone(), id));
         let answering = progress.clone();
         let task = tokio::spawn(async move {
             let _leave = leave;
-            let service = hyper::service::service_fn(move |req| answer(req, registry.clone(), cache.clone(), answering.clone()));
+            let service = hyper::service::service_fn(move |req| answer(req, cache.clone(), answering.clone()));
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
@@ -442,22 +388,32 @@ struct Cache {
 }
 
 impl Cache {
-    /// The metrics text: the cached one when no pass has ended since it
-    /// was encoded, else a new encoding (tagged with the pass number read
-    /// before it, so that a pass ending meanwhile makes the next scrape
-    /// encode again).
-    fn text(&self, registry: &Registry) -> Result<Bytes, std::fmt::Error> {
-        let pass = lock(&self.state).passes();
+    /// The metrics text: the cached one when the state has not changed
+    /// since it was encoded (`State::version`), else the encoding of a copy
+    /// of the state, taken under the same lock as its version, so that a
+    /// cached text is never older than one already served.
+    fn text(&self) -> Result<Bytes, std::fmt::Error> {
         let last = |c: &Mutex<Option<(u64, Bytes)>>| c.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some((p, text)) = last(&self.last) {
-            if p == pass {
-                return Ok(text);
+        let (version, metrics) = {
+            let st = lock(&self.state);
+            let version = st.version();
+            if let Some((v, text)) = last(&self.last) {
+                if v == version {
+                    return Ok(text);
+                }
             }
-        }
+            (version, Metrics::of(&st))
+        };
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(metrics));
         let mut s = String::with_capacity(1 << 16);
-        prometheus_client::encoding::text::encode(&mut s, registry)?;
+        prometheus_client::encoding::text::encode(&mut s, &registry)?;
         let text = Bytes::from(s);
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((pass, text.clone()));
+        let mut cached = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        // Two encodings that ran at once: the later state is kept.
+        if cached.as_ref().is_none_or(|(v, _)| *v < version) {
+            *cached = Some((version, text.clone()));
+        }
         Ok(text)
     }
 }
@@ -469,12 +425,7 @@ fn plain(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     r
 }
 
-async fn answer(
-    req: Request<Incoming>,
-    registry: Arc<Registry>,
-    cache: Arc<Cache>,
-    progress: Arc<Progress>,
-) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+async fn answer(req: Request<Incoming>, cache: Arc<Cache>, progress: Arc<Progress>) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
     if req.uri().path() != "/metrics" {
         return Ok(plain(StatusCode::NOT_FOUND, "not found: the metrics are at /metrics\n"));
     }
@@ -484,7 +435,7 @@ async fn answer(
         return Ok(r);
     }
     progress.answering.fetch_add(1, Ordering::Relaxed);
-    let text = tokio::task::spawn_blocking(move || cache.text(&registry)).await;
+    let text = tokio::task::spawn_blocking(move || cache.text()).await;
     progress.answering.fetch_sub(1, Ordering::Relaxed);
     Ok(match text {
         Ok(Ok(s)) => {

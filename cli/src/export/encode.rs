@@ -4,14 +4,17 @@
 
 use super::*;
 use prometheus_client::collector::Collector;
-use std::sync::{Arc, Mutex};
 
-/// The state as a prometheus-client collector: encoded on each scrape.
-pub struct Metrics(Arc<Mutex<State>>);
+/// A copy of the state's figures as a prometheus-client collector: what a
+/// scrape encodes, taken under the state's lock and encoded after it is
+/// released, so that the reading thread, which takes the lock to read a
+/// ring every fraction of a millisecond, never waits for an encoding.
+pub struct Metrics(Shown);
 
 impl Metrics {
-    pub fn new(state: Arc<Mutex<State>>) -> Metrics {
-        Metrics(state)
+    /// The figures of `state` as they stand.
+    pub fn of(state: &State) -> Metrics {
+        Metrics(Shown { split_switched: state.opts.split_switched, regions: state.regions.clone() })
     }
 }
 
@@ -23,8 +26,15 @@ impl std::fmt::Debug for Metrics {
 
 impl Collector for Metrics {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
-        lock(&self.0).encode(&mut enc)
+        self.0.encode(&mut enc)
     }
+}
+
+/// The regions' figures as they stood when copied (their mappings left
+/// out).
+struct Shown {
+    split_switched: bool,
+    regions: BTreeMap<Vec<u8>, Region>,
 }
 
 /// The regions with their label (the name without its leading '/').
@@ -73,7 +83,7 @@ const PER_REGION: [PerRegion; 10] = [
     ("latte_slots_capacity", "Rings the region has", MetricType::Gauge, |r| r.slot_capacity as u64),
 ];
 
-impl State {
+impl Shown {
     /// Encodes every metric (a scrape).
     pub fn encode(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
         // Two names that show as the same text (bytes that are not UTF-8,
@@ -126,7 +136,7 @@ impl State {
     fn encode_histograms(&self, enc: &mut DescriptorEncoder, seen: &Labelled) -> std::fmt::Result {
         let mut m = enc.encode_descriptor(
             "latte_span_duration",
-            if self.opts.split_switched {
+            if self.split_switched {
                 "Span durations (raw, calibration overheads included) read since the exporter began watching the region; buckets 4 ns * 2^(k/2); switched=\"true\": samples whose thread was switched out during them"
             } else {
                 "Span durations (raw, calibration overheads included) read since the exporter began watching the region; buckets 4 ns * 2^(k/2)"
@@ -140,7 +150,7 @@ impl State {
                 let labels = series_labels(region, id, *t);
                 // (label, per-bucket counts, sum): all samples, or the two
                 // halves by `switched`.
-                let parts: Vec<(Option<&str>, [u64; FINITE_BUCKETS + 1], f64)> = if self.opts.split_switched && r.switches_tracked {
+                let parts: Vec<(Option<&str>, [u64; FINITE_BUCKETS + 1], f64)> = if self.split_switched && r.switches_tracked {
                     let not: [u64; FINITE_BUCKETS + 1] = std::array::from_fn(|k| s.buckets[k] - s.switched_buckets[k]);
                     vec![(Some("false"), not, (s.sum_seconds - s.switched_sum_seconds).max(0.0)), (Some("true"), s.switched_buckets, s.switched_sum_seconds)]
                 } else {

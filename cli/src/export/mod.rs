@@ -13,10 +13,12 @@
 //!    lock: a pass over every region once per interval (the IDs, the slots,
 //!    the counters), and between passes a look at each ring whose writer
 //!    may have filled a quarter of it since it was last read (`Pacing`), so
-//!    that a thread recording flat out loses nothing. A scrape encodes what
-//!    the reads added up and never looks at a region, so any number of
-//!    scrapers cost the producers nothing, and a scrape and a read never
-//!    see half of each other.
+//!    that a thread recording flat out is followed whole while the reading
+//!    thread gets its CPU within a quarter of a ring's lap. A scrape copies
+//!    what the reads added up under the lock, encodes the copy after, and
+//!    never looks at a region, so any number of scrapers cost the
+//!    producers nothing, and a scrape and a read never see half of each
+//!    other.
 //! 3. Objects present at the first scan start at their current end: the
 //!    exporter counts from when it started, and a restarted exporter does
 //!    not count a ring's contents twice. Objects found (or first readable)
@@ -49,8 +51,8 @@
 
 use crate::term::label_text;
 use latte::layout::{LATTE_MAX_DURATION, LATTE_SLOT_CLOSED};
-use latte::pace::{now_ns, PaceOptions, Pacing};
-use latte::reader::{latte_raw_sample, Cursors, ReadMode};
+use latte::pace::now_ns;
+use latte::reader::{latte_raw_sample, ReadMode};
 use latte::{Error, Mapping, View};
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -62,6 +64,7 @@ use std::time::{Duration, Instant};
 
 mod buckets;
 mod encode;
+mod object;
 mod read;
 
 /// Locks the state; a pass that panicked (caught by `serve`'s reading
@@ -72,6 +75,7 @@ pub fn lock(s: &std::sync::Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 use buckets::Buckets;
 pub use encode::Metrics;
+use object::{Held, Object, Rings};
 use read::{follow_object, open, read_object, skip_to_end, Opened};
 
 /// Finite buckets of the duration histogram (then +Inf).
@@ -164,52 +168,11 @@ impl Series {
 /// A series: the ID's label, and the thread's OS id with `--per-thread`.
 type SeriesKey = (String, Option<u32>);
 
-/// A mapped object under a region's name, with the exporter's cursors.
-struct Object {
-    map: Mapping,
-    /// (device, inode) of the object, to see a name come to refer to another.
-    ident: (u64, u64),
-    /// Region counters at the previous pass.
-    last: Counts,
-    rings: Rings,
-}
-
-/// How the exporter reads one object's rings.
-struct Rings {
-    cursors: Cursors,
-    /// Per slot, the series its owner at the previous read fed: where the
-    /// samples it never read of that owner (and of owners it never saw)
-    /// are counted lost when the slot has a new owner.
-    owners: Vec<Option<SeriesKey>>,
-    /// When each slot is due for its next look (`State::follow`).
-    pacing: Pacing,
-    /// Per ID token, the ID's label (None: not exported), as of the last
-    /// time the IDs were listed.
-    names: Vec<Option<String>>,
-    /// Cycles per ns the buckets below were made for (0: none yet).
-    cpn: f64,
-    /// The duration histogram's buckets in cycles.
-    buckets: Buckets,
-}
-
-impl Rings {
-    fn new() -> Rings {
-        Rings {
-            cursors: Cursors::new(),
-            owners: Vec::new(),
-            pacing: Pacing::new(PaceOptions::default()),
-            names: Vec::new(),
-            cpn: 0.0,
-            buckets: Buckets::new(1.0),
-        }
-    }
-}
-
 /// Everything known about one region name.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Region {
     /// The object's current mapping, when the name refers to a readable one.
-    object: Option<Object>,
+    object: Held,
     /// Why the object under the name cannot be opened (at the last scan).
     unreadable: Option<String>,
     series: BTreeMap<SeriesKey, Series>,
@@ -268,8 +231,8 @@ pub struct State {
     scanned: bool,
     last_scan: Option<Instant>,
     buf: Vec<latte_raw_sample>,
-    /// Read passes ended.
-    passes: u64,
+    /// Passes ended and rounds of looks that read a ring (`version`).
+    version: u64,
 }
 
 /// The directory shared-memory names live in (glibc's `shm_open`).
@@ -304,12 +267,15 @@ fn lineage_end(v: &View<'_>) -> Option<(u64, u64)> {
     Some((incarnation, before.saturating_add(v.recorded_total().ok()?)))
 }
 
+/// During a pass, how often the looks that came due are taken.
+const LOOKS_WITHIN_PASS: Duration = Duration::from_micros(100);
+
 /// How often the names are looked at again, at most.
 const RESCAN: Duration = Duration::from_secs(1);
 
 impl State {
     pub fn new(opts: Options, own_cpn: f64) -> State {
-        State { opts, regions: BTreeMap::new(), foreign: HashMap::new(), own_cpn, scanned: false, last_scan: None, buf: Vec::new(), passes: 0 }
+        State { opts, regions: BTreeMap::new(), foreign: HashMap::new(), own_cpn, scanned: false, last_scan: None, buf: Vec::new(), version: 0 }
     }
 
     /// One read pass: looks at the names again when `RESCAN` has passed
@@ -319,36 +285,47 @@ impl State {
             self.last_scan = Some(now);
             self.scan(now);
         }
-        let (opts, own_cpn, buf) = (&self.opts, self.own_cpn, &mut self.buf);
-        for (name, r) in self.regions.iter_mut() {
+        let names: Vec<Vec<u8>> = self.regions.keys().cloned().collect();
+        let mut looked = Instant::now();
+        for name in names {
+            let Some(r) = self.regions.get_mut(&name) else { continue };
             if let Some(mut o) = r.object.take() {
                 let before = r.last_error.take();
-                read_object(r, &mut o, opts.per_thread, own_cpn, buf, now);
-                r.object = Some(o);
+                read_object(r, &mut o, self.opts.per_thread, self.own_cpn, &mut self.buf, now);
+                *r.object = Some(o);
                 // Said when it starts or changes (counted on every pass).
                 if let Some(e) = r.last_error.as_ref().filter(|e| before.as_ref() != Some(*e)) {
-                    crate::exit::say("serve", &format!("{}: {e}", label_text(name)));
+                    crate::exit::say("serve", &format!("{}: {e}", label_text(&name)));
                 }
             }
+            // A pass over many regions lasts longer than a busy ring's lap:
+            // the looks that come due meanwhile are taken between regions.
+            if looked.elapsed() >= LOOKS_WITHIN_PASS {
+                self.follow();
+                looked = Instant::now();
+            }
         }
-        self.passes += 1;
+        self.version += 1;
     }
 
     /// The looks due between two passes (`Pacing`): reads every ring whose
     /// writer may have filled a quarter of it since it was last read, so
-    /// that a thread recording flat out loses nothing. Returns how long
-    /// until the next look is due.
-    pub fn follow(&mut self) -> Duration {
+    /// that a thread recording flat out is followed whole. Returns how long
+    /// until the next look is due (None: no region is followed between
+    /// passes).
+    pub fn follow(&mut self) -> Option<Duration> {
         let now = now_ns();
-        let (per_thread, buf) = (self.opts.per_thread, &mut self.buf);
+        let (per_thread, own_cpn, buf) = (self.opts.per_thread, self.own_cpn, &mut self.buf);
         let mut wait = u64::MAX;
         for r in self.regions.values_mut() {
             if let Some(mut o) = r.object.take() {
-                wait = wait.min(follow_object(r, &mut o, per_thread, buf, now));
-                r.object = Some(o);
+                let (w, read) = follow_object(r, &mut o, per_thread, own_cpn, buf, now);
+                wait = wait.min(w);
+                self.version += read as u64;
+                *r.object = Some(o);
             }
         }
-        Duration::from_nanos(wait.min(PaceOptions::default().max_interval_ns))
+        (wait != u64::MAX).then(|| Duration::from_nanos(wait))
     }
 
     /// The next pass looks at the names again (something changed in
@@ -357,9 +334,10 @@ impl State {
         self.last_scan = None;
     }
 
-    /// Read passes ended so far (what a scrape shows changes only with it).
-    pub fn passes(&self) -> u64 {
-        self.passes
+    /// Changes so far: passes ended, and rounds of looks that read a ring
+    /// (a scrape's text is encoded again only when it moved).
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// The names to watch now, each with the object it refers to.
@@ -441,7 +419,7 @@ impl State {
                     }
                     note_unseen(r, &o.map.view(), from_start);
                     r.lineage_end = None;
-                    r.object = Some(o);
+                    *r.object = Some(o);
                     r.unreadable = None;
                     r.gone = None;
                     r.seen = true;
@@ -525,7 +503,7 @@ mod tests {
     /// The text of a state, through prometheus-client, as a scrape gets it.
     fn text_of(st: State) -> String {
         let mut reg = prometheus_client::registry::Registry::default();
-        reg.register_collector(Box::new(Metrics::new(std::sync::Arc::new(std::sync::Mutex::new(st)))));
+        reg.register_collector(Box::new(Metrics::of(&st)));
         let mut s = String::new();
         prometheus_client::encoding::text::encode(&mut s, &reg).unwrap();
         s

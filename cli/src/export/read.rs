@@ -60,24 +60,17 @@ pub(super) fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_
     // pass takes the last samples there will ever be.
     r.alive = o.map.producer_alive();
     r.pid = v.producer_pid();
-    let cal = v.calibration();
-    r.calibrated = cal.cycles_per_ns > 0.0;
-    let cpn = if r.calibrated { cal.cycles_per_ns } else { own_cpn };
     let k = &mut o.rings;
-    if cpn != k.cpn {
-        k.cpn = cpn;
-        k.buckets = Buckets::new(cpn);
-    }
-    r.slot_capacity = v.slot_capacity().min(u32::MAX as u64) as u32;
-    r.slots_used = v.slots_used();
-    r.switches_tracked = v.switches_tracked();
+    note_figures(r, k, &v, own_cpn);
     let slots = match list_names(k, &v).and_then(|_| v.slots()) {
         Ok(x) => x,
         Err(e) => return failed(r, e),
     };
     let at = now_ns();
     for s in &slots {
-        read_ring(r, k, &v, s, per_thread, buf, at);
+        if let Err(e) = read_ring(r, k, &v, s, per_thread, buf, at) {
+            failed(r, e);
+        }
     }
     if per_thread {
         end_series_of_released_threads(r, &slots, &k.names, now);
@@ -87,49 +80,81 @@ pub(super) fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_
     o.last = c;
 }
 
-/// The looks due between two passes at one object (`State::follow`):
-/// reads each slot whose look is due; returns how long until the next is.
-pub(super) fn follow_object(r: &mut Region, o: &mut Object, per_thread: bool, buf: &mut Vec<latte_raw_sample>, now: u64) -> u64 {
-    // Before the first pass has set the buckets, the pass reads it.
-    if o.rings.cpn == 0.0 {
-        return u64::MAX;
+/// The region's figures as they are now, before its samples are read: the
+/// cycles per ns that convert them (the producer's, or `own_cpn` while it
+/// has published none), the rings, whether switches are tracked.
+fn note_figures(r: &mut Region, k: &mut Rings, v: &View<'_>, own_cpn: f64) {
+    let cal = v.calibration();
+    r.calibrated = cal.cycles_per_ns > 0.0;
+    let cpn = if r.calibrated { cal.cycles_per_ns } else { own_cpn };
+    if cpn != k.cpn {
+        k.cpn = cpn;
+        k.buckets = Buckets::new(cpn);
     }
-    if let Err(e) = o.map.refresh() {
-        failed(r, e);
-        return u64::MAX;
+    r.slot_capacity = v.slot_capacity().min(u32::MAX as u64) as u32;
+    r.slots_used = v.slots_used();
+    r.switches_tracked = v.switches_tracked();
+}
+
+/// The looks due between two passes at one object (`State::follow`):
+/// reads each slot whose look is due; returns how long until the next is
+/// (u64::MAX: none before the next pass), and whether it read a ring. Looks count no error: what a
+/// look cannot read, the next pass reads or says. A region whose producer
+/// was gone at the last pass is left to the passes (nothing more comes).
+pub(super) fn follow_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, buf: &mut Vec<latte_raw_sample>, now: u64) -> (u64, bool) {
+    // Before the first pass has set the buckets, the pass reads it.
+    if o.rings.cpn == 0.0 || !r.alive {
+        return (u64::MAX, false);
+    }
+    if o.rings.due_ns > now {
+        return (o.rings.due_ns - now, false);
+    }
+    if o.map.refresh().is_err() {
+        return (u64::MAX, false);
     }
     let v = o.map.view();
     let k = &mut o.rings;
-    // The gauges and counters as they are now, with the samples read.
-    r.slot_capacity = v.slot_capacity().min(u32::MAX as u64) as u32;
-    r.slots_used = v.slots_used();
+    // The figures and counters as they are now, with the samples read.
+    note_figures(r, k, &v, own_cpn);
+    let c = Counts::of(&v);
+    // Slots handed out or reused since the last look: those that had no
+    // writer are looked at now.
+    let handed = (r.slots_used, c.0[COUNT_REUSES]);
+    if handed != k.handed {
+        k.handed = handed;
+        k.pacing.wake_idle(now);
+    }
     let used = (v.slots_used() as u64).min(v.slot_capacity()) as u32;
+    let mut read = false;
     for i in 0..used {
         if !k.pacing.is_due(i, now) {
             continue;
         }
-        match v.slot_info(i) {
-            Ok(s) if s.generation == 0 => k.pacing.idle(i, now),
-            Ok(s) => {
-                if s.id_token as usize >= k.names.len() {
-                    // An ID registered since the IDs were last listed.
-                    if let Err(e) = list_names(k, &v) {
-                        failed(r, e);
-                        return u64::MAX;
-                    }
-                }
-                read_ring(r, k, &v, &s, per_thread, buf, now);
+        let s = match v.slot_info(i) {
+            Ok(s) if s.generation != 0 => s,
+            _ => {
+                k.pacing.idle(i, now);
+                continue;
             }
-            Err(e) => failed(r, e),
+        };
+        // An ID registered since the IDs were last listed.
+        if s.id_token as usize >= k.names.len() && list_names(k, &v).is_err() {
+            k.pacing.idle(i, now);
+            continue;
+        }
+        read = true;
+        if read_ring(r, k, &v, &s, per_thread, buf, now).is_err() {
+            k.pacing.idle(i, now);
         }
     }
-    let c = Counts::of(&v);
     r.counts.add_growth(&o.last, &c);
     o.last = c;
-    k.pacing.wait_ns(now, used as usize)
+    let wait = k.pacing.wait_ns(now, used as usize);
+    k.due_ns = now.saturating_add(wait);
+    (wait, read)
 }
 
-/// A pass or a look could not read the object: counted, and why kept.
+/// A pass could not read the object: counted, and why kept.
 fn failed(r: &mut Region, e: Error) {
     r.read_errors += 1;
     r.last_error = Some(crate::exit::strerror(e));
@@ -151,17 +176,22 @@ fn list_names(k: &mut Rings, v: &View<'_>) -> Result<(), Error> {
 
 /// Reads slot `s` past its cursor into its series (step 1), and sets when
 /// it is next due (`now`: ns).
-fn read_ring(r: &mut Region, k: &mut Rings, v: &View<'_>, s: &latte::reader::latte_slot_info, per_thread: bool, buf: &mut Vec<latte_raw_sample>, now: u64) {
+fn read_ring(
+    r: &mut Region,
+    k: &mut Rings,
+    v: &View<'_>,
+    s: &latte::reader::latte_slot_info,
+    per_thread: bool,
+    buf: &mut Vec<latte_raw_sample>,
+    now: u64,
+) -> Result<(), Error> {
     let Some(Some(id)) = k.names.get(s.id_token as usize) else {
         k.pacing.idle(s.index, now);
-        return;
+        return Ok(());
     };
     let i = s.index as usize;
     buf.clear();
-    let got = match k.cursors.read(v, s, buf, ReadMode::Live) {
-        Ok(g) => g,
-        Err(e) => return failed(r, e),
-    };
+    let got = k.cursors.read(v, s, buf, ReadMode::Live)?;
     let cur = k.cursors.get(s.index).copied().unwrap_or_default();
     if s.state == LATTE_SLOT_CLOSED && cur.next >= s.write_idx {
         k.pacing.idle(s.index, now);
@@ -183,11 +213,17 @@ fn read_ring(r: &mut Region, k: &mut Rings, v: &View<'_>, s: &latte::reader::lat
     // A closed ring read to its end makes no series (again, once its
     // thread's has gone after --keep-gone).
     if buf.is_empty() && got.lost == 0 && s.state == LATTE_SLOT_CLOSED && !r.series.contains_key(&key) {
-        return;
+        return Ok(());
     }
     let series = r.series.entry(key).or_default();
     add_samples(series, buf, &k.buckets, k.cpn);
     series.lost += got.lost;
+    // An open ring holds the series' (ID, thread): it has not ended (a
+    // thread id used again within --keep-gone keeps its series).
+    if s.state != LATTE_SLOT_CLOSED {
+        series.ended = None;
+    }
+    Ok(())
 }
 
 /// Adds the samples read from one ring to its series: the bucket of each
