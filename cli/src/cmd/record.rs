@@ -165,10 +165,7 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     let writing = std::thread::spawn(move || write_batches(writer, rx, pool_tx, &f2));
     let mut store = Store { queue, pool, pending: HashMap::new(), order: Vec::new(), keep: Vec::new(), wanted: o.ids.clone(), read: 0, lost: 0 };
     catch_signals();
-    // Sleeps end when asked, not up to the default 50 us of timer slack
-    // later: a ring of a flat-out writer laps in under 2 ms.
-    // SAFETY: PR_SET_TIMERSLACK takes a value and touches no memory.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    latte::pace::tight_timer_slack();
     let mut follower = Follower::new(FollowOptions { from_start: o.from_start, ..Default::default() });
     let started = Instant::now();
     let started_wall = std::time::SystemTime::now();

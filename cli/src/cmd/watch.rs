@@ -34,7 +34,7 @@ pub struct WatchOpts {
 /// Significant decimal digits the percentiles keep: every duration under
 /// 2,048 cycles exactly, longer ones within 0.1 % (HdrHistogram's
 /// buckets; memory per ID grows with the longest duration, not with the
-/// number of samples).
+/// number of samples). The maximum is kept exactly.
 const WATCH_DIGITS: u8 = 3;
 
 /// Per-ID figures of one interval: `read + lost == recorded`.
@@ -48,6 +48,9 @@ struct Interval {
     /// Durations read in the interval (without the switched ones with
     /// `--clean`); None until the first.
     durations: Option<Histogram<u64>>,
+    /// The longest of them, as recorded (the histogram keeps it to 3
+    /// digits).
+    max: u64,
 }
 
 impl Interval {
@@ -60,13 +63,16 @@ impl Interval {
         // An auto-resizing histogram takes any u64; a failure would be a
         // bug in it, and the duration is then left out of the percentiles.
         let _ = h.record(d);
+        self.max = self.max.max(d);
     }
 
     /// The interval's percentiles; None when no duration was kept.
     fn figures(&self) -> Option<Figures> {
         let h = self.durations.as_ref().filter(|h| !h.is_empty())?;
-        let q = |q: f64| h.value_at_quantile(q) as f64;
-        Some(Figures { p50: q(0.50), p90: q(0.90), p99: q(0.99), p999: q(0.999), max: h.max() as f64 })
+        // A percentile is the top of its bucket: never above the longest
+        // duration recorded.
+        let q = |q: f64| h.value_at_quantile(q).min(self.max) as f64;
+        Some(Figures { p50: q(0.50), p90: q(0.90), p99: q(0.99), p999: q(0.999), max: self.max as f64 })
     }
 }
 
@@ -88,12 +94,20 @@ struct Follow {
     cursors: Cursors,
     pacing: Pacing,
     buf: Vec<latte_raw_sample>,
+    /// Slots handed out and slots reused, at the last look: when either
+    /// moved, the slots that had no writer are looked at again at once.
+    handed: (u32, u64),
 }
 
 /// One look at every slot that is due (`all`: at every slot) into the
 /// interval's figures; how long (ns) until the next look is due.
 fn watch_read(v: &View, f: &mut Follow, per: &mut Vec<Interval>, clean: bool, all: bool) -> Result<u64, Error> {
     let now = now_ns();
+    let handed = (v.slots_used(), v.counters().slot_reuses);
+    if handed != f.handed {
+        f.handed = handed;
+        f.pacing.wake_idle(now);
+    }
     let used = (v.slots_used() as u64).min(v.slot_capacity()) as u32;
     let cap = v.geo().samples_per_slot as u64;
     for i in 0..used {
@@ -174,15 +188,16 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };
     let units = report::Units { unit: if o.time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE }, cycles_per_ns: cpn };
     let shown = Shown { time: o.time, units, cycles_per_ns: cpn };
-    let mut f = Follow { cursors: Cursors::new(), pacing: Pacing::new(PaceOptions::default()), buf: Vec::new() };
+    let mut f = Follow { cursors: Cursors::new(), pacing: Pacing::new(PaceOptions::default()), buf: Vec::new(), handed: (0, 0) };
     skip_present(&v, &mut f.cursors, &mut f.buf);
     // The rings are read on a thread of their own, so that no interval's
     // rendering keeps them unread.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Read, Error>>(2);
     let (every, clean) = (o.every, o.clean);
-    std::thread::spawn(move || follow_intervals(&mut m, &mut f, every, clean, &tx));
+    let reading = std::thread::spawn(move || follow_intervals(&mut m, &mut f, every, clean, &tx));
     let mut n = 0u64;
-    // The reading thread ends only after an error, sent first.
+    // The reading thread ends after an error, sent first, or a panic (a
+    // bug), which ends the loop below without one.
     while let Ok(got) = rx.recv() {
         let Read { mut per, alive, secs, tracked } = got.map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
         n += 1;
@@ -196,7 +211,11 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
             return Ok(());
         }
     }
-    Ok(())
+    let why = match reading.join() {
+        Err(_) => "the reading thread failed",
+        Ok(()) => "the reading thread ended",
+    };
+    Err(fail(target, why, crate::exit::EXIT_OTHER))
 }
 
 /// One interval as read.
@@ -213,11 +232,7 @@ struct Read {
 /// The reading thread: reads interval after interval and sends each, until
 /// an error (sent) or the receiver is gone.
 fn follow_intervals(m: &mut latte::reader::Mapping, f: &mut Follow, every: Duration, clean: bool, tx: &std::sync::mpsc::SyncSender<Result<Read, Error>>) {
-    // Sleeps end when asked, not up to the default 50 us of timer slack
-    // later: a ring of a flat-out writer laps in under 2 ms.
-    // SAFETY: PR_SET_TIMERSLACK takes a value and touches no memory; it
-    // applies to this thread.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    latte::pace::tight_timer_slack();
     let mut start = Instant::now();
     let mut next = start + every;
     loop {
