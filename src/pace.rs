@@ -28,13 +28,34 @@ pub struct PaceOptions {
     /// Share of the ring the fastest writer seen lately may fill between
     /// two looks (0 < fill <= 1).
     pub fill: f64,
+    /// Longest time between two looks at a slot whose writer wrote nothing
+    /// since the look before (ns, at least `max_interval_ns`): such a slot
+    /// is looked at half as often at each idle look, down to this. A reader
+    /// of many rings whose writers mostly wait sets it higher than
+    /// `max_interval_ns`, at the cost of a later first look at a writer
+    /// that starts again.
+    pub idle_interval_ns: u64,
 }
 
 impl Default for PaceOptions {
     fn default() -> Self {
-        PaceOptions { min_interval_ns: 50_000, max_interval_ns: 1_000_000, fill: 0.25 }
+        PaceOptions { min_interval_ns: 50_000, max_interval_ns: 1_000_000, fill: 0.25, idle_interval_ns: 1_000_000 }
     }
 }
+
+impl PaceOptions {
+    /// The pacing of a reader that watches many regions at once (`latte
+    /// serve`, `latte watch`): as the default, but a slot whose writer
+    /// waits is looked at down to every `IDLE_INTERVAL_NS`.
+    pub fn many() -> PaceOptions {
+        PaceOptions { idle_interval_ns: IDLE_INTERVAL_NS, ..PaceOptions::default() }
+    }
+}
+
+/// The longest interval between two looks at a waiting writer's slot, for
+/// a reader of many regions (`PaceOptions::many`): 8 ms, so that a hundred
+/// services whose threads wait cost about one look per region per 8 ms.
+pub const IDLE_INTERVAL_NS: u64 = 8_000_000;
 
 /// One slot's pace.
 #[derive(Clone, Copy, Debug, Default)]
@@ -116,6 +137,7 @@ impl Pacing {
             return self.restart(i, now, idx);
         }
         let mut rate = p.rate;
+        let waiting = idx == p.last_idx;
         let dt = now.saturating_sub(p.last_ns);
         let (mut last_ns, mut last_idx) = (p.last_ns, p.last_idx);
         if idx < p.last_idx {
@@ -127,7 +149,8 @@ impl Pacing {
             rate = Some(inst.max(p.rate.unwrap_or(0.0) * 0.5));
             (last_ns, last_idx) = (now, idx);
         }
-        let due_ns = now + self.interval(rate, cap);
+        let longest = if waiting { self.opts.idle_interval_ns } else { self.opts.max_interval_ns };
+        let due_ns = now + self.interval(rate, cap, longest);
         *self.get_mut(i) = Pace { last_ns, last_idx, rate, due_ns, idle: false };
     }
 
@@ -145,14 +168,14 @@ impl Pacing {
     }
 
     /// The interval (ns) for a slot of `cap` samples written at `rate`
-    /// (None: not known yet).
-    fn interval(&self, rate: Option<f64>, cap: u64) -> u64 {
+    /// (None: not known yet), at most `longest`.
+    fn interval(&self, rate: Option<f64>, cap: u64, longest: u64) -> u64 {
         let o = &self.opts;
         let Some(rate) = rate else {
             return o.min_interval_ns;
         };
         let t = if rate > 0.0 { o.fill * cap as f64 / rate } else { f64::INFINITY };
-        (t.min(u64::MAX as f64) as u64).clamp(o.min_interval_ns, o.max_interval_ns.max(o.min_interval_ns))
+        (t.min(u64::MAX as f64) as u64).clamp(o.min_interval_ns, longest.max(o.min_interval_ns))
     }
 }
 
@@ -178,12 +201,13 @@ mod tests {
     fn intervals_follow_the_rate_within_bounds() {
         let p = Pacing::new(PaceOptions::default());
         // 36 M/s on a ring of 65,536: a quarter of it in ~455 us.
-        let iv = p.interval(Some(0.036), 65536);
+        let m = 1_000_000;
+        let iv = p.interval(Some(0.036), 65536, m);
         assert!((440_000..470_000).contains(&iv), "{iv}");
-        assert_eq!(p.interval(None, 65536), 50_000, "unknown rate: look soon");
-        assert_eq!(p.interval(Some(0.0), 65536), 1_000_000, "idle: the longest interval");
-        assert_eq!(p.interval(Some(1e-9), 65536), 1_000_000);
-        assert_eq!(p.interval(Some(10.0), 65536), 50_000, "never faster than the minimum");
+        assert_eq!(p.interval(None, 65536, m), 50_000, "unknown rate: look soon");
+        assert_eq!(p.interval(Some(0.0), 65536, m), 1_000_000, "idle: the longest interval");
+        assert_eq!(p.interval(Some(1e-9), 65536, m), 1_000_000);
+        assert_eq!(p.interval(Some(10.0), 65536, m), 50_000, "never faster than the minimum");
     }
 
     #[test]
@@ -215,5 +239,30 @@ mod tests {
         // The first look after idling starts afresh: looked at again soon.
         p.looked(0, 4_100_000, 999_999, 65_536);
         assert_eq!(p.wait_ns(4_100_000, 1), 50_000);
+    }
+
+    #[test]
+    fn a_waiting_writer_is_looked_at_less_often_down_to_the_idle_interval() {
+        let mut p = Pacing::new(PaceOptions::many());
+        p.restart(0, 1_000, 0);
+        p.looked(0, 1_001_000, 36_000, 65_536);
+        let mut now = 1_001_000;
+        let mut waits = Vec::new();
+        for _ in 0..10 {
+            now += p.wait_ns(now, 1).max(1);
+            while !p.is_due(0, now) {
+                now += 1_000_000;
+            }
+            p.looked(0, now, 36_000, 65_536);
+            waits.push(p.slots[0].due_ns - now);
+        }
+        assert!(waits.windows(2).all(|w| w[1] >= w[0]), "{waits:?}");
+        assert_eq!(*waits.last().unwrap(), IDLE_INTERVAL_NS, "{waits:?}");
+        // Writing again: the longest interval is the ordinary one.
+        now += IDLE_INTERVAL_NS;
+        p.looked(0, now, 36_010, 65_536);
+        assert!(p.slots[0].due_ns - now <= 1_000_000);
+        // The wait between looks for new slots stays the ordinary longest.
+        assert!(p.wait_ns(now, 1) <= 1_000_000);
     }
 }

@@ -188,7 +188,7 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };
     let units = report::Units { unit: if o.time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE }, cycles_per_ns: cpn };
     let shown = Shown { time: o.time, units, cycles_per_ns: cpn };
-    let mut f = Follow { cursors: Cursors::new(), pacing: Pacing::new(PaceOptions::default()), buf: Vec::new(), handed: (0, 0) };
+    let mut f = Follow { cursors: Cursors::new(), pacing: Pacing::new(PaceOptions::many()), buf: Vec::new(), handed: (0, 0) };
     skip_present(&v, &mut f.cursors, &mut f.buf);
     // The rings are read on a thread of their own, so that no interval's
     // rendering keeps them unread.

@@ -413,7 +413,7 @@ impl State {
             match open(name, *ident) {
                 Opened::Region(map) => {
                     let r = self.regions.entry(name.clone()).or_default();
-                    let mut o = Object { map: *map, ident: *ident, last: Counts::default(), rings: Rings::new() };
+                    let mut o = Box::new(Object { map: *map, ident: *ident, last: Counts::default(), rings: Rings::new() });
                     if !from_start {
                         skip_to_end(&mut o, &mut self.buf);
                     }

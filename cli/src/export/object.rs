@@ -44,7 +44,7 @@ impl Rings {
         Rings {
             cursors: Cursors::new(),
             owners: Vec::new(),
-            pacing: Pacing::new(PaceOptions::default()),
+            pacing: Pacing::new(PaceOptions::many()),
             names: Vec::new(),
             cpn: 0.0,
             buckets: Buckets::new(1.0),
@@ -57,7 +57,7 @@ impl Rings {
 /// The object of a region name, when it is mapped. A copy of a region (what
 /// a scrape encodes) holds none.
 #[derive(Default)]
-pub(super) struct Held(Option<Object>);
+pub(super) struct Held(Option<Box<Object>>);
 
 impl Clone for Held {
     fn clone(&self) -> Held {
@@ -66,14 +66,14 @@ impl Clone for Held {
 }
 
 impl std::ops::Deref for Held {
-    type Target = Option<Object>;
-    fn deref(&self) -> &Option<Object> {
+    type Target = Option<Box<Object>>;
+    fn deref(&self) -> &Option<Box<Object>> {
         &self.0
     }
 }
 
 impl std::ops::DerefMut for Held {
-    fn deref_mut(&mut self) -> &mut Option<Object> {
+    fn deref_mut(&mut self) -> &mut Option<Box<Object>> {
         &mut self.0
     }
 }

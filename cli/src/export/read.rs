@@ -114,17 +114,23 @@ pub(super) fn follow_object(r: &mut Region, o: &mut Object, per_thread: bool, ow
     }
     let v = o.map.view();
     let k = &mut o.rings;
-    // The figures and counters as they are now, with the samples read.
-    note_figures(r, k, &v, own_cpn);
-    let c = Counts::of(&v);
     // Slots handed out or reused since the last look: those that had no
     // writer are looked at now.
-    let handed = (r.slots_used, c.0[COUNT_REUSES]);
+    let c = Counts::of(&v);
+    let handed = (v.slots_used(), c.0[COUNT_REUSES]);
     if handed != k.handed {
         k.handed = handed;
         k.pacing.wake_idle(now);
     }
     let used = (v.slots_used() as u64).min(v.slot_capacity()) as u32;
+    // No slot due: this look cost the loads above, for slots new or reused.
+    let first = k.pacing.wait_ns(now, used as usize);
+    if first > 0 {
+        k.due_ns = now.saturating_add(first);
+        return (first, false);
+    }
+    // The figures as they are now, with the samples read.
+    note_figures(r, k, &v, own_cpn);
     let mut read = false;
     for i in 0..used {
         if !k.pacing.is_due(i, now) {
