@@ -12,12 +12,11 @@ usage: compare.py LATTE PRODUCER
    the default 65,536 samples, which it laps in under 2 ms): lost must be 0;
    serve's CPU time (user + system, from /proc) while it followed, scaled
    to a thread recording 36 M spans/s, must stay under 25 % of one core.
-   Beside it, a probe process sleeps 300 us at a time and notes how late
-   it wakes: on a machine that keeps a sleeping thread off its CPU longer
-   than a ring takes to lap (a VM whose vCPU the host pauses), no reader
-   can follow that thread whole: a loss no larger than what the writer
-   wrote during the probe's late wake-ups is reported UNJUDGED with both
-   figures; a larger one FAILs.
+   A reader kept off its CPU longer than a ring takes to lap (on a VM
+   whose vCPU the host pauses) cannot follow that thread whole: serve
+   says how long it was (latte_serve_reader_stalled_seconds_total). A
+   loss no larger than what the writer wrote during those stalls is
+   reported UNJUDGED with both figures; a larger one FAILs.
 3. diff of two recordings of 10 M samples each (the producer's "rec.slow",
    recorded twice): wall time of `latte diff`, goal under 2 s.
 
@@ -118,28 +117,11 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-# The probe's sleep (ms).
-PROBE_SLEEP_MS = 0.3
-# What the wake-up probe runs: sleeps of 300 us for argv[1] seconds, then
-# prints the longest gap between two wake-ups and every gap (ms) over 1 ms.
-PROBE = r"""
-import sys, time
-end = time.monotonic() + float(sys.argv[1])
-last, gaps = time.monotonic(), []
-while last < end:
-    time.sleep(0.0003)
-    now = time.monotonic()
-    gaps.append(now - last)
-    last = now
-print(max(gaps) * 1e3, *[round(g * 1e3, 2) for g in gaps if g > 1e-3])
-"""
-
-
 def run_serve():
     """The producer's flat-out thread followed by `latte serve` for SECONDS:
     (spans written, serve's recorded, lost and read figures, serve's CPU
-    seconds over the recording, the probe's gaps in ms: the longest and
-    those over 1 ms)."""
+    seconds over the recording, the seconds its reading thread was
+    stalled)."""
     region = f"/latte-speed-serve-{os.getpid()}"
     prod = subprocess.Popen([PRODUCER, region, "0", "0", str(SECONDS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     serve = None
@@ -149,21 +131,21 @@ def run_serve():
         port = int(re.search(r"127\.0\.0\.1:(\d+)/metrics", serve.stderr.readline()).group(1))
         time.sleep(0.2)
         cpu0 = cpu_seconds(serve.pid)
-        probe = subprocess.Popen([sys.executable, "-c", PROBE, str(SECONDS)], stdout=subprocess.PIPE, text=True)
         prod.stdin.write("go\n")
         prod.stdin.flush()
         written = int(re.search(r"fast=(\d+)", prod.stdout.readline()).group(1))
         cpu = cpu_seconds(serve.pid) - cpu0
-        gaps = [float(g) for g in probe.communicate(timeout=60)[0].split()]
         figures = None
         for _ in range(50):  # the last samples come with the next look or pass
             text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
             get = lambda n: int(float(re.search(n + r'\{[^}]*id="rec.fast"[^}]*\} (\S+)', text).group(1)))
-            figures = (get("latte_samples_recorded_total"), get("latte_samples_lost_total"), get("latte_span_duration_seconds_count"))
+            stalled = float(re.search(r"^latte_serve_reader_stalled_seconds_total (\S+)", text, re.M).group(1))
+            figures = (get("latte_samples_recorded_total"), get("latte_samples_lost_total"), get("latte_span_duration_seconds_count"), stalled)
             if figures[0] == written:
                 break
             time.sleep(0.1)
-        return (written, *figures, cpu, gaps)
+        recorded, lost, read, stalled = figures
+        return written, recorded, lost, read, cpu, stalled
     finally:
         for p in (serve, prod):
             if p and p.poll() is None:
@@ -175,20 +157,18 @@ def run_serve():
             pass
 
 
-written, recorded, lost, read, cpu, gaps = run_serve()
+written, recorded, lost, read, cpu, stalled = run_serve()
 rate = written / SECONDS
 share = cpu / SECONDS * SERVE_RATE / rate
 lap_ms = RING / rate * 1e3
-# How late each wake-up of the probe came (past its 0.3 ms sleep), the
-# ones later than a lap, and what the writer wrote during them: the most a
-# reader kept off its CPU as long could have lost.
-late = [g - PROBE_SLEEP_MS for g in gaps[1:] if g - PROBE_SLEEP_MS > lap_ms]
-explained = int(sum(late) * 1e-3 * rate)
+# What the writer wrote while serve's reading thread was stalled: the most
+# those stalls could have lost.
+explained = int(stalled * rate)
 print(f"   producer wrote {written} spans in {SECONDS} s ({rate / 1e6:.1f} M/s); serve recorded {recorded}, read {read}, lost {lost}, CPU {cpu:.2f} s")
-print(f"   a ring of {RING} samples laps in {lap_ms:.2f} ms; the probe woke up to {max(gaps[0] - PROBE_SLEEP_MS, 0):.2f} ms late, "
-      f"{len(late)} times later than a lap, during which the writer wrote {explained} spans")
+print(f"   a ring of {RING} samples laps in {lap_ms:.2f} ms; serve's reading thread was stalled {stalled * 1e3:.1f} ms in all "
+      f"(wake-ups over 1 ms late), during which the writer wrote {explained} spans")
 if 0 < lost <= explained and recorded == written:
-    print(f"{'serve: flat-out thread followed, lost':<44} {f'{lost} of {recorded}':>28}   goal 0                      UNJUDGED (this machine kept a sleeping thread off its CPU longer than the ring laps, long enough to lose it all)")
+    print(f"{'serve: flat-out thread followed, lost':<44} {f'{lost} of {recorded}':>28}   goal 0                      UNJUDGED (serve's reading thread was kept off its CPU longer than the ring laps)")
 else:
     row("serve: flat-out thread followed, lost", f"{lost} of {recorded}", "0", lost == 0 and recorded == written)
 row(f"serve: CPU to follow {SERVE_RATE / 1e6:.0f} M spans/s", f"{share * 100:.1f} % of one core", f"< {SERVE_SHARE_GOAL * 100:.0f} %", share < SERVE_SHARE_GOAL)

@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 /// before it looks at the names.
 const CHANGE_SETTLE: Duration = Duration::from_millis(2);
 
+/// A wake-up this much later than asked counts as a stall of the reading
+/// thread (`latte_serve_reader_stalled_seconds_total`).
+const STALL: Duration = Duration::from_millis(1);
+
 /// The read pass, once per `every` (never two back to back after a slow
 /// one), and at once, with a look at the names, when /dev/shm changes
 /// (`ShmWatch`): a region is opened when it is published and read one last
@@ -33,6 +37,7 @@ pub fn reader(state: &Mutex<State>, every: Duration) {
         let due = scan_at.map_or(next, |t| t.min(next));
         if due > now {
             let until = (due - now).min(look);
+            let asked = now + until;
             let moved = match &watch {
                 Some(w) => w.wait(until),
                 None => {
@@ -42,6 +47,11 @@ pub fn reader(state: &Mutex<State>, every: Duration) {
             };
             if moved {
                 changed.get_or_insert_with(Instant::now);
+            } else {
+                let late = Instant::now().saturating_duration_since(asked);
+                if late > STALL {
+                    guarded(state, |st| st.note_stall(late));
+                }
             }
             continue;
         }

@@ -14,7 +14,7 @@ pub struct Metrics(Shown);
 impl Metrics {
     /// The figures of `state` as they stand.
     pub fn of(state: &State) -> Metrics {
-        Metrics(Shown { split_switched: state.opts.split_switched, regions: state.regions.clone() })
+        Metrics(Shown { split_switched: state.opts.split_switched, regions: state.regions.clone(), stalled: state.stalled })
     }
 }
 
@@ -35,6 +35,7 @@ impl Collector for Metrics {
 struct Shown {
     split_switched: bool,
     regions: BTreeMap<Vec<u8>, Region>,
+    stalled: Duration,
 }
 
 /// The regions with their label (the name without its leading '/').
@@ -121,6 +122,13 @@ impl Shown {
         for (region, r) in &seen {
             m.encode_family(&[("region", region.as_str())])?.encode_counter::<NoLabelSet, u64, u64>(&r.read_errors, None)?;
         }
+        enc.encode_descriptor(
+            "latte_serve_reader_stalled",
+            "How much later than it asked the reading thread woke up, over the wake-ups more than 1 ms late: time a busy ring may have lapped (its loss is in latte_samples_lost_total)",
+            Some(&Unit::Seconds),
+            MetricType::Counter,
+        )?
+        .encode_counter::<NoLabelSet, f64, u64>(&self.stalled.as_secs_f64(), None)?;
         let mut m =
             enc.encode_descriptor("latte_serve_region_unreadable", "1 for a region name whose object cannot be opened, with why", None, MetricType::Gauge)?;
         for (region, r) in &regions {

@@ -222,9 +222,11 @@ pub struct Options {
 pub struct State {
     opts: Options,
     regions: BTreeMap<Vec<u8>, Region>,
-    /// Objects in /dev/shm found not to be latte regions, by name (skipped
-    /// while the name refers to the same object).
-    foreign: HashMap<Vec<u8>, (u64, u64)>,
+    /// Objects in /dev/shm found not to be latte regions, by name, with
+    /// their size then (skipped while the name refers to the same object
+    /// of the same size: an object being written, a copy of a region, is
+    /// looked at again when it has grown).
+    foreign: HashMap<Vec<u8>, ((u64, u64), u64)>,
     /// Cycles per ns measured by the exporter, for regions whose producer
     /// has published none.
     own_cpn: f64,
@@ -233,6 +235,8 @@ pub struct State {
     buf: Vec<latte_raw_sample>,
     /// Passes ended and rounds of looks that read a ring (`version`).
     version: u64,
+    /// Time the reading thread woke up late (`note_stall`).
+    stalled: Duration,
 }
 
 /// The directory shared-memory names live in (glibc's `shm_open`).
@@ -275,7 +279,17 @@ const RESCAN: Duration = Duration::from_secs(1);
 
 impl State {
     pub fn new(opts: Options, own_cpn: f64) -> State {
-        State { opts, regions: BTreeMap::new(), foreign: HashMap::new(), own_cpn, scanned: false, last_scan: None, buf: Vec::new(), version: 0 }
+        State {
+            opts,
+            regions: BTreeMap::new(),
+            foreign: HashMap::new(),
+            own_cpn,
+            scanned: false,
+            last_scan: None,
+            buf: Vec::new(),
+            version: 0,
+            stalled: Duration::ZERO,
+        }
     }
 
     /// One read pass: looks at the names again when `RESCAN` has passed
@@ -328,6 +342,12 @@ impl State {
         (wait != u64::MAX).then(|| Duration::from_nanos(wait))
     }
 
+    /// The reading thread woke up `late` later than it asked (more than
+    /// 1 ms, `serve_read::STALL`): time it was kept off its CPU.
+    pub fn note_stall(&mut self, late: Duration) {
+        self.stalled += late;
+    }
+
     /// The next pass looks at the names again (something changed in
     /// /dev/shm), whenever the last look was.
     pub fn scan_next_pass(&mut self) {
@@ -340,8 +360,9 @@ impl State {
         self.version
     }
 
-    /// The names to watch now, each with the object it refers to.
-    fn listing(&self) -> Vec<(Vec<u8>, (u64, u64))> {
+    /// The names to watch now, each with the object it refers to and its
+    /// size.
+    fn listing(&self) -> Vec<(Vec<u8>, (u64, u64), u64)> {
         let ident = |m: &std::fs::Metadata| (m.dev(), m.ino());
         if !self.opts.regions.is_empty() {
             return self
@@ -350,7 +371,7 @@ impl State {
                 .iter()
                 .filter_map(|n| {
                     let m = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&[SHM_DIR.as_bytes(), n].concat())).ok()?;
-                    Some((n.clone(), ident(&m)))
+                    Some((n.clone(), ident(&m), m.len()))
                 })
                 .collect();
         }
@@ -369,7 +390,7 @@ impl State {
             if let Ok(m) = e.metadata() {
                 let mut full = b"/".to_vec();
                 full.extend_from_slice(name);
-                out.push((full, ident(&m)));
+                out.push((full, ident(&m), m.len()));
             }
         }
         out
@@ -380,7 +401,7 @@ impl State {
     /// has been gone for `--keep-gone`.
     fn scan(&mut self, now: Instant) {
         let listing = self.listing();
-        let present: HashSet<&[u8]> = listing.iter().map(|(n, _)| n.as_slice()).collect();
+        let present: HashSet<&[u8]> = listing.iter().map(|(n, _, _)| n.as_slice()).collect();
         let from_start = self.scanned;
         let named = !self.opts.regions.is_empty();
         let (per_thread, own_cpn) = (self.opts.per_thread, self.own_cpn);
@@ -397,8 +418,8 @@ impl State {
             }
         }
         self.foreign.retain(|n, _| present.contains(n.as_slice()));
-        for (name, ident) in &listing {
-            if self.foreign.get(name) == Some(ident) {
+        for (name, ident, len) in &listing {
+            if self.foreign.get(name) == Some(&(*ident, *len)) {
                 continue;
             }
             if let Some(r) = self.regions.get_mut(name) {
@@ -425,7 +446,7 @@ impl State {
                     r.seen = true;
                 }
                 Opened::Foreign if !named => {
-                    self.foreign.insert(name.clone(), *ident);
+                    self.foreign.insert(name.clone(), (*ident, *len));
                     // Not a region (any more): a region's series stay until
                     // --keep-gone, as for a name that went away.
                     if let Some(r) = self.regions.get_mut(name) {

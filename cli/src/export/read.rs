@@ -3,6 +3,7 @@
 //! `super`).
 
 use super::*;
+use latte::pace::{PaceOptions, IDLE_INTERVAL_NS};
 
 /// What opening a name gave.
 pub(super) enum Opened {
@@ -80,6 +81,13 @@ pub(super) fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_
     o.last = c;
 }
 
+/// How long a region whose rings nobody writes is looked at for new rings
+/// every millisecond, before it is looked at as seldom as a waiting ring
+/// (`IDLE_INTERVAL_NS`): a service quiet for longer than this that starts
+/// a thread recording flat out may lap that thread's first ring before
+/// the first look (counted lost).
+const QUIET_NS: u64 = 1_000_000_000;
+
 /// The region's figures as they are now, before its samples are read: the
 /// cycles per ns that convert them (the producer's, or `own_cpn` while it
 /// has published none), the rings, whether switches are tracked.
@@ -121,10 +129,14 @@ pub(super) fn follow_object(r: &mut Region, o: &mut Object, per_thread: bool, ow
     if handed != k.handed {
         k.handed = handed;
         k.pacing.wake_idle(now);
+        k.active_ns = now;
     }
     let used = (v.slots_used() as u64).min(v.slot_capacity()) as u32;
     // No slot due: this look cost the loads above, for slots new or reused.
-    let first = k.pacing.wait_ns(now, used as usize);
+    // A region none of whose rings was written for `QUIET_NS` is looked
+    // at for new ones as seldom as its waiting rings are.
+    let longest = if now.saturating_sub(k.active_ns) < QUIET_NS { PaceOptions::many().max_interval_ns } else { IDLE_INTERVAL_NS };
+    let first = k.pacing.wait_within(now, used as usize, longest);
     if first > 0 {
         k.due_ns = now.saturating_add(first);
         return (first, false);
@@ -155,7 +167,7 @@ pub(super) fn follow_object(r: &mut Region, o: &mut Object, per_thread: bool, ow
     }
     r.counts.add_growth(&o.last, &c);
     o.last = c;
-    let wait = k.pacing.wait_ns(now, used as usize);
+    let wait = k.pacing.wait_within(now, used as usize, longest);
     k.due_ns = now.saturating_add(wait);
     (wait, read)
 }
@@ -220,6 +232,9 @@ fn read_ring(
     // thread's has gone after --keep-gone).
     if buf.is_empty() && got.lost == 0 && s.state == LATTE_SLOT_CLOSED && !r.series.contains_key(&key) {
         return Ok(());
+    }
+    if !buf.is_empty() || got.lost > 0 {
+        k.active_ns = now;
     }
     let series = r.series.entry(key).or_default();
     add_samples(series, buf, &k.buckets, k.cpn);
