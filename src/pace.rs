@@ -157,7 +157,13 @@ impl Pacing {
     /// How long (ns) from `now` until the first of slots `0..n` is due,
     /// at most the longest interval (when a new slot may be looked for).
     pub fn wait_ns(&self, now: u64, n: usize) -> u64 {
-        let mut wait = self.opts.max_interval_ns;
+        self.wait_within(now, n, self.opts.max_interval_ns)
+    }
+
+    /// As `wait_ns`, at most `longest` (a reader that looks for new slots
+    /// less often in a region whose writers all wait).
+    pub fn wait_within(&self, now: u64, n: usize, longest: u64) -> u64 {
+        let mut wait = longest;
         for i in 0..n {
             match self.slots.get(i) {
                 Some(p) => wait = wait.min(p.due_ns.saturating_sub(now)),
