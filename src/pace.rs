@@ -55,7 +55,7 @@ impl PaceOptions {
 /// The longest interval between two looks at a waiting writer's slot, for
 /// a reader of many regions (`PaceOptions::many`): 8 ms, so that a hundred
 /// services whose threads wait cost about one look per region per 8 ms.
-pub const IDLE_INTERVAL_NS: u64 = 8_000_000;
+const IDLE_INTERVAL_NS: u64 = 8_000_000;
 
 /// One slot's pace.
 #[derive(Clone, Copy, Debug, Default)]

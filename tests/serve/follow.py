@@ -1,7 +1,7 @@
 """`latte serve` follows a thread that records flat out: a service records
 svc.flat back to back on one thread for 10 s (tens of millions of spans a
-second, rings of 2^20 samples: one laps in about 20 ms, two hundred times
-less than serve's --interval), and serve's figures for it are exact and
+second, rings of 2^21 samples: one laps in about 42 ms, less than half of
+serve's --interval), and serve's figures for it are exact and
 whole: recorded == the spans the service wrote, lost == 0, and the
 histogram's count == recorded. Serve reads each ring as its writer fills a
 quarter of it, not once per --interval.

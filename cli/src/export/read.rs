@@ -3,7 +3,7 @@
 //! `super`).
 
 use super::*;
-use latte::pace::{PaceOptions, IDLE_INTERVAL_NS};
+use latte::pace::PaceOptions;
 
 /// What opening a name gave.
 pub(super) enum Opened {
@@ -83,7 +83,7 @@ pub(super) fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_
 
 /// How long a region whose rings nobody writes is looked at for new rings
 /// every millisecond, before it is looked at as seldom as a waiting ring
-/// (`IDLE_INTERVAL_NS`): a service quiet for longer than this that starts
+/// (`PaceOptions::many`): a service quiet for longer than this that starts
 /// a thread recording flat out may lap that thread's first ring before
 /// the first look (counted lost).
 const QUIET_NS: u64 = 1_000_000_000;
@@ -135,7 +135,8 @@ pub(super) fn follow_object(r: &mut Region, o: &mut Object, per_thread: bool, ow
     // No slot due: this look cost the loads above, for slots new or reused.
     // A region none of whose rings was written for `QUIET_NS` is looked
     // at for new ones as seldom as its waiting rings are.
-    let longest = if now.saturating_sub(k.active_ns) < QUIET_NS { PaceOptions::many().max_interval_ns } else { IDLE_INTERVAL_NS };
+    let many = PaceOptions::many();
+    let longest = if now.saturating_sub(k.active_ns) < QUIET_NS { many.max_interval_ns } else { many.idle_interval_ns };
     let first = k.pacing.wait_within(now, used as usize, longest);
     if first > 0 {
         k.due_ns = now.saturating_add(first);
