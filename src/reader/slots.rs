@@ -21,9 +21,13 @@ impl View<'_> {
     }
 
     /// Slot `i`'s header, checked: token published, write index plausible.
-    /// `EINVAL` when this view does not map it.
+    /// `EINVAL` when this view does not map it, `Error::Truncated` when the
+    /// object lost pages under the mapping.
     pub fn slot_info(&self, i: u32) -> Result<latte_slot_info, Error> {
-        self.slot_info_if_mapped(i)?.ok_or(Error::Os(libc::EINVAL))
+        let s = self.slot_info_if_mapped(i)?.ok_or(Error::Os(libc::EINVAL))?;
+        // What was read may be the zeros of a page the object lost.
+        check_whole(self.base)?;
+        Ok(s)
     }
 
     pub(super) fn slot_info_if_mapped(&self, i: u32) -> Result<Option<latte_slot_info>, Error> {

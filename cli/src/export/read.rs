@@ -106,9 +106,10 @@ fn note_figures(r: &mut Region, k: &mut Rings, v: &View<'_>, own_cpn: f64) {
 
 /// The looks due between two passes at one object (`State::follow`):
 /// reads each slot whose look is due; returns how long until the next is
-/// (u64::MAX: none before the next pass), and whether it read a ring. Looks count no error: what a
-/// look cannot read, the next pass reads or says. A region whose producer
-/// was gone at the last pass is left to the passes (nothing more comes).
+/// (u64::MAX: none before the next pass), and whether it read a ring.
+/// Looks count no error: what a look cannot read, the next pass reads or
+/// says. A region whose producer was gone at the last pass is left to the
+/// passes (nothing more comes).
 pub(super) fn follow_object(r: &mut Region, o: &mut Object, per_thread: bool, own_cpn: f64, buf: &mut Vec<latte_raw_sample>, now: u64) -> (u64, bool) {
     // Before the first pass has set the buckets, the pass reads it.
     if o.rings.cpn == 0.0 || !r.alive {
