@@ -71,4 +71,4 @@ with Processes(limit_s=60) as procs:
     check(0 < n <= passes, f"read errors counted once per pass: {n} in {elapsed:.1f} s")
     check(sum("corrupt" in l for l in said) == 1, "the error is said once")
     os.remove("/dev/shm" + region)
-sys.exit(finish("follow"))
+sys.exit(finish("serve follow"))
