@@ -11,9 +11,9 @@
 //! ([`Pacing::wait_ns`] says how long), so a region whose writers are slow
 //! costs one look per slot per `max_interval_ns`.
 //!
-//! Every reader that follows rings paces them with this: the `Follower`
-//! (`latte record`, Python), and `latte serve` and `latte watch` over their
-//! own cursors.
+//! The readers that follow rings on their own pace them with this: the
+//! `Follower` (`latte record`), and `latte serve` and `latte watch` over
+//! their own cursors.
 
 /// How a reader paces its looks.
 #[derive(Clone, Copy, Debug)]
