@@ -80,12 +80,15 @@ struct Pace {
 pub struct Pacing {
     opts: PaceOptions,
     slots: Vec<Pace>,
+    /// The region's slots handed out and slots reused, at the last
+    /// `handed` (`wake_idle` when they move).
+    handed: (u32, u64),
 }
 
 impl Pacing {
     /// No slot looked at yet.
     pub fn new(opts: PaceOptions) -> Pacing {
-        Pacing { opts, slots: Vec::new() }
+        Pacing { opts, slots: Vec::new(), handed: (0, 0) }
     }
 
     /// Slot `i` is due for a look at `now` (ns, CLOCK_MONOTONIC).
@@ -119,9 +122,34 @@ impl Pacing {
         p.idle = true;
     }
 
+    /// The region's slots handed out and slots reused, as seen at `now`
+    /// (`latte_region_header::slots_used`, `slot_reuses`): when either
+    /// moved since the last call, every slot that had no writer at its last
+    /// look is due at once (`wake_idle`). Returns whether they moved.
+    pub fn handed(&mut self, now: u64, slots_used: u32, slot_reuses: u64) -> bool {
+        let moved = (slots_used, slot_reuses) != self.handed;
+        if moved {
+            self.handed = (slots_used, slot_reuses);
+            self.wake_idle(now);
+        }
+        moved
+    }
+
+    /// Slot `i` (a ring of `cap` samples) was read at `now` up to index
+    /// `next`, of a writer whose index was `write_idx` and whose ring was
+    /// `closed`: read to its end, it has no writer any more (`idle`);
+    /// otherwise `looked`.
+    pub fn read_to(&mut self, i: u32, now: u64, next: u64, write_idx: u64, closed: bool, cap: u64) {
+        if closed && next >= write_idx {
+            self.idle(i, now);
+        } else {
+            self.looked(i, now, next, cap);
+        }
+    }
+
     /// Every slot that had no writer at its last look is due at `now`
     /// (the caller saw slots handed out or reused since).
-    pub fn wake_idle(&mut self, now: u64) {
+    fn wake_idle(&mut self, now: u64) {
         for p in self.slots.iter_mut().filter(|p| p.idle) {
             p.due_ns = p.due_ns.min(now);
         }
@@ -240,11 +268,19 @@ mod tests {
         p.idle(0, 4_000_000);
         assert_eq!(p.wait_ns(4_000_000, 1), 1_000_000);
         // Slots handed out or reused since: the idle ones are due at once.
-        p.wake_idle(4_100_000);
+        assert!(!p.is_due(0, 4_100_000));
+        assert!(p.handed(4_100_000, 1, 0), "a slot handed out since");
         assert!(p.is_due(0, 4_100_000));
+        assert!(!p.handed(4_100_000, 1, 0), "nothing moved since");
         // The first look after idling starts afresh: looked at again soon.
         p.looked(0, 4_100_000, 999_999, 65_536);
         assert_eq!(p.wait_ns(4_100_000, 1), 50_000);
+        // A closed ring read to its end has no writer; one read short of
+        // its end, or still open, is looked at again by its rate.
+        p.read_to(0, 4_200_000, 999_999, 999_999, true, 65_536);
+        assert_eq!(p.wait_ns(4_200_000, 1), 1_000_000);
+        p.read_to(1, 4_200_000, 10, 20, true, 65_536);
+        assert_eq!(p.wait_ns(4_200_000, 2), 50_000);
     }
 
     #[test]

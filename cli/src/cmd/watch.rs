@@ -94,20 +94,13 @@ struct Follow {
     cursors: Cursors,
     pacing: Pacing,
     buf: Vec<latte_raw_sample>,
-    /// Slots handed out and slots reused, at the last look: when either
-    /// moved, the slots that had no writer are looked at again at once.
-    handed: (u32, u64),
 }
 
 /// One look at every slot that is due (`all`: at every slot) into the
 /// interval's figures; how long (ns) until the next look is due.
 fn watch_read(v: &View, f: &mut Follow, per: &mut Vec<Interval>, clean: bool, all: bool) -> Result<u64, Error> {
     let now = now_ns();
-    let handed = (v.slots_used(), v.counters().slot_reuses);
-    if handed != f.handed {
-        f.handed = handed;
-        f.pacing.wake_idle(now);
-    }
+    f.pacing.handed(now, v.slots_used(), v.counters().slot_reuses);
     let used = (v.slots_used() as u64).min(v.slot_capacity()) as u32;
     let cap = v.geo().samples_per_slot as u64;
     for i in 0..used {
@@ -130,11 +123,7 @@ fn watch_read(v: &View, f: &mut Follow, per: &mut Vec<Interval>, clean: bool, al
         // before it could (returned + lost = what the write index moved).
         let got = f.cursors.read(v, &s, &mut f.buf, latte::reader::ReadMode::Live)?;
         let next = f.cursors.get(i).map_or(0, |c| c.next);
-        if s.state == LATTE_SLOT_CLOSED && next >= s.write_idx {
-            f.pacing.idle(i, now);
-        } else {
-            f.pacing.looked(i, now, next, cap);
-        }
+        f.pacing.read_to(i, now, next, s.write_idx, s.state == LATTE_SLOT_CLOSED, cap);
         if let Some(p) = per.get_mut(s.id_token as usize) {
             p.read += f.buf.len() as u64;
             // Samples of earlier owners of the ring it never read count too (in
@@ -188,7 +177,7 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };
     let units = report::Units { unit: if o.time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE }, cycles_per_ns: cpn };
     let shown = Shown { time: o.time, units, cycles_per_ns: cpn };
-    let mut f = Follow { cursors: Cursors::new(), pacing: Pacing::new(PaceOptions::many()), buf: Vec::new(), handed: (0, 0) };
+    let mut f = Follow { cursors: Cursors::new(), pacing: Pacing::new(PaceOptions::many()), buf: Vec::new() };
     skip_present(&v, &mut f.cursors, &mut f.buf);
     // The rings are read on a thread of their own, so that no interval's
     // rendering keeps them unread.

@@ -38,8 +38,6 @@ pub(super) struct Rings {
     /// When a look or a pass last found a ring written (or rings handed
     /// out or reused), or the object was mapped, ns.
     pub(super) active_ns: u64,
-    /// Slots handed out and slots reused, at the last look.
-    pub(super) handed: (u32, u64),
 }
 
 impl Rings {
@@ -52,7 +50,6 @@ impl Rings {
             cpn: 0.0,
             buckets: Buckets::new(1.0),
             due_ns: 0,
-            handed: (0, 0),
             // A region found is looked at for new rings often at first.
             active_ns: latte::pace::now_ns(),
         }

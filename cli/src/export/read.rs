@@ -126,10 +126,7 @@ pub(super) fn follow_object(r: &mut Region, o: &mut Object, per_thread: bool, ow
     // Slots handed out or reused since the last look: those that had no
     // writer are looked at now.
     let c = Counts::of(&v);
-    let handed = (v.slots_used(), c.0[COUNT_REUSES]);
-    if handed != k.handed {
-        k.handed = handed;
-        k.pacing.wake_idle(now);
+    if k.pacing.handed(now, v.slots_used(), c.0[COUNT_REUSES]) {
         k.active_ns = now;
     }
     let used = (v.slots_used() as u64).min(v.slot_capacity()) as u32;
@@ -213,11 +210,7 @@ fn read_ring(
     buf.clear();
     let got = k.cursors.read(v, s, buf, ReadMode::Live)?;
     let cur = k.cursors.get(s.index).copied().unwrap_or_default();
-    if s.state == LATTE_SLOT_CLOSED && cur.next >= s.write_idx {
-        k.pacing.idle(s.index, now);
-    } else {
-        k.pacing.looked(s.index, now, cur.next, v.geo().samples_per_slot as u64);
-    }
+    k.pacing.read_to(s.index, now, cur.next, s.write_idx, s.state == LATTE_SLOT_CLOSED, v.geo().samples_per_slot as u64);
     let key = (id.clone(), per_thread.then_some(s.os_tid));
     if k.owners.len() <= i {
         k.owners.resize(i + 1, None);
