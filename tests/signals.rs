@@ -157,3 +157,97 @@ fn a_handler_interrupting_a_slow_path_is_refused_not_deadlocked() {
     assert!(libc::WIFEXITED(st), "the child hung (killed by signal {})", libc::WTERMSIG(st));
     assert_eq!(libc::WEXITSTATUS(st), 0);
 }
+
+/// Names of the round-robin below: more than the per-thread ID cache
+/// keeps, so that every Start of it misses the cache and inserts its ID
+/// (emptying the cache every 512 inserts).
+const ROUND_IDS: usize = 2000;
+static mut ROUND_NAMES: [[u8; 16]; ROUND_IDS] = [[0; 16]; ROUND_IDS];
+/// The index of the name the worker is starting, for the handler.
+static CURRENT: AtomicU64 = AtomicU64::new(u64::MAX);
+static HANDLER_BY_ID: [AtomicU64; ROUND_IDS] = [const { AtomicU64::new(0) }; ROUND_IDS];
+
+fn round_name(i: usize) -> *const core::ffi::c_char {
+    // SAFETY: filled before any use (`fill_round_names`), never written after.
+    unsafe { core::ptr::addr_of!(ROUND_NAMES[i]) as *const core::ffi::c_char }
+}
+
+fn fill_round_names() {
+    // SAFETY: single-threaded set-up, before the threads start: no other
+    // reference to ROUND_NAMES exists.
+    let names = unsafe { &mut *core::ptr::addr_of_mut!(ROUND_NAMES) };
+    for (i, n) in names.iter_mut().enumerate() {
+        let s = format!("sig.rr.{i}");
+        n[..s.len()].copy_from_slice(s.as_bytes());
+    }
+}
+
+/// A span under the ID the worker is starting at that moment, often while
+/// its Start is putting that ID in the cache.
+extern "C" fn on_usr1_same_id(_: libc::c_int) {
+    let i = CURRENT.load(Ordering::Relaxed) as usize;
+    if i < ROUND_IDS {
+        latte_start(round_name(i), LATTE_MODE_FAST);
+        latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+        HANDLER_BY_ID[i].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_handler_using_the_id_being_cached_records_under_it() {
+    fill_round_names();
+    // In a child: a handler that took a ring from a half-written cache
+    // entry writes through a stale or null ring, which must fail the test
+    // with its signal rather than end the test binary.
+    // SAFETY: fork; the child runs the scenario and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: plain calls in the child.
+        unsafe { libc::alarm(30) };
+        handle(libc::SIGUSR1, on_usr1_same_id);
+        let mut mine = vec![0u64; ROUND_IDS];
+        let warm = || {
+            // Every name interned and given its ring on this thread first:
+            // the Starts below find them in the thread's second level, with
+            // no lock, and insert them in the cache.
+            for i in 0..ROUND_IDS {
+                latte_start(round_name(i), LATTE_MODE_FAST);
+                latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+            }
+        };
+        let t0 = Instant::now();
+        under_signals(libc::SIGUSR1, warm, || {
+            while t0.elapsed() < Duration::from_secs(2) {
+                for (i, n) in mine.iter_mut().enumerate() {
+                    CURRENT.store(i as u64, Ordering::Relaxed);
+                    latte_start(round_name(i), LATTE_MODE_FAST);
+                    CURRENT.store(u64::MAX, Ordering::Relaxed);
+                    latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+                    *n += 1;
+                }
+            }
+        });
+        let mut wrong = 0;
+        let mut handler = 0;
+        for (i, n) in mine.iter().enumerate() {
+            let h = HANDLER_BY_ID[i].load(Ordering::Relaxed);
+            handler += h;
+            // SAFETY: a NUL-terminated name (`fill_round_names`).
+            let got = samples(unsafe { core::ffi::CStr::from_ptr(round_name(i)) }).len() as u64;
+            if got != (1 + n + h).min(65536) {
+                if wrong < 5 {
+                    eprintln!("sig.rr.{i}: {got} samples, {} written", 1 + n + h);
+                }
+                wrong += 1;
+            }
+        }
+        eprintln!("handler spans under the current ID {handler}; IDs with a wrong count {wrong}");
+        // SAFETY: leave the child.
+        unsafe { libc::_exit(if wrong == 0 && handler >= 100 { 0 } else { 1 }) };
+    }
+    let mut st = 0;
+    // SAFETY: our child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
+    assert!(libc::WIFEXITED(st), "the child died of signal {}", libc::WTERMSIG(st));
+    assert_eq!(libc::WEXITSTATUS(st), 0, "samples recorded under another ID, lost, or too few handler spans (see its output)");
+}

@@ -1,15 +1,63 @@
 //! The hot state's ID cache: open-addressed by the ID pointer, at most half
 //! full (the hash and sizes are constants of the generated header, which
 //! `include/latte_inline.h` uses for the same probe).
+//!
+//! Signal handlers. A handler that records on the thread it interrupted
+//! reads the cache (the inline Start and Rust's both do), and may write it
+//! (its own slow path), at any instruction of a write the interrupted code
+//! was making. Two rules keep every key it can read paired with that key's
+//! ring:
+//! - C1 An entry's ring is written while its key is empty, then (after a
+//!   compiler fence) its key; emptying the cache writes keys only. A key
+//!   once read is therefore always the key of the ring beside it.
+//! - C2 Inserts run under a per-thread flag (`WRITING`); an insert that
+//!   finds it set is a handler's, interrupting one under way, and is
+//!   skipped: the handler's span takes its ring from the slow path
+//!   uncached. Otherwise the handler could fill the entry the interrupted
+//!   insert had chosen between C1's two writes, and the interrupted insert
+//!   would then pair its key with the handler's ring. Emptying is never
+//!   skipped (keys only, it is safe at any point); an insert that finds
+//!   its state detached when it ends empties the cache again.
+//!
+//! A thread sees its own writes in program order, so compiler fences are
+//! all the ordering a handler on the same thread needs.
 
 use crate::layout::*;
+use core::cell::Cell;
 use core::ffi::c_char;
+use core::sync::atomic::{compiler_fence, Ordering};
 
-/// Empties a hot state's ID cache.
+std::thread_local! {
+    /// Whether this thread is writing a cache (rule C2). Const-initialised
+    /// and without a destructor, so a signal handler may read it.
+    static WRITING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` under the thread's writing flag (rule C2); does nothing when
+/// the flag is already set (a signal handler interrupting a write).
+fn writing(f: impl FnOnce()) {
+    let Ok(busy) = WRITING.try_with(|w| w.replace(true)) else {
+        return; // the thread is exiting: nothing is cached any more
+    };
+    if busy {
+        return;
+    }
+    compiler_fence(Ordering::SeqCst);
+    f();
+    compiler_fence(Ordering::SeqCst);
+    let _ = WRITING.try_with(|w| w.set(false));
+}
+
+/// Empties a hot state's ID cache: its keys only (rule C1), so at any
+/// point, even in a signal handler that interrupted a write of it (a
+/// detach must never be skipped; `cache_insert` looks again).
 pub(super) fn clear_cache(t: &mut latte_thread) {
+    clear_keys(t);
+}
+
+fn clear_keys(t: &mut latte_thread) {
     for e in t.cache.iter_mut() {
         e.key = LATTE_CACHE_EMPTY as *const c_char;
-        e.ring = 0;
     }
     t.cache_used = 0;
 }
@@ -35,28 +83,41 @@ pub fn cache_probe(t: &latte_thread, id: *const c_char, mut i: usize) -> Option<
 }
 
 /// Adds `id` -> `ring` (tagged) to the cache at the first empty entry of
-/// its probe order, emptying the cache first when it is half full.
+/// its probe order, emptying the cache first when it is half full. Skipped
+/// in a signal handler that interrupted a write of the cache (rule C2).
 pub(super) fn cache_insert(t: &mut latte_thread, id: *const c_char, ring: u64) {
     if id.is_null() {
         return;
     }
-    if t.cache_used >= LATTE_CACHE_MAX_USED as u64 {
-        clear_cache(t);
-    }
-    let mut i = cache_index(id);
-    loop {
-        let e = &mut t.cache[i];
-        if e.key == id {
-            e.ring = ring;
-            return;
+    writing(|| {
+        if t.cache_used >= LATTE_CACHE_MAX_USED as u64 {
+            clear_keys(t);
         }
-        if e.key as usize == LATTE_CACHE_EMPTY {
-            e.key = id;
-            e.ring = ring;
-            t.cache_used += 1;
-            return;
+        let mut i = cache_index(id);
+        loop {
+            let e = &mut t.cache[i];
+            if e.key == id {
+                // One aligned word: a reader sees the old ring or the new.
+                e.ring = ring;
+                return;
+            }
+            if e.key as usize == LATTE_CACHE_EMPTY {
+                // Rule C1: the ring, then the key.
+                e.ring = ring;
+                compiler_fence(Ordering::SeqCst);
+                e.key = id;
+                t.cache_used += 1;
+                return;
+            }
+            i = cache_next(i);
         }
-        i = cache_next(i);
+    });
+    // A signal handler may have detached this state (`thread::detach`)
+    // while the insert ran: a detached state's cache stays empty.
+    // SAFETY: a field of the state `t` borrows; read afresh because a
+    // handler on this thread may have written it.
+    if unsafe { core::ptr::read_volatile(&t.attached) } == 0 {
+        clear_keys(t);
     }
 }
 
@@ -72,6 +133,7 @@ mod tests {
     fn id_cache_probes_on_and_empties_itself_when_half_full() {
         // SAFETY: an all-zero latte_thread is valid (integers, null pointers).
         let mut t: Box<latte_thread> = unsafe { Box::new(core::mem::zeroed()) };
+        t.attached = 1;
         let key = |n: usize| (0x10_0000 + n * 24) as *const c_char;
         assert_eq!(cache_probe(&t, key(0), cache_index(key(0))), None);
         assert_eq!(cache_probe(&t, core::ptr::null(), 0), None, "NULL is never cached");
@@ -97,5 +159,24 @@ mod tests {
         assert_eq!(t.cache_used, 1);
         assert_eq!(cache_probe(&t, key(n), cache_index(key(n))), Some(slot(8)));
         assert_eq!(cache_probe(&t, key(0), home), None);
+    }
+
+    #[test]
+    fn emptying_writes_keys_only_and_a_detached_state_keeps_nothing() {
+        // SAFETY: an all-zero latte_thread is valid (integers, null pointers).
+        let mut t: Box<latte_thread> = unsafe { Box::new(core::mem::zeroed()) };
+        t.attached = 1;
+        let id = 0x20_0000 as *const c_char;
+        let h = cache_index(id);
+        cache_insert(&mut t, id, slot(3));
+        clear_cache(&mut t);
+        // Rule C1: the key goes, the ring stays (a reader never pairs a key with a cleared ring).
+        assert_eq!((t.cache[h].key as usize, t.cache[h].ring, t.cache_used), (LATTE_CACHE_EMPTY, slot(3), 0));
+        // An insert that ends on a detached state (a signal handler detached
+        // it meanwhile) leaves the cache empty.
+        t.attached = 0;
+        cache_insert(&mut t, id, slot(4));
+        assert_eq!(cache_probe(&t, id, h), None);
+        assert_eq!(t.cache_used, 0);
     }
 }
