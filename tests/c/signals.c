@@ -1,7 +1,10 @@
 /* Recording from a signal handler through the inline path: a handler's
  * spans, interleaved at any instruction with the interrupted thread's
  * Start and Stop, leave its span stack intact (every sample keeps its
- * depth and modes). The Rust path has the same test (tests/signals.rs). */
+ * depth and modes); and a handler that records under the ID its thread is
+ * putting in the ID cache (a round-robin over more IDs than the cache
+ * keeps, so that every Start inserts) records under that ID. The Rust path
+ * has the same tests (tests/signals.rs). */
 #define _POSIX_C_SOURCE 200809L
 #include "latte_inline.h"
 
@@ -30,6 +33,99 @@ static double now_s(void) {
 }
 
 static volatile int g_ready;
+
+/* The round-robin's names, the index the worker is starting (-1: none),
+ * and the handler's spans per name. */
+#define RR_IDS 2000
+static char g_rr_names[RR_IDS][16];
+static long g_rr_current = -1;
+static long g_rr_handler[RR_IDS];
+
+static void on_usr2(int sig) {
+  long i = __atomic_load_n(&g_rr_current, __ATOMIC_RELAXED);
+  (void)sig;
+  if (i < 0) return;
+  latte_start_inline(g_rr_names[i], LATTE_MODE_FAST);
+  (void)latte_stop_inline(NULL, LATTE_MODE_FAST);
+  __atomic_fetch_add(&g_rr_handler[i], 1, __ATOMIC_RELAXED);
+}
+
+static void *rr_worker(void *arg) {
+  long *per_id = (long *)arg;
+  double t0;
+  int i;
+  /* Every name interned and given its ring first: the Starts below take
+   * the thread's second level, with no lock, and insert into the cache. */
+  for (i = 0; i < RR_IDS; i++) {
+    latte_start_inline(g_rr_names[i], LATTE_MODE_FAST);
+    (void)latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  __atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
+  t0 = now_s();
+  while (now_s() - t0 < 1.0) {
+    for (i = 0; i < RR_IDS; i++) {
+      __atomic_store_n(&g_rr_current, (long)i, __ATOMIC_RELAXED);
+      latte_start_inline(g_rr_names[i], LATTE_MODE_FAST);
+      __atomic_store_n(&g_rr_current, -1L, __ATOMIC_RELAXED);
+      (void)latte_stop_inline(NULL, LATTE_MODE_FAST);
+      per_id[i]++;
+    }
+  }
+  g_done = 1;
+  return NULL;
+}
+
+/* The round-robin under SIGUSR2; the samples of each name must be what the
+ * worker and the handler wrote under it. */
+static void handler_under_the_id_being_cached(void) {
+  static long per_id[RR_IDS];
+  static uint32_t tokens[RR_IDS];
+  static size_t got[RR_IDS];
+  struct sigaction act;
+  struct timespec gap = {0, 20000};
+  pthread_t th;
+  latte_sample_record *recs;
+  size_t n = 0, i, wrong = 0, handler = 0;
+  long k;
+  for (k = 0; k < RR_IDS; k++) snprintf(g_rr_names[k], sizeof g_rr_names[k], "sig.c.rr.%ld", k);
+  memset(&act, 0, sizeof act);
+  act.sa_handler = on_usr2;
+  act.sa_flags = SA_RESTART;
+  sigemptyset(&act.sa_mask);
+  sigaction(SIGUSR2, &act, NULL);
+  g_done = 0;
+  g_ready = 0;
+  pthread_create(&th, NULL, rr_worker, per_id);
+  while (!__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE)) nanosleep(&gap, NULL);
+  while (!g_done) {
+    pthread_kill(th, SIGUSR2);
+    nanosleep(&gap, NULL);
+  }
+  pthread_join(th, NULL);
+  /* The worker interned the names in order: their tokens are consecutive. */
+  for (k = 0; k < RR_IDS; k++) tokens[k] = latte_intern_id(g_rr_names[k]);
+#ifndef LATTE_DISABLE
+  for (k = 1; k < RR_IDS && tokens[k] == tokens[0] + (uint32_t)k; k++) {
+  }
+  CHECK_EQ_U(k, RR_IDS);
+#endif
+  (void)latte_samples_extract(NULL, 0, &n);
+  recs = (latte_sample_record *)malloc((n + 1) * sizeof *recs);
+  CHECK(latte_samples_extract(recs, n + 1, &n) == 0);
+  for (i = 0; i < n; i++)
+    if (recs[i].token - tokens[0] < RR_IDS) got[recs[i].token - tokens[0]]++;
+  for (k = 0; k < RR_IDS; k++) {
+    long want = 1 + per_id[k] + g_rr_handler[k];
+    handler += (size_t)g_rr_handler[k];
+    wrong += got[k] != (size_t)(want < 65536 ? want : 65536);
+  }
+  free(recs);
+#ifndef LATTE_DISABLE
+  printf("signals: %zu handler spans under the ID being cached, %zu IDs with a wrong count\n", handler, wrong);
+  CHECK(handler > 100);
+  CHECK_EQ_U(wrong, 0);
+#endif
+}
 
 static void *worker(void *arg) {
   long *iters = (long *)arg;
@@ -103,5 +199,6 @@ int main(void) {
   CHECK_EQ_U(inner, iters < 65536 ? iters : 65536);
 #endif
   CHECK_EQ_U(bad, 0);
+  handler_under_the_id_being_cached();
   return check_summary("c signals");
 }
