@@ -5,19 +5,25 @@
 //! Signal handlers. A handler that records on the thread it interrupted
 //! reads the cache (the inline Start and Rust's both do), and may write it
 //! (its own slow path), at any instruction of a write the interrupted code
-//! was making. Two rules keep every key it can read paired with that key's
-//! ring:
+//! was making. Two rules keep a handler from reading a key beside a ring
+//! that is not that key's:
 //! - C1 An entry's ring is written while its key is empty, then (after a
-//!   compiler fence) its key; emptying the cache writes keys only. A key
-//!   once read is therefore always the key of the ring beside it.
+//!   compiler fence) its key; emptying the cache writes keys only. A
+//!   handler that reads a key therefore finds that key's ring beside it.
 //! - C2 Inserts run under a per-thread flag (`WRITING`); an insert that
 //!   finds it set is a handler's, interrupting one under way, and is
 //!   skipped: the handler's span takes its ring from the slow path
 //!   uncached. Otherwise the handler could fill the entry the interrupted
 //!   insert had chosen between C1's two writes, and the interrupted insert
 //!   would then pair its key with the handler's ring. Emptying is never
-//!   skipped (keys only, it is safe at any point); an insert that finds
-//!   its state detached when it ends empties the cache again.
+//!   skipped (it writes keys only); an insert that finds its state detached
+//!   when it ends empties the cache again.
+//!
+//! Not covered: a Start interrupted between its load of an entry's key and
+//! its load of the ring, by a handler whose slow path empties the cache and
+//! puts another ID in that entry, takes the other ID's ring (its span is
+//! recorded under the other ID). Closing it needs the reader to load the
+//! key again after the ring, on the hot path.
 //!
 //! A thread sees its own writes in program order, so compiler fences are
 //! all the ordering a handler on the same thread needs.
@@ -48,9 +54,10 @@ fn writing(f: impl FnOnce()) {
     let _ = WRITING.try_with(|w| w.set(false));
 }
 
-/// Empties a hot state's ID cache: its keys only (rule C1), so at any
-/// point, even in a signal handler that interrupted a write of it (a
-/// detach must never be skipped; `cache_insert` looks again).
+/// Empties a hot state's ID cache: its keys only (rule C1). It is safe at
+/// any point, even in a signal handler that interrupted a write of the
+/// cache, so it is never skipped (a detach must empty it; `cache_insert`
+/// looks again).
 pub(super) fn clear_cache(t: &mut latte_thread) {
     clear_keys(t);
 }

@@ -3,8 +3,17 @@
 //! records (doubling, at most half full), so a thread with thousands of IDs
 //! finds each here without the registry lock; past `PTR_MAP_MAX` entries
 //! (IDs built in fresh buffers over and over) it starts over.
+//!
+//! A signal handler that records on the thread may look up this map (its
+//! own slow path, before it asks for the registry lock) while the thread
+//! it interrupted is changing it. Every change runs under `writing`, and a
+//! lookup that finds it set answers "not here": the handler then asks for
+//! the lock its thread holds, is refused, and its span is counted as a
+//! reentrant drop (`lock.rs`). It never reads a half-written entry or a
+//! table being replaced.
 
 use crate::layout::LATTE_CACHE_HASH;
+use core::sync::atomic::{compiler_fence, Ordering};
 
 /// An open-addressing map from ID pointers to rings, thread-private.
 pub(super) struct PtrMap {
@@ -13,6 +22,9 @@ pub(super) struct PtrMap {
     slots: Vec<u64>,
     /// Entries in use, at most half of `keys.len()`.
     len: usize,
+    /// Set while the map changes (the module doc); read and written
+    /// volatile, as a signal handler on the thread may read it.
+    writing: bool,
 }
 
 /// Entries of a new map.
@@ -24,10 +36,26 @@ const PTR_MAP_EMPTY: usize = 0;
 
 impl PtrMap {
     pub(super) fn new() -> PtrMap {
-        PtrMap { keys: vec![PTR_MAP_EMPTY; PTR_MAP_SIZE], slots: vec![0; PTR_MAP_SIZE], len: 0 }
+        PtrMap { keys: vec![PTR_MAP_EMPTY; PTR_MAP_SIZE], slots: vec![0; PTR_MAP_SIZE], len: 0, writing: false }
+    }
+
+    /// Runs `f` with `writing` set.
+    fn changing(&mut self, f: impl FnOnce(&mut PtrMap)) {
+        // SAFETY: a field of `self`; volatile so that the store is made
+        // before the change, where a handler on this thread can see it.
+        unsafe { core::ptr::write_volatile(&mut self.writing, true) };
+        compiler_fence(Ordering::SeqCst);
+        f(self);
+        compiler_fence(Ordering::SeqCst);
+        // SAFETY: as above.
+        unsafe { core::ptr::write_volatile(&mut self.writing, false) };
     }
 
     pub(super) fn clear(&mut self) {
+        self.changing(PtrMap::clear_now);
+    }
+
+    fn clear_now(&mut self) {
         if self.keys.len() > PTR_MAP_SIZE {
             *self = PtrMap::new();
         } else {
@@ -44,7 +72,14 @@ impl PtrMap {
         ((key as u64).wrapping_mul(LATTE_CACHE_HASH) >> shift) as usize
     }
 
+    /// The ring of `key`; None when it is not here, or when the map is
+    /// changing (a signal handler that interrupted a change).
     pub(super) fn get(&self, key: usize) -> Option<u64> {
+        // SAFETY: a field of `self`, read afresh (the module doc).
+        if unsafe { core::ptr::read_volatile(&self.writing) } {
+            return None;
+        }
+        compiler_fence(Ordering::SeqCst);
         let mask = self.keys.len() - 1;
         let mut i = self.home(key);
         loop {
@@ -60,15 +95,17 @@ impl PtrMap {
         if key == PTR_MAP_EMPTY {
             return;
         }
-        // At most half full, so probes stay short and `get` always ends.
-        if self.len >= self.keys.len() / 2 {
-            if self.keys.len() >= PTR_MAP_MAX {
-                self.clear();
-            } else {
-                self.grow();
+        self.changing(|m| {
+            // At most half full, so probes stay short and `get` always ends.
+            if m.len >= m.keys.len() / 2 {
+                if m.keys.len() >= PTR_MAP_MAX {
+                    m.clear_now();
+                } else {
+                    m.grow();
+                }
             }
-        }
-        self.put(key, slot);
+            m.put(key, slot);
+        });
     }
 
     fn put(&mut self, key: usize, slot: u64) {
@@ -134,5 +171,11 @@ mod tests {
         m.clear();
         assert_eq!((m.len, m.keys.len()), (0, PTR_MAP_SIZE));
         assert_eq!(m.get(0x2000), None);
+        // While it changes, a lookup (a signal handler's) finds nothing.
+        m.insert(0x3000, slot(3));
+        m.writing = true;
+        assert_eq!(m.get(0x3000), None);
+        m.writing = false;
+        assert_eq!(m.get(0x3000), Some(slot(3)));
     }
 }
