@@ -78,6 +78,33 @@ fn under_signals(sig: libc::c_int, warm: impl FnOnce() + Send, work: impl FnOnce
     });
 }
 
+/// Runs `scenario` in a forked child under an alarm of `alarm_s` seconds:
+/// a crash, a hang, a panic or a false result fails the calling test (with
+/// the child's signal, or `what`) and never ends the test binary.
+fn in_child(alarm_s: u32, what: &str, scenario: impl FnOnce() -> bool) {
+    // SAFETY: fork; the child runs the scenario and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: plain calls in the child.
+        unsafe { libc::alarm(alarm_s) };
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(scenario)).unwrap_or(false);
+        // SAFETY: leave the child.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut st = 0;
+    // SAFETY: our child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
+    assert!(libc::WIFEXITED(st), "the child died of signal {} (14, SIGALRM: it hung)", libc::WTERMSIG(st));
+    assert_eq!(libc::WEXITSTATUS(st), 0, "{what} (see the child's output)");
+}
+
+/// Says `msg` on standard error from a forked child (whose Rust-side
+/// output capture is a copy the test harness never prints).
+fn child_says(msg: &str) {
+    // SAFETY: writes a valid buffer to fd 2.
+    unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
+}
+
 fn samples(id: &core::ffi::CStr) -> Vec<Sample> {
     let mut raw = Vec::new();
     // SAFETY: a valid C string.
@@ -126,11 +153,7 @@ fn handler_spans_leave_the_interrupted_stack_intact() {
 fn a_handler_interrupting_a_slow_path_is_refused_not_deadlocked() {
     fill_names();
     // In a child, under an alarm: a deadlock must fail the test, not hang it.
-    // SAFETY: fork; the child runs the scenario and exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: plain calls in the child.
-        unsafe { libc::alarm(8) };
+    in_child(8, "the scenario failed", || {
         handle(libc::SIGUSR2, on_usr2);
         let t0 = Instant::now();
         under_signals(
@@ -147,15 +170,9 @@ fn a_handler_interrupting_a_slow_path_is_refused_not_deadlocked() {
         );
         let mut c = latte::counters::latte_counters::default();
         latte_region_get_counters(&mut c);
-        eprintln!("handler spans {}, refused in a slow path {}", HANDLER_SPANS.load(Ordering::Relaxed), c.reentrant_drops);
-        // SAFETY: leave the child.
-        unsafe { libc::_exit(0) };
-    }
-    let mut st = 0;
-    // SAFETY: our child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
-    assert!(libc::WIFEXITED(st), "the child hung (killed by signal {})", libc::WTERMSIG(st));
-    assert_eq!(libc::WEXITSTATUS(st), 0);
+        child_says(&format!("handler spans {}, refused in a slow path {}\n", HANDLER_SPANS.load(Ordering::Relaxed), c.reentrant_drops));
+        true
+    });
 }
 
 /// Names of the round-robin below: more than the per-thread ID cache
@@ -199,11 +216,7 @@ fn a_handler_using_the_id_being_cached_records_under_it() {
     // In a child: a handler that took a ring from a half-written cache
     // entry writes through a stale or null ring, which must fail the test
     // with its signal rather than end the test binary.
-    // SAFETY: fork; the child runs the scenario and exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: plain calls in the child.
-        unsafe { libc::alarm(30) };
+    in_child(30, "samples recorded under another ID, lost, or too few handler spans", || {
         handle(libc::SIGUSR1, on_usr1_same_id);
         let mut mine = vec![0u64; ROUND_IDS];
         let warm = || {
@@ -242,14 +255,8 @@ fn a_handler_using_the_id_being_cached_records_under_it() {
             }
         }
         child_says(&format!("handler spans under the current ID {handler}; IDs with a wrong count {wrong}\n"));
-        // SAFETY: leave the child.
-        unsafe { libc::_exit(if wrong == 0 && handler >= 100 { 0 } else { 1 }) };
-    }
-    let mut st = 0;
-    // SAFETY: our child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
-    assert!(libc::WIFEXITED(st), "the child died of signal {}", libc::WTERMSIG(st));
-    assert_eq!(libc::WEXITSTATUS(st), 0, "samples recorded under another ID, lost, or too few handler spans (see its output)");
+        wrong == 0 && handler >= 100
+    });
 }
 
 /// The pointer the worker is starting while it is new to the thread, for
@@ -267,13 +274,6 @@ extern "C" fn on_usr2_resolving(_: libc::c_int) {
     }
 }
 
-/// Says `msg` on standard error from a forked child (whose Rust-side
-/// output capture is a copy the test harness never prints).
-fn child_says(msg: &str) {
-    // SAFETY: writes a valid buffer to fd 2.
-    unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
-}
-
 #[test]
 fn a_handler_using_the_id_being_resolved_is_recorded_or_refused() {
     fill_names();
@@ -287,11 +287,7 @@ fn a_handler_using_the_id_being_resolved_is_recorded_or_refused() {
 
 fn resolving_in_a_child() {
     FRESH.store(0, Ordering::Relaxed);
-    // SAFETY: fork; the child runs the scenario and exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: plain calls in the child.
-        unsafe { libc::alarm(30) };
+    in_child(30, "a worker span refused, or too few handler spans", || {
         handle(libc::SIGUSR2, on_usr2_resolving);
         let mut n = 0u64;
         let t0 = Instant::now();
@@ -317,12 +313,6 @@ fn resolving_in_a_child() {
         // Only a handler's span may be refused (it interrupted the slow path).
         let ok = c.reentrant_drops <= h && h >= 100;
         child_says(&format!("worker spans {n}, handler spans {h}, refused {}\n", c.reentrant_drops));
-        // SAFETY: leave the child.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    let mut st = 0;
-    // SAFETY: our child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
-    assert!(libc::WIFEXITED(st), "the child died of signal {}", libc::WTERMSIG(st));
-    assert_eq!(libc::WEXITSTATUS(st), 0, "a worker span refused, or too few handler spans (see its output)");
+        ok
+    });
 }
