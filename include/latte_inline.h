@@ -132,15 +132,31 @@ LATTE__HOT size_t latte__cache_index(const char *id) {
   return (size_t)(((uint64_t)(uintptr_t)id * (uint64_t)LATTE_CACHE_HASH) >> LATTE_CACHE_SHIFT);
 }
 
+/* Whether entry e holds id, and its ring in *ring: the key, the ring, then
+ * the key again, with a compiler fence between each two, as Rust's
+ * cache_entry does (rule C3 of src/recorder/cache.rs: a signal handler
+ * that put another ID in the entry between the loads is noticed). */
+LATTE__HOT int latte__cached(const latte_cache_entry *e, const char *id, uint64_t *ring) {
+  if (e->key != id || id == NULL) return 0;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  *ring = e->ring;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  return e->key == id;
+}
+
 /* Not at its home entry: probe on, as Rust's cache_probe does (the cache is
  * at most half full, so an empty entry ends the probe); the slow path when
  * it is not cached. Kept out of the hot path's layout. */
 LATTE__FN uint64_t latte__probe(latte_thread *t, const char *id, size_t i) {
   const char *k;
+  uint64_t ring;
   if (id != NULL)
     for (;; i = (i + 1) & (LATTE_CACHE_SIZE - 1)) {
       k = t->cache[i].key;
-      if (k == id) return t->cache[i].ring;
+      if (k == id) {
+        if (latte__cached(&t->cache[i], id, &ring)) return ring;
+        break;
+      }
       if (k == NULL) break;
     }
   return latte_internal_thread_resolve_v2(t, id);
@@ -198,7 +214,6 @@ LATTE__HOT void latte__write(latte_slot_header *s, uint64_t mask, uint64_t tsc, 
 /* Start on a given state (the calling thread's own): what
  * latte_start_inline does on latte__state. */
 LATTE__HOT void latte__start_on(latte_thread *t, const char *id, latte_mode mode) {
-  latte_cache_entry *e;
   uint64_t ring;
   size_t i;
   uint32_t d = t->depth;
@@ -208,10 +223,7 @@ LATTE__HOT void latte__start_on(latte_thread *t, const char *id, latte_mode mode
   }
   mode = latte__norm(mode);
   i = latte__cache_index(id);
-  e = &t->cache[i];
-  if (__builtin_expect(e->key == id && id != NULL, 1)) {
-    ring = e->ring;
-  } else {
+  if (__builtin_expect(!latte__cached(&t->cache[i], id, &ring), 0)) {
     /* The slow path may have moved open spans onto t: read the depth again. */
     ring = latte__probe(t, id, i);
     d = t->depth;

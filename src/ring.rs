@@ -103,20 +103,25 @@ pub fn writer_index<W: Atomic<V = u64>>(write_idx: &W) -> u64 {
 /// ring's otherwise (something else wrote the ring: another copy's owner on
 /// the same thread, a signal handler). Taken from the copy, the sample's
 /// address need not wait for the load of `write_idx`, which is compared in
-/// the shadow of the writes. The copy is read through an asm (the crate is
-/// x86-64 only: [`crate::tsc`]): read plainly, the compiler may write at
-/// the loaded value instead (it knows the two are equal), which arrives
-/// later.
+/// the shadow of the writes. The copy is read once, before the load, and
+/// the two are compared in an asm (the crate is x86-64 only:
+/// [`crate::tsc`]), as `latte_inline.h` does: a plain compare would let the
+/// compiler write at the loaded value instead (it knows the two are equal),
+/// which arrives later; and a copy read again after the compare could be
+/// another ring's, when a signal handler wrote a ring that shares the copy
+/// (one copy per ring tag) in between.
 #[inline(always)]
 pub fn writer_index_own<W: Atomic<V = u64>>(write_idx: &W, own: &u64) -> u64 {
-    let w = write_idx.load(Ordering::Relaxed);
-    if w != *own {
-        return w;
-    }
     let idx: u64;
     // SAFETY: reads the 8 bytes of `own`, a valid reference; no stack, no
     // flags, no writes.
     unsafe { core::arch::asm!("mov {0}, qword ptr [{1}]", out(reg) idx, in(reg) own as *const u64, options(nostack, preserves_flags, readonly)) };
+    let w = write_idx.load(Ordering::Relaxed);
+    // SAFETY: compares two registers and jumps to the label block when they
+    // differ; no memory, no stack.
+    unsafe {
+        core::arch::asm!("cmp {0}, {1}", "jne {2}", in(reg) w, in(reg) idx, label { return w; }, options(nomem, nostack));
+    }
     idx
 }
 

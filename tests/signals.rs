@@ -316,3 +316,100 @@ fn resolving_in_a_child() {
         ok
     });
 }
+
+/// IDs the handler below records under: more than the cache keeps, so its
+/// slow paths empty the cache and reuse entries the worker's IDs held.
+const OTHER_IDS: usize = 1500;
+static mut OTHER_NAMES: [[u8; 16]; OTHER_IDS] = [[0; 16]; OTHER_IDS];
+static OTHER_NEXT: AtomicU64 = AtomicU64::new(0);
+static HANDLER_BY_OTHER: [AtomicU64; OTHER_IDS] = [const { AtomicU64::new(0) }; OTHER_IDS];
+
+fn other_name(i: usize) -> *const core::ffi::c_char {
+    // SAFETY: filled before any use (`fill_other_names`), never written after.
+    unsafe { core::ptr::addr_of!(OTHER_NAMES[i]) as *const core::ffi::c_char }
+}
+
+fn fill_other_names() {
+    // SAFETY: single-threaded set-up, before the threads start: no other
+    // reference to OTHER_NAMES exists.
+    let names = unsafe { &mut *core::ptr::addr_of_mut!(OTHER_NAMES) };
+    for (i, n) in names.iter_mut().enumerate() {
+        let s = format!("sig.other.{i}");
+        n[..s.len()].copy_from_slice(s.as_bytes());
+    }
+}
+
+/// 600 spans, each under the next of the other IDs.
+extern "C" fn on_usr1_many_ids(_: libc::c_int) {
+    for _ in 0..600 {
+        let i = OTHER_NEXT.fetch_add(1, Ordering::Relaxed) as usize % OTHER_IDS;
+        latte_start(other_name(i), LATTE_MODE_FAST);
+        latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+        HANDLER_BY_OTHER[i].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_start_interrupted_by_a_handler_that_reuses_its_cache_entry_keeps_its_id() {
+    fill_round_names();
+    fill_other_names();
+    // 256 of the round-robin's IDs, cached; the handler's 1,500 others
+    // empty the cache and take its entries, at any instruction of a Start.
+    const MINE: usize = 256;
+    in_child(30, "spans recorded under another ID, or too few handler spans", || {
+        handle(libc::SIGUSR1, on_usr1_many_ids);
+        let mut mine = vec![0u64; MINE];
+        let warm = || {
+            for i in 0..MINE {
+                latte_start(round_name(i), LATTE_MODE_HARD);
+                latte_stop(core::ptr::null(), LATTE_MODE_HARD);
+            }
+            for i in 0..OTHER_IDS {
+                latte_start(other_name(i), LATTE_MODE_FAST);
+                latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+            }
+        };
+        let t0 = Instant::now();
+        under_signals(libc::SIGUSR1, warm, || {
+            while t0.elapsed() < Duration::from_secs(2) {
+                for (i, n) in mine.iter_mut().enumerate() {
+                    latte_start(round_name(i), LATTE_MODE_HARD);
+                    latte_stop(core::ptr::null(), LATTE_MODE_HARD);
+                    *n += 1;
+                }
+            }
+        });
+        let cname = |p: *const core::ffi::c_char| {
+            // SAFETY: a NUL-terminated name (`fill_round_names`, `fill_other_names`).
+            unsafe { core::ffi::CStr::from_ptr(p) }
+        };
+        let mut wrong = 0;
+        for (i, n) in mine.iter().enumerate() {
+            let s = samples(cname(round_name(i)));
+            let fast = s.iter().filter(|x| x.start_mode != LATTE_MODE_HARD).count() as u64;
+            // A handler's span in this ring would be FAST; the worker's are HARD.
+            if s.len() as u64 != (1 + n).min(65536) || fast > 0 {
+                if wrong < 5 {
+                    child_says(&format!("sig.rr.{i}: {} samples ({fast} not the worker's), {} written\n", s.len(), 1 + n));
+                }
+                wrong += 1;
+            }
+        }
+        let mut handler = 0;
+        for i in 0..OTHER_IDS {
+            let h = HANDLER_BY_OTHER[i].load(Ordering::Relaxed);
+            handler += h;
+            let s = samples(cname(other_name(i)));
+            if s.len() as u64 != (1 + h).min(65536) {
+                if wrong < 10 {
+                    child_says(&format!("sig.other.{i}: {} samples, {} written\n", s.len(), 1 + h));
+                }
+                wrong += 1;
+            }
+        }
+        let mut c = latte::counters::latte_counters::default();
+        latte_region_get_counters(&mut c);
+        child_says(&format!("handler spans {handler}; rings with a wrong sample {wrong}; {c:?}\n"));
+        wrong == 0 && handler >= 6000
+    });
+}

@@ -5,8 +5,9 @@
 //! Signal handlers. A handler that records on the thread it interrupted
 //! reads the cache (the inline Start and Rust's both do), and may write it
 //! (its own slow path), at any instruction of a write the interrupted code
-//! was making. Two rules keep a handler from reading a key beside a ring
-//! that is not that key's:
+//! was making, and may change the cache between two loads of a Start it
+//! interrupted. Three rules keep a reader from taking a ring that is not
+//! its key's:
 //! - C1 An entry's ring is written while its key is empty, then (after a
 //!   compiler fence) its key; emptying the cache writes keys only. A
 //!   handler that reads a key therefore finds that key's ring beside it.
@@ -19,11 +20,15 @@
 //!   skipped (it writes keys only); an insert that finds its state detached
 //!   when it ends empties the cache again.
 //!
-//! Not covered: a Start interrupted between its load of an entry's key and
-//! its load of the ring, by a handler whose slow path empties the cache and
-//! puts another ID in that entry, takes the other ID's ring (its span is
-//! recorded under the other ID). Closing it needs the reader to load the
-//! key again after the ring, on the hot path.
+//! - C3 A reader loads an entry's key, then its ring, then its key again,
+//!   with a compiler fence between each two, and takes the ring only when
+//!   both keys are the ID it looks for. A handler that ran between the
+//!   first two loads left an entry whose ring and key the last two read
+//!   together (C1); one that ran between the last two left the ring read
+//!   before it, the ring of the first key. (Two handlers, one in each gap,
+//!   that put another ID in the entry and then the reader's own ID back,
+//!   would pass unnoticed: two signals, each within one instruction of the
+//!   other's window.)
 //!
 //! A thread sees its own writes in program order, so compiler fences are
 //! all the ordering a handler on the same thread needs.
@@ -69,8 +74,25 @@ fn clear_keys(t: &mut latte_thread) {
     t.cache_used = 0;
 }
 
+/// The tagged ring of `id` when entry `i` holds it, read by rule C3 (the
+/// key, the ring, the key again). NULL is never cached.
+#[inline(always)]
+pub fn cache_entry(t: &latte_thread, id: *const c_char, i: usize) -> Option<u64> {
+    let e = &t.cache[i];
+    if e.key != id || id.is_null() {
+        return None;
+    }
+    compiler_fence(Ordering::SeqCst);
+    let ring = e.ring;
+    compiler_fence(Ordering::SeqCst);
+    // SAFETY: a field of `e`, read afresh: a signal handler on this thread
+    // may have written it since the first read (rule C3).
+    (unsafe { core::ptr::read_volatile(&e.key) } == id).then_some(ring)
+}
+
 /// The cached tagged ring of `id`, probing from `i` (its home entry); None at the
-/// first empty entry. The
+/// first empty entry, or when a signal handler changed the entry while it
+/// was read (rule C3). The
 /// cache is never full, so the probe ends. NULL is never cached.
 #[inline(always)]
 pub fn cache_probe(t: &latte_thread, id: *const c_char, mut i: usize) -> Option<u64> {
@@ -80,7 +102,7 @@ pub fn cache_probe(t: &latte_thread, id: *const c_char, mut i: usize) -> Option<
     loop {
         let e = &t.cache[i];
         if e.key == id {
-            return Some(e.ring);
+            return cache_entry(t, id, i);
         }
         if e.key as usize == LATTE_CACHE_EMPTY {
             return None;

@@ -65,7 +65,7 @@
 //! its own thread is refused ([`Lock::lock_unless_held`](super::lock::Lock::lock_unless_held)) and counted in
 //! `reentrant_drops`, and its span goes to a sink.
 
-use super::cache::cache_probe;
+use super::cache::{cache_entry, cache_probe};
 use super::slow::{count_orphan, note_orphan, note_overflow, resolve, resolve_slot};
 use super::thread::current_if_any;
 use crate::layout::*;
@@ -157,14 +157,13 @@ pub unsafe fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     }
     let mode = tsc::normalize_mode(mode);
     let h = cache_index(id);
-    let ring = if t.cache[h].key == id && !id.is_null() {
-        t.cache[h].ring
-    } else {
-        match cache_probe(t, id, h) {
+    let ring = match cache_entry(t, id, h) {
+        Some(r) => r,
+        None => match cache_probe(t, id, h) {
             Some(s) => s, // further along the probe order
             // SAFETY: forwarded (this function's contract on `id`).
             None => unsafe { resolve(t, id) },
-        }
+        },
     };
     // (Unlike the C path, `t` here is already the active state, so the
     // slow path cannot have moved spans onto it: the depth still holds.)

@@ -3,8 +3,10 @@
  * Start and Stop, leave its span stack intact (every sample keeps its
  * depth and modes); and a handler that records under the ID its thread is
  * putting in the ID cache (a round-robin over more IDs than the cache
- * keeps, so that every Start inserts) records under that ID. The Rust path
- * has the same tests (tests/signals.rs). */
+ * keeps, so that every Start inserts) records under that ID; and Starts
+ * interrupted by a handler that records under 1,500 other IDs (emptying
+ * the cache and reusing its entries) keep their own ID. The Rust path has
+ * the same tests (tests/signals.rs). */
 #define _POSIX_C_SOURCE 200809L
 #include "latte_inline.h"
 
@@ -153,6 +155,101 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* Phase 3: 256 of the round-robin's names on the worker (HARD), 1,500
+ * others in the handler (MID), 600 spans a signal. */
+#define MINE_IDS 256
+#define OTHER_IDS 1500
+static char g_other_names[OTHER_IDS][24];
+static long g_other_next;
+static long g_other_handler[OTHER_IDS];
+
+static void on_usr2_many(int sig) {
+  int k;
+  (void)sig;
+  for (k = 0; k < 600; k++) {
+    long i = __atomic_fetch_add(&g_other_next, 1, __ATOMIC_RELAXED) % OTHER_IDS;
+    latte_start_inline(g_other_names[i], LATTE_MODE_MID);
+    (void)latte_stop_inline(NULL, LATTE_MODE_MID);
+    __atomic_fetch_add(&g_other_handler[i], 1, __ATOMIC_RELAXED);
+  }
+}
+
+static void *mine_worker(void *arg) {
+  long *per_id = (long *)arg;
+  double t0;
+  int i;
+  for (i = 0; i < OTHER_IDS; i++) {
+    latte_start_inline(g_other_names[i], LATTE_MODE_FAST);
+    (void)latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  __atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
+  t0 = now_s();
+  while (now_s() - t0 < 1.0) {
+    for (i = 0; i < MINE_IDS; i++) {
+      latte_start_inline(g_rr_names[i], LATTE_MODE_HARD);
+      (void)latte_stop_inline(NULL, LATTE_MODE_HARD);
+      per_id[i]++;
+    }
+  }
+  g_done = 1;
+  return NULL;
+}
+
+/* The worker's IDs keep exactly the worker's samples (all HARD), the
+ * handler's exactly the handler's. Runs after phase 2, whose worker
+ * interned the round-robin's names and wrote one span under each. */
+static void starts_interrupted_by_a_handler_reusing_their_entries(void) {
+  static long per_id[MINE_IDS];
+  static size_t got_mine[MINE_IDS], got_other[OTHER_IDS], foreign[MINE_IDS];
+  struct sigaction act;
+  struct timespec gap = {0, 20000};
+  pthread_t th;
+  latte_sample_record *recs;
+  uint32_t mine0, other0;
+  size_t n = 0, i, wrong = 0, handler = 0;
+  long k;
+  for (k = 0; k < OTHER_IDS; k++) snprintf(g_other_names[k], sizeof g_other_names[k], "sig.c.other.%ld", k);
+  memset(&act, 0, sizeof act);
+  act.sa_handler = on_usr2_many;
+  act.sa_flags = SA_RESTART;
+  sigemptyset(&act.sa_mask);
+  sigaction(SIGUSR2, &act, NULL);
+  g_done = 0;
+  g_ready = 0;
+  pthread_create(&th, NULL, mine_worker, per_id);
+  while (!__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE)) nanosleep(&gap, NULL);
+  while (!g_done) {
+    pthread_kill(th, SIGUSR2);
+    nanosleep(&gap, NULL);
+  }
+  pthread_join(th, NULL);
+  mine0 = latte_intern_id(g_rr_names[0]);
+  other0 = latte_intern_id(g_other_names[0]);
+  (void)latte_samples_extract(NULL, 0, &n);
+  recs = (latte_sample_record *)malloc((n + 1) * sizeof *recs);
+  CHECK(latte_samples_extract(recs, n + 1, &n) == 0);
+  for (i = 0; i < n; i++) {
+    uint32_t m = recs[i].token - mine0, o = recs[i].token - other0;
+    if (m < MINE_IDS && recs[i].start_mode == LATTE_MODE_HARD) got_mine[m]++;
+    if (m < MINE_IDS && recs[i].start_mode == LATTE_MODE_MID) foreign[m]++;
+    if (o < OTHER_IDS) got_other[o]++;
+  }
+  free(recs);
+  /* Phase 2's spans under the worker's names were FAST; a handler's span
+   * in one of its rings would be MID. */
+  for (k = 0; k < MINE_IDS; k++) wrong += got_mine[k] != (size_t)(per_id[k] < 65536 ? per_id[k] : 65536) || foreign[k] != 0;
+  for (k = 0; k < OTHER_IDS; k++) {
+    long want = 1 + g_other_handler[k];
+    handler += (size_t)g_other_handler[k];
+    wrong += got_other[k] != (size_t)(want < 65536 ? want : 65536);
+  }
+#ifndef LATTE_DISABLE
+  printf("signals: %zu handler spans under 1,500 other IDs, %zu IDs with a wrong count\n", handler, wrong);
+  CHECK(handler > 6000);
+  CHECK_EQ_U(wrong, 0);
+#endif
+}
+
 int main(void) {
   struct sigaction act;
   pthread_t th;
@@ -200,5 +297,6 @@ int main(void) {
 #endif
   CHECK_EQ_U(bad, 0);
   handler_under_the_id_being_cached();
+  starts_interrupted_by_a_handler_reusing_their_entries();
   return check_summary("c signals");
 }
