@@ -396,8 +396,8 @@ fn a_start_interrupted_by_a_handler_that_reuses_its_cache_entry_keeps_its_id() {
             }
         }
         let mut handler = 0;
-        for i in 0..OTHER_IDS {
-            let h = HANDLER_BY_OTHER[i].load(Ordering::Relaxed);
+        for (i, by) in HANDLER_BY_OTHER.iter().enumerate() {
+            let h = by.load(Ordering::Relaxed);
             handler += h;
             let s = samples(cname(other_name(i)));
             if s.len() as u64 != (1 + h).min(65536) {
