@@ -8,9 +8,10 @@
 //! was making, and may change the cache between two loads of a Start it
 //! interrupted. Three rules keep a reader from taking a ring that is not
 //! its key's:
-//! - C1 An entry's ring is written while its key is empty, then (after a
-//!   compiler fence) its key; emptying the cache writes keys only. A
-//!   handler that reads a key therefore finds that key's ring beside it.
+//! - C1 An entry's ring is written while its key is empty (or is the same
+//!   ID, when its ring changes), then (after a compiler fence) its key;
+//!   emptying the cache writes keys only. A handler that reads a key
+//!   therefore finds that key's ring beside it.
 //! - C2 Inserts run under a per-thread flag (`WRITING`); an insert that
 //!   finds it set is a handler's, interrupting one under way, and is
 //!   skipped: the handler's span takes its ring from the slow path
@@ -79,15 +80,22 @@ fn clear_keys(t: &mut latte_thread) {
 #[inline(always)]
 pub fn cache_entry(t: &latte_thread, id: *const c_char, i: usize) -> Option<u64> {
     let e = &t.cache[i];
-    if e.key != id || id.is_null() {
+    // Each word through a relaxed atomic load (a plain `mov` on x86-64): a
+    // signal handler on this thread may write them between the loads, and
+    // the fences keep the three in order (rule C3).
+    let key = || {
+        // SAFETY: `e.key` is a live, aligned pointer-sized field; atomics
+        // only read it here.
+        unsafe { core::sync::atomic::AtomicPtr::from_ptr(core::ptr::addr_of!(e.key) as *mut *mut c_char) }.load(Ordering::Relaxed) as *const c_char
+    };
+    if key() != id || id.is_null() {
         return None;
     }
     compiler_fence(Ordering::SeqCst);
-    let ring = e.ring;
+    // SAFETY: as above, for the aligned u64 `e.ring`.
+    let ring = unsafe { core::sync::atomic::AtomicU64::from_ptr(core::ptr::addr_of!(e.ring) as *mut u64) }.load(Ordering::Relaxed);
     compiler_fence(Ordering::SeqCst);
-    // SAFETY: a field of `e`, read afresh: a signal handler on this thread
-    // may have written it since the first read (rule C3).
-    (unsafe { core::ptr::read_volatile(&e.key) } == id).then_some(ring)
+    (key() == id).then_some(ring)
 }
 
 /// The cached tagged ring of `id`, probing from `i` (its home entry); None at the

@@ -57,7 +57,10 @@ impl PtrMap {
 
     fn clear_now(&mut self) {
         if self.keys.len() > PTR_MAP_SIZE {
-            *self = PtrMap::new();
+            // Field by field: `writing` stays set while the tables are replaced.
+            self.keys = vec![PTR_MAP_EMPTY; PTR_MAP_SIZE];
+            self.slots = vec![0; PTR_MAP_SIZE];
+            self.len = 0;
         } else {
             self.keys.fill(PTR_MAP_EMPTY);
             self.len = 0;
@@ -171,6 +174,13 @@ mod tests {
         m.clear();
         assert_eq!((m.len, m.keys.len()), (0, PTR_MAP_SIZE));
         assert_eq!(m.get(0x2000), None);
+        // Emptying a grown map replaces its tables and leaves the flag as it was.
+        m.writing = true;
+        m.keys = vec![PTR_MAP_EMPTY; PTR_MAP_SIZE * 4];
+        m.slots = vec![0; PTR_MAP_SIZE * 4];
+        m.clear_now();
+        assert!(m.writing && m.keys.len() == PTR_MAP_SIZE && m.slots.len() == PTR_MAP_SIZE);
+        m.writing = false;
         // While it changes, a lookup (a signal handler's) finds nothing.
         m.insert(0x3000, slot(3));
         m.writing = true;
