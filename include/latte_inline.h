@@ -285,16 +285,6 @@ LATTE__FN uint64_t latte__pulse_switched(const latte_thread *t, latte_pulse_site
   return latte__switched_since(t, site->last_head, &site->last_head);
 }
 
-/* A pulse's write when nothing else wrote its ring: at the site's copy of
- * the ring's index, just compared equal to the ring's. The compiler would
- * write at the loaded index instead (it knows they are equal), which
- * arrives later: the copy is taken through an asm. */
-LATTE__HOT void latte__pulse_write_own(latte_thread *t, latte_pulse_site *site, uint64_t last, uint64_t packed) {
-  uint64_t idx;
-  __asm__("movq %1, %0" : "=r"(idx) : "m"(site->next_idx));
-  site->next_idx = latte__write_at(site->slot, t->sample_mask, idx, last, packed);
-}
-
 /* Same effect as latte_pulse(site, id): the site keeps its ring, and the
  * ring's index as it left it (next_idx), so the write need not wait for the
  * ring's own index: it is compared in the shadow of the write, and when
@@ -306,13 +296,18 @@ LATTE__HOT void latte__pulse_write_own(latte_thread *t, latte_pulse_site *site, 
  * Three loads go through an asm, each for a measured reason (make
  * speedtest): the depth, so that it is loaded early rather than after the
  * duration's arithmetic; the base (latte__switch_base); and the site's
- * index (latte__pulse_write_own). The tracked path has its own copy of the
- * write rather than a jump back. */
+ * index. The site's index and ring are read once, before the ring's index,
+ * and the two indices are compared in an asm goto, as latte__write_own
+ * does: a plain compare would let the compiler write at the loaded index
+ * (it knows they are equal), which arrives later; and the site read again
+ * after the compare could hold another ID's ring and index, when a signal
+ * handler pulsed at this site under another ID in between. The tracked
+ * path has its own copy of the write rather than a jump back. */
 LATTE__HOT void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   uint64_t now = __rdtsc();
   latte_thread *t = &latte__state;
   latte_slot_header *s;
-  uint64_t last, packed, base;
+  uint64_t last, packed, base, idx;
   uint32_t depth;
   if (__builtin_expect(site->id != id || id == NULL, 0)) {
     latte_internal_thread_pulse_slow_v2(t, site, id, now);
@@ -329,17 +324,18 @@ LATTE__HOT void latte_pulse_inline(latte_pulse_site *site, const char *id) {
                        (LATTE_MODE_PULSE << (LATTE_STOP_MODE_SHIFT - LATTE_DEPTH_SHIFT)))
             << LATTE_DEPTH_SHIFT);
   s = site->slot;
+  __asm__("movq %1, %0" : "=r"(idx) : "m"(site->next_idx));
   /* Two rare cases, each its own branch: something else wrote the ring (a
    * span, another site of the ID), or the thread is tracked and its count +
    * base moved since this site's previous pulse. */
-  if (__builtin_expect(__atomic_load_n(&s->write_idx, __ATOMIC_RELAXED) != site->next_idx, 0)) goto latte__other;
+  __asm__ goto("cmpq %0, %1\n\tjne %l2" : : "r"(__atomic_load_n(&s->write_idx, __ATOMIC_RELAXED)), "r"(idx) : "cc" : latte__other);
   base = latte__switch_base(t);
   if (__builtin_expect(base != 0, 0)) {
     if (__builtin_expect(latte__switch_count(t) + base != site->last_head, 0)) goto latte__other;
-    latte__pulse_write_own(t, site, last, packed);
+    site->next_idx = latte__write_at(s, t->sample_mask, idx, last, packed);
     return;
   }
-  latte__pulse_write_own(t, site, last, packed);
+  site->next_idx = latte__write_at(s, t->sample_mask, idx, last, packed);
   return;
 latte__other:
   packed |= latte__pulse_switched(t, site);

@@ -245,21 +245,25 @@ pub unsafe fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *cons
     let last = site.last_tsc;
     site.last_tsc = now;
     let packed = duration(last, now) | pulse_bits(t.depth);
+    // The site's ring and its copy of the ring's index, each read once: the
+    // write goes to the ring compared, at the index compared (as in
+    // `latte_inline.h`).
+    let (slot, next) = (site.slot, site.next_idx);
     // SAFETY: the site's slot was resolved by this thread for `id`.
-    let h = unsafe { &*site.slot };
+    let h = unsafe { &*slot };
     // The rare path for both rare cases: something else wrote the ring (a
     // span, another site of this ID), or the thread is tracked and its
     // switch count plus base moved since this site's previous pulse. An
     // untracked thread's pulse does not load its switch count. Relaxed:
     // this thread is the only writer of write_idx.
-    let quiet = h.write_idx.load(Ordering::Relaxed) == site.next_idx && (t.switch_base == 0 || switch_mark(t) == site.last_head);
+    let quiet = h.write_idx.load(Ordering::Relaxed) == next && (t.switch_base == 0 || switch_mark(t) == site.last_head);
     site.next_idx = if quiet {
-        // SAFETY: as above; next_idx is the ring's index (just compared).
-        unsafe { write_sample_at(site.slot, t.sample_mask, site.next_idx, last, packed) }
+        // SAFETY: as above; next is the ring's index (just compared).
+        unsafe { write_sample_at(slot, t.sample_mask, next, last, packed) }
     } else {
         let packed = packed | pulse_switched(t, site);
         // SAFETY: as above.
-        unsafe { write_sample(site.slot, t.sample_mask, last, packed) };
+        unsafe { write_sample(slot, t.sample_mask, last, packed) };
         h.write_idx.load(Ordering::Relaxed)
     };
 }
