@@ -179,23 +179,27 @@ fn a_handler_interrupting_a_slow_path_is_refused_not_deadlocked() {
 /// keeps, so that every Start of it misses the cache and inserts its ID
 /// (emptying the cache every 512 inserts).
 const ROUND_IDS: usize = 2000;
-static mut ROUND_NAMES: [[u8; 16]; ROUND_IDS] = [[0; 16]; ROUND_IDS];
+static ROUND: Names = Names::new();
 /// The index of the name the worker is starting, for the handler.
 static CURRENT: AtomicU64 = AtomicU64::new(u64::MAX);
 static HANDLER_BY_ID: [AtomicU64; ROUND_IDS] = [const { AtomicU64::new(0) }; ROUND_IDS];
 
-fn round_name(i: usize) -> *const core::ffi::c_char {
-    // SAFETY: filled before any use (`fill_round_names`), never written after.
-    unsafe { core::ptr::addr_of!(ROUND_NAMES[i]) as *const core::ffi::c_char }
-}
+/// Names `prefix.0`, `prefix.1`, ..., made once and kept for the process,
+/// so that their addresses stay put; read by signal handlers once filled
+/// (`OnceLock::get` is a load).
+struct Names(std::sync::OnceLock<Vec<std::ffi::CString>>);
 
-fn fill_round_names() {
-    // SAFETY: single-threaded set-up, before the threads start: no other
-    // reference to ROUND_NAMES exists.
-    let names = unsafe { &mut *core::ptr::addr_of_mut!(ROUND_NAMES) };
-    for (i, n) in names.iter_mut().enumerate() {
-        let s = format!("sig.rr.{i}");
-        n[..s.len()].copy_from_slice(s.as_bytes());
+impl Names {
+    const fn new() -> Names {
+        Names(std::sync::OnceLock::new())
+    }
+
+    fn fill(&self, prefix: &str, n: usize) {
+        self.0.get_or_init(|| (0..n).map(|i| std::ffi::CString::new(format!("{prefix}.{i}")).unwrap()).collect());
+    }
+
+    fn at(&self, i: usize) -> *const core::ffi::c_char {
+        self.0.get().expect("names filled before use")[i].as_ptr()
     }
 }
 
@@ -204,7 +208,7 @@ fn fill_round_names() {
 extern "C" fn on_usr1_same_id(_: libc::c_int) {
     let i = CURRENT.load(Ordering::Relaxed) as usize;
     if i < ROUND_IDS {
-        latte_start(round_name(i), LATTE_MODE_FAST);
+        latte_start(ROUND.at(i), LATTE_MODE_FAST);
         latte_stop(core::ptr::null(), LATTE_MODE_FAST);
         HANDLER_BY_ID[i].fetch_add(1, Ordering::Relaxed);
     }
@@ -212,7 +216,7 @@ extern "C" fn on_usr1_same_id(_: libc::c_int) {
 
 #[test]
 fn a_handler_using_the_id_being_cached_records_under_it() {
-    fill_round_names();
+    ROUND.fill("sig.rr", ROUND_IDS);
     // In a child: a handler that took a ring from a half-written cache
     // entry writes through a stale or null ring, which must fail the test
     // with its signal rather than end the test binary.
@@ -224,7 +228,7 @@ fn a_handler_using_the_id_being_cached_records_under_it() {
             // the Starts below find them in the thread's second level, with
             // no lock, and insert them in the cache.
             for i in 0..ROUND_IDS {
-                latte_start(round_name(i), LATTE_MODE_FAST);
+                latte_start(ROUND.at(i), LATTE_MODE_FAST);
                 latte_stop(core::ptr::null(), LATTE_MODE_FAST);
             }
         };
@@ -233,7 +237,7 @@ fn a_handler_using_the_id_being_cached_records_under_it() {
             while t0.elapsed() < Duration::from_secs(2) {
                 for (i, n) in mine.iter_mut().enumerate() {
                     CURRENT.store(i as u64, Ordering::Relaxed);
-                    latte_start(round_name(i), LATTE_MODE_FAST);
+                    latte_start(ROUND.at(i), LATTE_MODE_FAST);
                     CURRENT.store(u64::MAX, Ordering::Relaxed);
                     latte_stop(core::ptr::null(), LATTE_MODE_FAST);
                     *n += 1;
@@ -245,8 +249,8 @@ fn a_handler_using_the_id_being_cached_records_under_it() {
         for (i, n) in mine.iter().enumerate() {
             let h = HANDLER_BY_ID[i].load(Ordering::Relaxed);
             handler += h;
-            // SAFETY: a NUL-terminated name (`fill_round_names`).
-            let got = samples(unsafe { core::ffi::CStr::from_ptr(round_name(i)) }).len() as u64;
+            // SAFETY: a NUL-terminated name (`Names`).
+            let got = samples(unsafe { core::ffi::CStr::from_ptr(ROUND.at(i)) }).len() as u64;
             if got != (1 + n + h).min(65536) {
                 if wrong < 5 {
                     child_says(&format!("sig.rr.{i}: {got} samples, {} written\n", 1 + n + h));
@@ -320,30 +324,15 @@ fn resolving_in_a_child() {
 /// IDs the handler below records under: more than the cache keeps, so its
 /// slow paths empty the cache and reuse entries the worker's IDs held.
 const OTHER_IDS: usize = 1500;
-static mut OTHER_NAMES: [[u8; 16]; OTHER_IDS] = [[0; 16]; OTHER_IDS];
+static OTHER: Names = Names::new();
 static OTHER_NEXT: AtomicU64 = AtomicU64::new(0);
 static HANDLER_BY_OTHER: [AtomicU64; OTHER_IDS] = [const { AtomicU64::new(0) }; OTHER_IDS];
-
-fn other_name(i: usize) -> *const core::ffi::c_char {
-    // SAFETY: filled before any use (`fill_other_names`), never written after.
-    unsafe { core::ptr::addr_of!(OTHER_NAMES[i]) as *const core::ffi::c_char }
-}
-
-fn fill_other_names() {
-    // SAFETY: single-threaded set-up, before the threads start: no other
-    // reference to OTHER_NAMES exists.
-    let names = unsafe { &mut *core::ptr::addr_of_mut!(OTHER_NAMES) };
-    for (i, n) in names.iter_mut().enumerate() {
-        let s = format!("sig.other.{i}");
-        n[..s.len()].copy_from_slice(s.as_bytes());
-    }
-}
 
 /// 600 spans, each under the next of the other IDs.
 extern "C" fn on_usr1_many_ids(_: libc::c_int) {
     for _ in 0..600 {
         let i = OTHER_NEXT.fetch_add(1, Ordering::Relaxed) as usize % OTHER_IDS;
-        latte_start(other_name(i), LATTE_MODE_FAST);
+        latte_start(OTHER.at(i), LATTE_MODE_FAST);
         latte_stop(core::ptr::null(), LATTE_MODE_FAST);
         HANDLER_BY_OTHER[i].fetch_add(1, Ordering::Relaxed);
     }
@@ -351,8 +340,8 @@ extern "C" fn on_usr1_many_ids(_: libc::c_int) {
 
 #[test]
 fn a_start_interrupted_by_a_handler_that_reuses_its_cache_entry_keeps_its_id() {
-    fill_round_names();
-    fill_other_names();
+    ROUND.fill("sig.rr", ROUND_IDS);
+    OTHER.fill("sig.other", OTHER_IDS);
     // 256 of the round-robin's IDs, cached; the handler's 1,500 others
     // empty the cache and take its entries, at any instruction of a Start.
     const MINE: usize = 256;
@@ -361,11 +350,11 @@ fn a_start_interrupted_by_a_handler_that_reuses_its_cache_entry_keeps_its_id() {
         let mut mine = vec![0u64; MINE];
         let warm = || {
             for i in 0..MINE {
-                latte_start(round_name(i), LATTE_MODE_HARD);
+                latte_start(ROUND.at(i), LATTE_MODE_HARD);
                 latte_stop(core::ptr::null(), LATTE_MODE_HARD);
             }
             for i in 0..OTHER_IDS {
-                latte_start(other_name(i), LATTE_MODE_FAST);
+                latte_start(OTHER.at(i), LATTE_MODE_FAST);
                 latte_stop(core::ptr::null(), LATTE_MODE_FAST);
             }
         };
@@ -373,19 +362,19 @@ fn a_start_interrupted_by_a_handler_that_reuses_its_cache_entry_keeps_its_id() {
         under_signals(libc::SIGUSR1, warm, || {
             while t0.elapsed() < Duration::from_secs(2) {
                 for (i, n) in mine.iter_mut().enumerate() {
-                    latte_start(round_name(i), LATTE_MODE_HARD);
+                    latte_start(ROUND.at(i), LATTE_MODE_HARD);
                     latte_stop(core::ptr::null(), LATTE_MODE_HARD);
                     *n += 1;
                 }
             }
         });
         let cname = |p: *const core::ffi::c_char| {
-            // SAFETY: a NUL-terminated name (`fill_round_names`, `fill_other_names`).
+            // SAFETY: a NUL-terminated name (`Names`).
             unsafe { core::ffi::CStr::from_ptr(p) }
         };
         let mut wrong = 0;
         for (i, n) in mine.iter().enumerate() {
-            let s = samples(cname(round_name(i)));
+            let s = samples(cname(ROUND.at(i)));
             let fast = s.iter().filter(|x| x.start_mode != LATTE_MODE_HARD).count() as u64;
             // A handler's span in this ring would be FAST; the worker's are HARD.
             if s.len() as u64 != (1 + n).min(65536) || fast > 0 {
@@ -399,7 +388,7 @@ fn a_start_interrupted_by_a_handler_that_reuses_its_cache_entry_keeps_its_id() {
         for (i, by) in HANDLER_BY_OTHER.iter().enumerate() {
             let h = by.load(Ordering::Relaxed);
             handler += h;
-            let s = samples(cname(other_name(i)));
+            let s = samples(cname(OTHER.at(i)));
             if s.len() as u64 != (1 + h).min(65536) {
                 if wrong < 10 {
                     child_says(&format!("sig.other.{i}: {} samples, {} written\n", s.len(), 1 + h));

@@ -36,6 +36,29 @@ static double now_s(void) {
 
 static volatile int g_ready;
 
+/* Runs worker(arg) on a thread of its own, with handler installed for sig,
+ * and sends it sig every 20 us from when it sets g_ready until it sets
+ * g_done. */
+static void under_signals(int sig, void (*handler)(int), void *(*worker)(void *), void *arg) {
+  struct sigaction act;
+  struct timespec gap = {0, 20000};
+  pthread_t th;
+  memset(&act, 0, sizeof act);
+  act.sa_handler = handler;
+  act.sa_flags = SA_RESTART;
+  sigemptyset(&act.sa_mask);
+  sigaction(sig, &act, NULL);
+  g_done = 0;
+  g_ready = 0;
+  pthread_create(&th, NULL, worker, arg);
+  while (!__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE)) nanosleep(&gap, NULL);
+  while (!g_done) {
+    pthread_kill(th, sig);
+    nanosleep(&gap, NULL);
+  }
+  pthread_join(th, NULL);
+}
+
 /* The round-robin's names, the index the worker is starting (-1: none),
  * and the handler's spans per name. */
 #define RR_IDS 2000
@@ -83,27 +106,11 @@ static void handler_under_the_id_being_cached(void) {
   static long per_id[RR_IDS];
   static uint32_t tokens[RR_IDS];
   static size_t got[RR_IDS];
-  struct sigaction act;
-  struct timespec gap = {0, 20000};
-  pthread_t th;
   latte_sample_record *recs;
   size_t n = 0, i, wrong = 0, handler = 0;
   long k;
   for (k = 0; k < RR_IDS; k++) snprintf(g_rr_names[k], sizeof g_rr_names[k], "sig.c.rr.%ld", k);
-  memset(&act, 0, sizeof act);
-  act.sa_handler = on_usr2;
-  act.sa_flags = SA_RESTART;
-  sigemptyset(&act.sa_mask);
-  sigaction(SIGUSR2, &act, NULL);
-  g_done = 0;
-  g_ready = 0;
-  pthread_create(&th, NULL, rr_worker, per_id);
-  while (!__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE)) nanosleep(&gap, NULL);
-  while (!g_done) {
-    pthread_kill(th, SIGUSR2);
-    nanosleep(&gap, NULL);
-  }
-  pthread_join(th, NULL);
+  under_signals(SIGUSR2, on_usr2, rr_worker, per_id);
   /* The worker interned the names in order: their tokens are consecutive. */
   for (k = 0; k < RR_IDS; k++) tokens[k] = latte_intern_id(g_rr_names[k]);
 #ifndef LATTE_DISABLE
@@ -201,28 +208,12 @@ static void *mine_worker(void *arg) {
 static void starts_interrupted_by_a_handler_reusing_their_entries(void) {
   static long per_id[MINE_IDS];
   static size_t got_mine[MINE_IDS], got_other[OTHER_IDS], foreign[MINE_IDS];
-  struct sigaction act;
-  struct timespec gap = {0, 20000};
-  pthread_t th;
   latte_sample_record *recs;
   uint32_t mine0, other0;
   size_t n = 0, i, wrong = 0, handler = 0;
   long k;
   for (k = 0; k < OTHER_IDS; k++) snprintf(g_other_names[k], sizeof g_other_names[k], "sig.c.other.%ld", k);
-  memset(&act, 0, sizeof act);
-  act.sa_handler = on_usr2_many;
-  act.sa_flags = SA_RESTART;
-  sigemptyset(&act.sa_mask);
-  sigaction(SIGUSR2, &act, NULL);
-  g_done = 0;
-  g_ready = 0;
-  pthread_create(&th, NULL, mine_worker, per_id);
-  while (!__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE)) nanosleep(&gap, NULL);
-  while (!g_done) {
-    pthread_kill(th, SIGUSR2);
-    nanosleep(&gap, NULL);
-  }
-  pthread_join(th, NULL);
+  under_signals(SIGUSR2, on_usr2_many, mine_worker, per_id);
   mine0 = latte_intern_id(g_rr_names[0]);
   other0 = latte_intern_id(g_other_names[0]);
   (void)latte_samples_extract(NULL, 0, &n);
@@ -251,25 +242,11 @@ static void starts_interrupted_by_a_handler_reusing_their_entries(void) {
 }
 
 int main(void) {
-  struct sigaction act;
-  pthread_t th;
   long iters = 0;
   size_t n = 0, i, bad = 0, outer = 0, inner = 0;
   latte_sample_record *recs;
   uint32_t t_outer, t_inner, t_handler;
-  struct timespec gap = {0, 20000};
-  memset(&act, 0, sizeof act);
-  act.sa_handler = on_usr1;
-  act.sa_flags = SA_RESTART;
-  sigemptyset(&act.sa_mask);
-  sigaction(SIGUSR1, &act, NULL);
-  pthread_create(&th, NULL, worker, &iters);
-  while (!__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE)) nanosleep(&gap, NULL);
-  while (!g_done) {
-    pthread_kill(th, SIGUSR1);
-    nanosleep(&gap, NULL);
-  }
-  pthread_join(th, NULL);
+  under_signals(SIGUSR1, on_usr1, worker, &iters);
   t_outer = latte_intern_id("sig.c.outer");
   t_inner = latte_intern_id("sig.c.inner");
   t_handler = latte_intern_id("sig.c.handler");
