@@ -20,7 +20,6 @@
 //!   would then pair its key with the handler's ring. Emptying is never
 //!   skipped (it writes keys only); an insert that finds its state detached
 //!   when it ends empties the cache again.
-//!
 //! - C3 A reader loads an entry's key, then its ring, then its key again,
 //!   with a compiler fence between each two, and takes the ring only when
 //!   both keys are the ID it looks for. A handler that ran between the
@@ -65,10 +64,6 @@ fn writing(f: impl FnOnce()) {
 /// cache, so it is never skipped (a detach must empty it; `cache_insert`
 /// looks again).
 pub(super) fn clear_cache(t: &mut latte_thread) {
-    clear_keys(t);
-}
-
-fn clear_keys(t: &mut latte_thread) {
     for e in t.cache.iter_mut() {
         e.key = LATTE_CACHE_EMPTY as *const c_char;
     }
@@ -128,7 +123,7 @@ pub(super) fn cache_insert(t: &mut latte_thread, id: *const c_char, ring: u64) {
     }
     writing(|| {
         if t.cache_used >= LATTE_CACHE_MAX_USED as u64 {
-            clear_keys(t);
+            clear_cache(t);
         }
         let mut i = cache_index(id);
         loop {
@@ -154,7 +149,7 @@ pub(super) fn cache_insert(t: &mut latte_thread, id: *const c_char, ring: u64) {
     // SAFETY: a field of the state `t` borrows; read afresh because a
     // handler on this thread may have written it.
     if unsafe { core::ptr::read_volatile(&t.attached) } == 0 {
-        clear_keys(t);
+        clear_cache(t);
     }
 }
 

@@ -245,10 +245,11 @@ pub unsafe fn pulse(t: &mut latte_thread, site: &mut latte_pulse_site, id: *cons
     let last = site.last_tsc;
     site.last_tsc = now;
     let packed = duration(last, now) | pulse_bits(t.depth);
-    // The site's ring and its copy of the ring's index, each read once: the
-    // write goes to the ring compared, at the index compared (as in
-    // `latte_inline.h`).
-    let (slot, next) = (site.slot, site.next_idx);
+    // The site's ring and its copy of the ring's index, each read once
+    // (volatile: a plain read may be repeated): the write goes to the ring
+    // compared, at the index compared (as in `latte_inline.h`).
+    // SAFETY: two fields of `site`, a valid reference.
+    let (slot, next) = unsafe { (core::ptr::read_volatile(&site.slot), core::ptr::read_volatile(&site.next_idx)) };
     // SAFETY: the site's slot was resolved by this thread for `id`.
     let h = unsafe { &*slot };
     // The rare path for both rare cases: something else wrote the ring (a
