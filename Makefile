@@ -130,11 +130,11 @@ $(CHK_SO): $(SRCS) include/latte.h
 $(CHK)/liblatte.so.$(MAJOR): $(CHK_SO)
 	ln -sf liblatte.so $@
 
-$(CHK_B)/%.so: tests/c/%.c tests/c/check.h include/*.h $(CHK_SO) $(CHK)/liblatte.so.$(MAJOR)
+$(CHK_B)/%.so: tests/c/%.c tests/c/*.h include/*.h $(CHK_SO) $(CHK)/liblatte.so.$(MAJOR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $< -o $@ -L$(CHK) -llatte $(CHK_RPATH)
 
-$(CHK_B)/%.asan: tests/c/%.c tests/c/check.h include/*.h $(CHK_SO) $(CHK)/liblatte.so.$(MAJOR)
+$(CHK_B)/%.asan: tests/c/%.c tests/c/*.h include/*.h $(CHK_SO) $(CHK)/liblatte.so.$(MAJOR)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $(SAN) $< -o $@ -L$(CHK) -llatte $(CHK_RPATH)
 
@@ -237,19 +237,19 @@ $(B)/dl/dlclose: tests/dl/dlclose.c $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $< -o $@ -ldl
 
-$(B)/c/%.so: tests/c/%.c tests/c/check.h include/*.h $(LIB_SO)
+$(B)/c/%.so: tests/c/%.c tests/c/*.h include/*.h $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $< -o $@ -L$(REL) -llatte $(RPATH)
 
-$(B)/c/%.static: tests/c/%.c tests/c/check.h include/*.h $(LIB_A)
+$(B)/c/%.static: tests/c/%.c tests/c/*.h include/*.h $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
-$(B)/c/%.disabled: tests/c/%.c tests/c/check.h include/*.h
+$(B)/c/%.disabled: tests/c/%.c tests/c/*.h include/*.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) -DLATTE_DISABLE $< -o $@
 
-$(B)/c/%.asan: tests/c/%.c tests/c/check.h include/*.h $(LIB_SO)
+$(B)/c/%.asan: tests/c/%.c tests/c/*.h include/*.h $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $(SAN) $< -o $@ -L$(REL) -llatte $(RPATH)
 
@@ -268,7 +268,7 @@ $(B)/tsan/race: tests/tsan/race.cpp cpp_compat/Latte.hpp include/*.h $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_T) $(TSAN) $< -o $@ -L$(REL) -llatte $(RPATH)
 
-CXX_DEPS := tests/c/check.h $(CXX_TU) cpp_compat/Latte.hpp include/*.h tests/cpp/golden/* tests/cpp/golden_check.py
+CXX_DEPS := tests/c/*.h $(CXX_TU) cpp_compat/Latte.hpp include/*.h tests/cpp/golden/* tests/cpp/golden_check.py
 $(B)/cpp/%.so: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_T) $< $(CXX_TU) -o $@ -L$(REL) -llatte $(RPATH)

@@ -3,7 +3,7 @@
 //! memory budget), thread exit and fork.
 
 mod common;
-use common::{flags_of, in_child};
+use common::{flags_of, in_child, kernel_switches, sleep_switched};
 use latte::error::LATTE_ERR_SCHED_LOST;
 use latte::internals::ffi::*;
 use latte::internals::sched::*;
@@ -26,22 +26,6 @@ fn counters() -> latte_sched_counters {
     c
 }
 
-/// The calling thread's switch-outs as the kernel counts them:
-/// voluntary + nonvoluntary context switches.
-fn kernel_switches() -> u64 {
-    let tid = latte::internals::tsc::gettid();
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
-    s.lines()
-        .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
-        .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
-        .sum()
-}
-
-fn usleep(us: u32) {
-    // SAFETY: no memory effects.
-    unsafe { libc::usleep(us) };
-}
-
 #[test]
 fn switch_outs_summed_over_diffs_match_the_kernels_count() {
     assert_eq!(latte_sched_enable(), 0);
@@ -50,7 +34,7 @@ fn switch_outs_summed_over_diffs_match_the_kernels_count() {
     let (mut outs, mut diffs) = (0u64, 0);
     while outs < 150 {
         for _ in 0..10 {
-            usleep(50);
+            sleep_switched(50);
         }
         let b = snap();
         let (rc, d) = diff(&a, &b);
@@ -72,7 +56,7 @@ fn switch_outs_summed_over_diffs_match_the_kernels_count() {
 fn a_sleep_is_blocked_time() {
     assert_eq!(latte_sched_enable(), 0);
     let a = snap();
-    usleep(3000);
+    sleep_switched(3000);
     let b = snap();
     let (rc, d) = diff(&a, &b);
     assert_eq!(rc, 0);
@@ -89,7 +73,7 @@ fn a_ring_overrun_is_reported() {
     // More switches than the ring holds (256 records, two a switch).
     let a = snap();
     for _ in 0..400 {
-        usleep(1);
+        sleep_switched(1);
     }
     let b = snap();
     let (rc, d) = diff(&a, &b);
@@ -99,15 +83,15 @@ fn a_ring_overrun_is_reported() {
     assert!(latte::internals::ffi::delta_line(&d).contains("lost"));
     // A window that was whole when taken, read after the ring moved on.
     let a = snap();
-    usleep(10);
+    sleep_switched(10);
     let b = snap();
     for _ in 0..400 {
-        usleep(1);
+        sleep_switched(1);
     }
     assert_eq!(diff(&a, &b).0, LATTE_ERR_SCHED_LOST);
     // ... and one read at once is whole.
     let a = snap();
-    usleep(10);
+    sleep_switched(10);
     let b = snap();
     assert_eq!(diff(&a, &b).0, 0);
 }
@@ -182,7 +166,7 @@ fn a_fork_child_gets_an_event_of_its_own() {
         let child = snap();
         let c = counters();
         let a = snap();
-        usleep(2000);
+        sleep_switched(2000);
         let b = snap();
         let (rc, d) = diff(&a, &b);
         latte_sched_status() == LATTE_SCHED_ON
@@ -194,7 +178,7 @@ fn a_fork_child_gets_an_event_of_its_own() {
             && d.switch_outs >= 1
     });
     // The parent's ring is unaffected.
-    usleep(100);
+    sleep_switched(100);
     let (rc, d) = diff(&parent, &snap());
     assert_eq!(rc, 0);
     assert!(d.switch_outs >= 1);
@@ -207,7 +191,7 @@ fn spans_and_pulses_around_a_sleep_are_all_flagged() {
         let id = c"sched.sleep";
         for _ in 0..20 {
             latte::internals::ffi::latte_start(id.as_ptr(), 0);
-            usleep(100);
+            sleep_switched(100);
             latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         }
         let flags = flags_of(id);
@@ -216,7 +200,7 @@ fn spans_and_pulses_around_a_sleep_are_all_flagged() {
         let pid = c"sched.sleep.pulse";
         let mut site = latte::layout::latte_pulse_site::new();
         for _ in 0..21 {
-            usleep(100);
+            sleep_switched(100);
             latte::internals::ffi::latte_pulse(&mut site, pid.as_ptr());
         }
         let flags = flags_of(pid);
@@ -255,7 +239,7 @@ fn flagged_spans_never_outnumber_the_kernels_switches() {
             latte::internals::ffi::latte_stop(id.as_ptr(), 0);
             latte::internals::ffi::latte_pulse(&mut site, pid.as_ptr());
             if i % 10_000 == 0 {
-                usleep(50); // between spans: counted by the kernel, flags no span
+                sleep_switched(50); // between spans: counted by the kernel, flags no span
             }
         }
         let k1 = kernel_switches();
@@ -278,18 +262,18 @@ fn a_thread_that_released_its_event_flags_nothing() {
         assert_eq!(latte_sched_enable(), 0);
         let id = c"sched.released";
         latte::internals::ffi::latte_start(id.as_ptr(), 0);
-        usleep(100);
+        sleep_switched(100);
         latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         assert_eq!(latte_sched_release(), 0);
         assert_eq!(latte_sched_status(), LATTE_SCHED_RELEASED);
         let mut p = latte_sched_point::default();
         assert_eq!(latte_sched_snap(&mut p), latte::error::LATTE_ERR_SCHED_OFF);
         latte::internals::ffi::latte_start(id.as_ptr(), 0);
-        usleep(100);
+        sleep_switched(100);
         latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         assert_eq!(latte_sched_enable(), 0, "enable opens it again");
         latte::internals::ffi::latte_start(id.as_ptr(), 0);
-        usleep(100);
+        sleep_switched(100);
         latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         assert_eq!(flags_of(id), vec![true, false, true]);
     })
@@ -305,7 +289,7 @@ fn reports_count_switched_samples_and_leave_them_out_when_clean() {
         for i in 0..40 {
             latte::internals::ffi::latte_start(id.as_ptr(), 0);
             if i % 4 == 0 {
-                usleep(200);
+                sleep_switched(200);
             }
             latte::internals::ffi::latte_stop(id.as_ptr(), 0);
         }

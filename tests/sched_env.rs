@@ -76,8 +76,7 @@ fn child_with_latte_sched_1() {
     latte::internals::ffi::latte_start(id.as_ptr(), 0);
     assert_eq!(latte_sched_status(), LATTE_SCHED_ON, "the first Start opens the thread's event");
     assert_eq!(counters().tracked, 1);
-    // SAFETY: no memory effects.
-    unsafe { libc::usleep(100) };
+    common::sleep_switched(100);
     latte::internals::ffi::latte_stop(id.as_ptr(), 0);
     assert_eq!(flagged_under(id), 1);
     // Another thread: its first Start opens its own.

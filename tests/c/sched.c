@@ -6,6 +6,7 @@
  * and points are refused as with tracking off). */
 #define _GNU_SOURCE
 #include "check.h"
+#include "sleep.h"
 #include "latte_inline.h"
 #include <errno.h>
 #include <pthread.h>
@@ -121,7 +122,7 @@ static void inline_and_abi_flag_alike(void) {
 static int pulse_step(int p, latte_pulse_site *site, const char *id, int sleep, int tracked, latte_sched_point *prev) {
   latte_sched_point x, y;
   int known;
-  if (sleep) usleep(50);
+  if (sleep) sleep_switched(50);
   if (tracked) CHECK(latte_sched_snap(&x) == 0);
   if (p)
     latte_pulse_inline(site, id);
@@ -229,7 +230,7 @@ static void handler_takeovers_during_snap(void) {
   CHECK(t->switch_base != 0);
   CHECK(latte_sched_snap(&a) == 0);
   latte__start_on(t, "c.sched.handler.after", LATTE_MODE_MID);
-  usleep(1000);
+  sleep_switched(1000);
   (void)latte__stop_on(t, LATTE_MODE_MID, latte__tsc_stop(LATTE_MODE_MID));
   CHECK(latte_sched_snap(&b) == 0);
   CHECK(b.head > a.head);
@@ -254,7 +255,7 @@ int main(void) {
 
   /* A sleep: blocked, the parts sum to the wall time. */
   CHECK(latte_sched_snap(&a) == 0);
-  usleep(2000);
+  sleep_switched(2000);
   CHECK(latte_sched_snap(&b) == 0);
   CHECK(a.ring == b.ring && a.ring != 0 && b.head > a.head);
   CHECK(latte_sched_diff(&a, &b, &d) == 0);
@@ -274,7 +275,7 @@ int main(void) {
 
   /* More switches than the ring holds: reported, nothing guessed. */
   CHECK(latte_sched_snap(&a) == 0);
-  for (i = 0; i < 400; i++) usleep(1);
+  for (i = 0; i < 400; i++) sleep_switched(1);
   CHECK(latte_sched_snap(&b) == 0);
   memset(&d, 0xff, sizeof d);
   rc = latte_sched_diff(&a, &b, &d);

@@ -92,3 +92,29 @@ pub fn start_flush_after_cancel(fd: i32) {
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }
+
+/// The calling thread's switch-outs as the kernel counts them: voluntary
+/// + involuntary context switches (`getrusage(RUSAGE_THREAD)`).
+pub fn kernel_switches() -> u64 {
+    // SAFETY: all-zero is a valid `rusage`.
+    let mut u: libc::rusage = unsafe { core::mem::zeroed() };
+    // SAFETY: `u` is a valid out-pointer for the call's duration.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
+    (u.ru_nvcsw + u.ru_nivcsw) as u64
+}
+
+/// Sleeps `us` microseconds, again until the kernel has counted a
+/// switch-out of this thread. A sleep need not switch: when the vCPU stalls
+/// between the kernel arming the timer and blocking, the timer has fired and
+/// the thread returns without leaving the CPU. Tests that expect a sleep to
+/// flag a sample or to show in a diff sleep with this.
+pub fn sleep_switched(us: u32) {
+    loop {
+        let k = kernel_switches();
+        // SAFETY: no memory effects.
+        unsafe { libc::usleep(us) };
+        if kernel_switches() > k {
+            return;
+        }
+    }
+}

@@ -4,6 +4,7 @@
 // text is the original's whatever the flags.
 #include "Latte.hpp"
 #include "check.h"
+#include "sleep.h"
 
 #include <sstream>
 #include <thread>
@@ -17,7 +18,7 @@ int main() {
   CHECK(Latte::SchedSnap(a) == 0);
   for (int i = 0; i < 5; i++) {
     Latte::Fast::Start("cpp.sched");
-    usleep(100);
+    sleep_switched(100);
     Latte::Fast::Stop(nullptr);
   }
   CHECK(Latte::SchedSnap(b) == 0);
