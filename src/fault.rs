@@ -14,7 +14,8 @@
 //! validation rejects. Any other SIGBUS goes to the handler installed before
 //! ours, or, if that was the default, kills the process as it would have.
 //! When the library is unloaded (`dlclose`) or the process exits, the
-//! action from before ours is put back (a finaliser in `.fini_array`).
+//! action from before ours is put back (a finaliser in `.fini_array`); the
+//! chaining is `sigchain`'s.
 //!
 //! The table has no fixed size: it is a chain of fixed-size chunks. The
 //! first chunk is static; when every entry is in use, `register` allocates
@@ -26,7 +27,7 @@
 //! and calls only `mmap` and `sigaction`, both plain system calls.
 
 use crate::mmap::PAGE;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// Entries per chunk of the table.
 const CHUNK_ENTRIES: usize = 64;
@@ -111,20 +112,8 @@ fn grow() -> bool {
 /// Pages replaced after a fault, since the process started.
 static FAULTS: AtomicU64 = AtomicU64::new(0);
 
-/// [`INSTALL_NONE`], [`INSTALL_BUSY`] or [`INSTALL_DONE`]. Not a `Once`: a
-/// fork child of a process that was installing would wait forever on it;
-/// here a caller that finds it busy goes on without waiting (its mapping is
-/// registered all the same, and protected once it is done).
-static INSTALL: AtomicU32 = AtomicU32::new(INSTALL_NONE);
-/// [`INSTALL`]: no handler yet.
-const INSTALL_NONE: u32 = 0;
-/// [`INSTALL`]: a thread is installing the handler.
-const INSTALL_BUSY: u32 = 1;
-/// [`INSTALL`]: the handler is installed.
-const INSTALL_DONE: u32 = 2;
-/// The SIGBUS action before ours (written once, before ours is installed).
-static mut PREVIOUS: core::mem::MaybeUninit<libc::sigaction> = core::mem::MaybeUninit::uninit();
-static HAVE_PREVIOUS: AtomicBool = AtomicBool::new(false);
+/// Our SIGBUS handler and the action from before it.
+static CHAIN: crate::sigchain::Chain = crate::sigchain::Chain::new(libc::SIGBUS);
 
 /// Entries of the table in use: the mappings protected now. For the tests,
 /// which check that failing calls leave none behind.
@@ -219,8 +208,15 @@ unsafe impl Sync for Protected {}
 /// memory for the table to grow: `ENOMEM`, and the caller must not use the
 /// mapping.
 pub fn protect(map: &crate::mmap::Mmap, writable: bool) -> Result<Protected, crate::error::Error> {
-    if register(map.as_ptr(), map.size(), writable) {
-        Ok(Protected { base: map.as_ptr() })
+    protect_range(map.as_ptr(), map.size(), writable)
+}
+
+/// `protect` for the mapping at `base`, `len` bytes long, that its caller
+/// owns and keeps mapped while the `Protected` lives (a region's mapping
+/// about to become shared where it stands, `region::share`).
+pub fn protect_range(base: *mut u8, len: usize, writable: bool) -> Result<Protected, crate::error::Error> {
+    if register(base, len, writable) {
+        Ok(Protected { base })
     } else {
         Err(crate::error::Error::Os(libc::ENOMEM))
     }
@@ -234,26 +230,7 @@ impl Drop for Protected {
 
 /// Installs the handler (once); `register` does it too.
 pub fn install() {
-    // Acquire/Release: whoever sees INSTALL_DONE also sees PREVIOUS written.
-    if INSTALL.compare_exchange(INSTALL_NONE, INSTALL_BUSY, Ordering::Acquire, Ordering::Acquire).is_err() {
-        return; // installed, or being installed by someone else
-    }
-    // SAFETY: plain sigaction calls with valid, zero-initialised structs;
-    // PREVIOUS is written here only (we won the race to INSTALL_BUSY), before the
-    // handler that reads it exists (HAVE_PREVIOUS is stored with release after it).
-    unsafe {
-        let mut act: libc::sigaction = core::mem::zeroed();
-        act.sa_sigaction = on_sigbus as *const () as usize;
-        act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-        libc::sigemptyset(&mut act.sa_mask);
-        let mut old: libc::sigaction = core::mem::zeroed();
-        if libc::sigaction(libc::SIGBUS, core::ptr::null(), &mut old) == 0 {
-            (*core::ptr::addr_of_mut!(PREVIOUS)).write(old);
-            HAVE_PREVIOUS.store(true, Ordering::Release);
-            libc::sigaction(libc::SIGBUS, &act, core::ptr::null_mut());
-        }
-    }
-    INSTALL.store(INSTALL_DONE, Ordering::Release);
+    CHAIN.install(on_sigbus, false);
 }
 
 /// Finds the registered mapping holding `addr`.
@@ -288,52 +265,14 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
         }
     }
     // Not ours (or no memory for a page): the previous disposition decides.
-    if HAVE_PREVIOUS.load(Ordering::Acquire) {
-        // SAFETY: PREVIOUS was fully written before HAVE_PREVIOUS (release/acquire).
-        let prev = unsafe { (*core::ptr::addr_of!(PREVIOUS)).assume_init_ref() };
-        let h = prev.sa_sigaction;
-        if h != libc::SIG_DFL && h != libc::SIG_IGN {
-            if prev.sa_flags & libc::SA_SIGINFO != 0 {
-                // SAFETY: the previous handler was installed with SA_SIGINFO, so it takes three arguments.
-                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = unsafe { core::mem::transmute(h) };
-                f(sig, info, ctx);
-            } else {
-                // SAFETY: a plain handler takes the signal number.
-                let f: extern "C" fn(libc::c_int) = unsafe { core::mem::transmute(h) };
-                f(sig);
-            }
-            return;
-        }
-    }
-    // Default: put the default action back; returning re-runs the faulting
-    // instruction, which now kills the process as if we were not here.
-    // SAFETY: a valid zeroed sigaction with SIG_DFL.
-    unsafe {
-        let mut dfl: libc::sigaction = core::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(libc::SIGBUS, &dfl, core::ptr::null_mut());
-    }
+    CHAIN.forward(sig, info, ctx);
 }
 
 /// Puts the SIGBUS action from before ours back, if ours is the one
 /// installed. Runs when the library is unloaded (`dlclose`) or the process
-/// exits: a handler left behind would point into unmapped code, and the
-/// next unrelated SIGBUS would become a SIGSEGV.
+/// exits.
 extern "C" fn restore_previous_on_unload() {
-    // Acquire: pairs with the release in `install`.
-    if INSTALL.load(Ordering::Acquire) != INSTALL_DONE || !HAVE_PREVIOUS.load(Ordering::Acquire) {
-        return;
-    }
-    // SAFETY: plain sigaction calls with valid structs; PREVIOUS was fully
-    // written before HAVE_PREVIOUS (release/acquire).
-    unsafe {
-        let mut cur: libc::sigaction = core::mem::zeroed();
-        if libc::sigaction(libc::SIGBUS, core::ptr::null(), &mut cur) != 0 || cur.sa_sigaction != on_sigbus as *const () as usize {
-            return; // someone installed another handler since: leave it
-        }
-        let prev = (*core::ptr::addr_of!(PREVIOUS)).assume_init_ref();
-        libc::sigaction(libc::SIGBUS, prev, core::ptr::null_mut());
-    }
+    CHAIN.restore(on_sigbus);
 }
 
 /// `restore_previous_on_unload` as a finaliser of this shared object.

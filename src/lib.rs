@@ -81,10 +81,12 @@ mod flush;
 mod intern;
 mod liveness;
 mod mmap;
+mod pause;
 mod recorder;
 mod region;
 mod ring;
 mod sched;
+mod sigchain;
 mod tsc;
 
 /// The engine's insides, for the integration tests only: re-exported with
@@ -119,6 +121,9 @@ pub mod internals {
     }
     pub mod mmap {
         pub use crate::mmap::*;
+    }
+    pub mod pause {
+        pub use crate::pause::*;
     }
     pub mod recorder {
         pub use crate::recorder::*;

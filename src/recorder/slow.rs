@@ -206,9 +206,12 @@ pub fn name_of_token(token: u32) -> Option<crate::name::Name> {
     REGISTRY.lock().interner.name_of(token).cloned()
 }
 
-/// Installs a shared region before recording began. -EBUSY once any thread
-/// recorded; -EALREADY when a shared region is already installed (but for
-/// the one `LATTE_REGION` named, which this replaces, removing its name).
+/// Makes recording go into the shared region `name`: before any thread
+/// recorded, a new region in place of the private one; after, the private
+/// region moved into it where it stands, with everything recorded so far
+/// (`Region::share`). -EALREADY when a shared region is already installed
+/// (but for the one `LATTE_REGION` named, which this replaces, removing
+/// its name, before recording began; -EBUSY after).
 pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> Result<(), Error> {
     crate::shm::validate_name(name)?;
     let mut reg = REGISTRY.lock();
@@ -216,8 +219,10 @@ pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> 
         if r.is_shared() && !super::env::installed() {
             return Err(Error::Os(libc::EALREADY));
         }
-    }
-    if reg.recording_began {
+        if reg.recording_began {
+            return r.share(name, cfg, &mut super::lineage::of);
+        }
+    } else if reg.recording_began {
         return Err(Error::Os(libc::EBUSY));
     }
     let from_env = reg.region.filter(|_| super::env::installed());

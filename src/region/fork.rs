@@ -49,10 +49,10 @@ impl Region {
     /// touched keep following the object. Should that fail too, its view
     /// is made read-only.
     pub fn privatize_after_fork(&mut self, cut: &ForkCut) {
-        let Backing::Shared { fd, .. } = core::mem::replace(&mut self.backing, Backing::Anonymous) else {
+        let g = self.growth.get_mut().unwrap_or_else(|e| e.into_inner());
+        let Backing::Shared { fd, .. } = core::mem::take(&mut g.backing) else {
             return; // anonymous private memory is already copy-on-write.
         };
-        let g = self.growth.get_mut().unwrap_or_else(|e| e.into_inner());
         let mut maps: Vec<(*mut u8, usize, u64, bool)> = vec![(self.header_map.as_ptr(), HEADER_MAP_BYTES as usize, 0, false)];
         maps.extend(g.chunks.iter().map(|c| (c.map.as_ptr(), c.map.size(), c.offset, c.slots)));
         // Relaxed: a test switch, read on its own.
@@ -83,7 +83,7 @@ impl Region {
         // The descriptor closes here: the child holds no lock on the
         // parent's object and never unlinks its name.
         drop(fd);
-        self.backing = Backing::ForkedCopy;
+        self.growth.get_mut().unwrap_or_else(|e| e.into_inner()).backing = Backing::ForkedCopy;
     }
 
     /// Copies what one mapping of the region held at the fork into fresh

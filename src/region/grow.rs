@@ -51,7 +51,7 @@ impl Region {
         let h = self.header();
         // Relaxed: only this function (under the lock) stores it.
         let offset = h.total_size.load(Ordering::Relaxed);
-        let (map, fault) = match &self.backing {
+        let (map, fault) = match &g.backing {
             Backing::Shared { fd, .. } => {
                 // Mapped first (a range past the object's end may be
                 // mapped; nothing touches it before it is reserved): a

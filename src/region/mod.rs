@@ -17,6 +17,7 @@ use std::sync::Mutex;
 
 mod fork;
 mod grow;
+mod share;
 
 pub use fork::ForkCut;
 use grow::reserve;
@@ -58,6 +59,16 @@ pub const LATTE_IF_TAKEN_REPLACE_STALE: u32 = 0;
 pub const LATTE_IF_TAKEN_FAIL: u32 = 1;
 
 impl latte_region_config {
+    /// Whether a dead producer's region under the name is replaced
+    /// (`if_taken`); -EINVAL for a value that is neither.
+    fn replace_stale(&self) -> Result<bool, Error> {
+        match self.if_taken {
+            LATTE_IF_TAKEN_REPLACE_STALE => Ok(true),
+            LATTE_IF_TAKEN_FAIL => Ok(false),
+            _ => Err(Error::INVAL),
+        }
+    }
+
     /// The config with every 0 replaced by its default.
     pub fn resolved(&self) -> latte_region_config {
         latte_region_config {
@@ -76,9 +87,10 @@ impl latte_region_config {
 pub static FAIL_FORK_COPY: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// How a region's memory is backed, and what that backing owns.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub enum Backing {
     /// Anonymous private memory.
+    #[default]
     Anonymous,
     /// A POSIX shared-memory object: its name, and the descriptor that
     /// holds its liveness lock (`liveness`, L1-L3) for as long as it is
@@ -101,11 +113,15 @@ struct Chunk {
     slots: bool,
 }
 
-/// What grows under the registry lock: the chunks, and where the next
-/// name record goes.
+/// What grows or changes under the registry lock: the chunks, where the
+/// next name record goes, and the backing (which `share` changes).
 #[derive(Debug, Default)]
 struct Growth {
     chunks: Vec<Chunk>,
+    /// The header's page's protection, for a shared region (declared before
+    /// the backing, and dropped with the growth, before the header's mapping).
+    header_fault: Option<Protected>,
+    backing: Backing,
     /// Slot chunks made so far.
     slot_chunks: u32,
     /// Name chunks made so far.
@@ -130,15 +146,14 @@ const GROW_RETRY_NS: u64 = 1_000_000_000;
 /// changes while the region grows.
 #[derive(Debug)]
 pub struct Region {
-    backing: Backing,
     growth: Box<Mutex<Growth>>,
     /// Where each slot chunk is mapped here (null until made); release after
     /// the chunk is whole, acquire to use it.
     slot_bases: Box<[AtomicPtr<u8>; LATTE_CHUNKS as usize]>,
     /// Where each name chunk is mapped here (null until made); as `slot_bases`.
     name_bases: Box<[AtomicPtr<u8>; LATTE_CHUNKS as usize]>,
-    /// The header's page (field order: dropped after the chunks).
-    _header_fault: Option<Protected>,
+    /// The header's page (field order: dropped after the growth, which
+    /// holds its protection and the chunks).
     header_map: Mmap,
     geo: Geometry,
 }
@@ -160,17 +175,38 @@ impl Drop for UnlinkOnDrop<'_> {
     }
 }
 
+/// L1 (`liveness`): a new shm object under a name of its own
+/// (`/.latte-new-PID-N`), with permissions `mode` exactly, its liveness
+/// lock held. Nothing is left behind on failure.
+fn new_object(mode: u32) -> Result<(CString, OwnedFd), Error> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    // Relaxed: only a distinct number is needed.
+    let tmp = CString::new(format!("/.latte-new-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))).map_err(|_| Error::INVAL)?;
+    // SAFETY: tmp is a valid NUL-terminated string.
+    let fd = unsafe { libc::shm_open(tmp.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, mode as libc::mode_t) };
+    if fd < 0 {
+        return Err(Error::last_os());
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let unlink_tmp = UnlinkOnDrop(Some(&tmp));
+    crate::liveness::hold(fd.as_fd())?;
+    // shm_open applies the umask; make the permissions exactly what was asked.
+    // SAFETY: fd is a valid descriptor we own.
+    unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) };
+    core::mem::forget(unlink_tmp);
+    Ok((tmp, fd))
+}
+
 #[allow(clippy::declare_interior_mutable_const)]
 const NO_BASE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
 
 impl Region {
     fn with_header(backing: Backing, header_map: Mmap, header_fault: Option<Protected>, geo: Geometry) -> Region {
         Region {
-            backing,
-            growth: Box::new(Mutex::new(Growth::default())),
+            growth: Box::new(Mutex::new(Growth { backing, header_fault, ..Growth::default() })),
             slot_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),
             name_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),
-            _header_fault: header_fault,
             header_map,
             geo,
         }
@@ -202,29 +238,10 @@ impl Region {
     pub fn create_shared(name: &[u8], cfg: &latte_region_config, lineage: &mut dyn FnMut(BorrowedFd<'_>) -> Option<(u64, u64)>) -> Result<Region, Error> {
         let cname = crate::shm::c_name(name)?;
         let cfg = cfg.resolved();
-        let replace_stale = match cfg.if_taken {
-            LATTE_IF_TAKEN_REPLACE_STALE => true,
-            LATTE_IF_TAKEN_FAIL => false,
-            _ => return Err(Error::INVAL),
-        };
+        let replace_stale = cfg.replace_stale()?;
         let geo = Geometry::new(cfg.slot_capacity, cfg.samples_per_slot).ok_or(Error::INVAL)?;
-        // L1 (`liveness`): made under a name of its own, locked and
-        // initialised there, then published under `name` (L2).
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        // Relaxed: only a distinct number is needed.
-        let tmp = CString::new(format!("/.latte-new-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))).map_err(|_| Error::INVAL)?;
-        // SAFETY: tmp is a valid NUL-terminated string.
-        let fd = unsafe { libc::shm_open(tmp.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, cfg.mode as libc::mode_t) };
-        if fd < 0 {
-            return Err(Error::last_os());
-        }
-        // SAFETY: a fresh descriptor nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let (tmp, fd) = new_object(cfg.mode)?;
         let mut unlink_tmp = UnlinkOnDrop(Some(&tmp));
-        crate::liveness::hold(fd.as_fd())?;
-        // shm_open applies the umask; make the permissions exactly what was asked.
-        // SAFETY: fd is a valid descriptor we own.
-        unsafe { libc::fchmod(fd.as_raw_fd(), cfg.mode as libc::mode_t) };
         reserve(fd.as_fd(), 0, HEADER_MAP_BYTES)?;
         let map = Mmap::shared(fd.as_fd(), HEADER_MAP_BYTES as usize, true)?;
         // A later truncation of the object by someone else must not SIGBUS
@@ -237,25 +254,31 @@ impl Region {
         // them fails here; later chunks are reserved as the region grows.
         r.grow(false)?;
         r.grow(true)?;
-        // The first of its name unless it takes over a predecessor's (L4).
-        r.header().incarnation.store(1, Ordering::Relaxed);
-        let header = r.header();
-        // Relaxed: published to readers by the rename that follows (a
-        // reader maps the object after finding it under the name).
-        crate::liveness::publish(&tmp, name, replace_stale, &mut |old| match lineage(old) {
+        r.publish(&tmp, name, replace_stale, lineage)?;
+        unlink_tmp.0 = None; // published: the temporary name is gone
+        Ok(r)
+    }
+
+    /// L2 (and L4): publishes the object made as `tmp` (this region's) under
+    /// `name`, with the first incarnation of that name, or the one after
+    /// the predecessor's it takes over (its lineage, as `create_shared`).
+    fn publish(&self, tmp: &CStr, name: &[u8], replace_stale: bool, lineage: &mut dyn FnMut(BorrowedFd<'_>) -> Option<(u64, u64)>) -> Result<(), Error> {
+        let header = self.header();
+        // Relaxed (all): published to readers by the link or rename that
+        // follows (a reader maps the object after finding it under the name).
+        header.incarnation.store(1, Ordering::Relaxed);
+        crate::liveness::publish(tmp, name, replace_stale, &mut |old| match lineage(old) {
             Some((incarnation, recorded)) if incarnation > 0 => {
                 header.incarnation.store(incarnation + 1, Ordering::Relaxed);
                 header.recorded_before.store(recorded, Ordering::Relaxed);
             }
             _ => header.incarnation.store(0, Ordering::Relaxed),
-        })?;
-        unlink_tmp.0 = None; // published: the temporary name is gone
-        Ok(r)
+        })
     }
 
     /// Drops a region that was never installed, removing its shm name.
     pub fn discard(self) {
-        if let Backing::Shared { name, .. } = &self.backing {
+        if let Backing::Shared { name, .. } = &self.growth().backing {
             // SAFETY: a valid C string naming the object this region made.
             unsafe { libc::shm_unlink(name.as_ptr()) };
         }
@@ -264,7 +287,7 @@ impl Region {
     /// Removes the shm name of a shared region this process made (nothing
     /// for any other); the mapping and the liveness lock stay.
     pub fn unlink_name(&self) {
-        if let Backing::Shared { name, .. } = &self.backing {
+        if let Backing::Shared { name, .. } = &self.growth().backing {
             // SAFETY: a valid C string naming the object this region made.
             unsafe { libc::shm_unlink(name.as_ptr()) };
         }
@@ -301,15 +324,21 @@ impl Region {
     /// Sets `LATTE_REGION_SWITCHES_TRACKED` in the header's flags (once a
     /// thread with switch tracking on records).
     pub fn mark_switches_tracked(&self) {
-        let p = (self.header_map.as_ptr() as usize + core::mem::offset_of!(latte_region_header, flags)) as *mut u32;
-        // SAFETY: the flags word lies in the mapped header, 4-aligned; every
-        // write to it after init_header is this atomic OR, and readers load
-        // it atomically (reader `u32_at`, flush's atomic copy).
-        let flags = unsafe { core::sync::atomic::AtomicU32::from_ptr(p) };
+        let flags = self.flags_word();
         // Relaxed: a flag read on its own; nothing else is published with it.
         if flags.load(Ordering::Relaxed) & LATTE_REGION_SWITCHES_TRACKED == 0 {
             flags.fetch_or(LATTE_REGION_SWITCHES_TRACKED, Ordering::Relaxed);
         }
+    }
+
+    /// The header's flags word. Every write to it after `init_header` is an
+    /// atomic OR (`mark_switches_tracked`, `share`), and readers load it
+    /// atomically (reader `u32_at`, flush's atomic copy).
+    fn flags_word(&self) -> &core::sync::atomic::AtomicU32 {
+        let p = (self.header_map.as_ptr() as usize + core::mem::offset_of!(latte_region_header, flags)) as *mut u32;
+        // SAFETY: the flags word lies in the mapped header (mapped while
+        // self lives), 4-aligned, and is only ever accessed atomically.
+        unsafe { core::sync::atomic::AtomicU32::from_ptr(p) }
     }
 
     /// The header.
@@ -334,8 +363,10 @@ impl Region {
 
     /// Whether this is a shared-memory region, or a fork child's copy of one.
     pub fn is_shared(&self) -> bool {
-        !matches!(self.backing, Backing::Anonymous)
+        // Relaxed: a flag read on its own.
+        self.flags_word().load(Ordering::Relaxed) & LATTE_REGION_SHARED != 0
     }
+
 
     /// Slots the region's chunks hold now.
     pub fn slot_capacity(&self) -> u64 {

@@ -177,8 +177,12 @@ static void fork_child_is_separate(void) {
       latte_start_inline("forky", LATTE_MODE_FAST);
       latte_stop_inline(NULL, LATTE_MODE_FAST);
     }
-    /* The child's recording has begun (inherited): no region of its own. */
-    if (latte_init_shared_region("/latte-test-fork-child") != (ON(1) ? -EBUSY : 0)) _exit(4);
+    /* The child's recording has begun (inherited): its private region
+     * moves into a shared one of its own, with every sample. */
+    char name[64];
+    snprintf(name, sizeof name, "/latte-test-fork-child-%d", (int)getpid());
+    if (latte_init_shared_region(name) != 0) _exit(4);
+    if (ON(1) && latte_region_unlink(name) != 0) _exit(5);
     _exit(count_of("forky") == (size_t)ON(15) ? 0 : 3);
   }
   CHECK(pid > 0);
@@ -198,7 +202,17 @@ static void report_and_trace(void) {
   CHECK(latte_trace_write("/nonexistent-dir/trace.json") < 0);
   CHECK(latte_trace_write(NULL) < 0);
   CHECK(strlen(latte_error_string(LATTE_ERR_CORRUPT)) > 0);
-  CHECK(latte_init_shared_region("/latte-too-late") == -16); /* EBUSY: recording began */
+  {
+    /* Recording began: the private region moves into a shared one, with
+     * what it holds; a second call is refused. */
+    char name[64];
+    size_t before = count_of("forky");
+    snprintf(name, sizeof name, "/latte-core-moved-%d", (int)getpid());
+    CHECK(latte_init_shared_region(name) == 0);
+    CHECK_EQ_U(count_of("forky"), before);
+    CHECK(latte_init_shared_region(name) == -EALREADY);
+    CHECK(latte_region_unlink(name) == 0);
+  }
   CHECK(latte_flush_async(1, LATTE_UNIT_TIME) == LATTE_ERR_NOT_SUPPORTED);
 #else
   CHECK(r == NULL);

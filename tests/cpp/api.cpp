@@ -258,11 +258,18 @@ static void NewEntryPoints() {
   CHECK(Latte::InternID("cpp.fast") == (ON ? latte_intern_id("cpp.fast") : LATTE_INVALID_ID));
   if (ON) {
     CHECK(Latte::InternID("cpp.fast") != LATTE_INVALID_ID);
-    CHECK(Latte::InitSharedRegion("/latte-cpp-too-late") == -EBUSY);  // recording began
+    // Recording began: capacities other than the region's are refused...
+    std::string name = "/latte-cpp-moved-" + std::to_string(getpid());
     latte_region_config cfg{};
     cfg.slot_capacity = 4;
     cfg.samples_per_slot = 1024;
-    CHECK(Latte::InitSharedRegion(std::string("/latte-cpp-too-late"), cfg) == -EBUSY);  // with capacities
+    CHECK(Latte::InitSharedRegion(name, cfg) == -EBUSY);
+    // ... and without them the region moves into a shared one, samples and all.
+    size_t before = Latte::Snapshot("cpp.fast").size();
+    CHECK(Latte::InitSharedRegion(name) == 0);
+    CHECK(Latte::Snapshot("cpp.fast").size() == before);
+    CHECK(Latte::Reader::OpenShared(name).ok());
+    CHECK(latte_region_unlink(name.c_str()) == 0);
     CHECK(Latte::FlushAsync(1) == LATTE_ERR_NOT_SUPPORTED);
     CHECK(Latte::PollFlush() == LATTE_ERR_NOT_SUPPORTED);
     auto r = Latte::Reader::OpenShared("/latte-no-such-region");

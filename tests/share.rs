@@ -1,0 +1,218 @@
+//! A shared region asked for after recording began: the private region
+//! moves into it where it stands, while threads record, and a reader of the
+//! shared object finds every sample, those from before the move included.
+//! Each case in a child process of its own (a process installs one shared
+//! region).
+
+mod common;
+use common::*;
+use latte::internals::region::latte_region_config;
+use latte::layout::*;
+use latte::reader::{latte_cursor, Mapping, ReadMode};
+use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+fn region_name(what: &str) -> String {
+    format!("/latte-share-{what}-{}", std::process::id())
+}
+
+/// Spans and pulses each thread made, by OS thread id.
+struct Made {
+    tid: u32,
+    spans: u64,
+    pulses: u64,
+}
+
+/// Four threads record spans (two IDs, nested) and pulses until `stop`;
+/// each has made at least `before` spans when `moved` runs, and at least
+/// as many again after it returned.
+fn record_around(before: u64, moved: impl FnOnce()) -> Vec<Made> {
+    let stop = AtomicBool::new(false);
+    let progress: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = progress
+            .iter()
+            .map(|p| {
+                let stop = &stop;
+                s.spawn(move || {
+                    let mut site = latte::layout::latte_pulse_site::new();
+                    let (mut spans, mut pulses) = (0u64, 0u64);
+                    while !stop.load(Ordering::Relaxed) {
+                        latte::internals::ffi::latte_start(c"share.outer".as_ptr(), LATTE_MODE_FAST);
+                        span(c"share.inner", LATTE_MODE_FAST, LATTE_MODE_FAST);
+                        latte::internals::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+                        latte::internals::ffi::latte_pulse(&mut site, c"share.pulse".as_ptr());
+                        spans += 1;
+                        pulses += 1;
+                        p.store(spans, Ordering::Relaxed);
+                    }
+                    // The first pulse of a site primes it: no sample.
+                    Made { tid: latte::internals::tsc::gettid(), spans, pulses: pulses - 1 }
+                })
+            })
+            .collect();
+        let wait_for = |n: u64| {
+            while progress.iter().any(|p| p.load(Ordering::Relaxed) < n) {
+                std::thread::yield_now();
+            }
+        };
+        wait_for(before);
+        moved();
+        let after: Vec<u64> = progress.iter().map(|p| p.load(Ordering::Relaxed)).collect();
+        for (p, a) in progress.iter().zip(after) {
+            while p.load(Ordering::Relaxed) < a + before {
+                std::thread::yield_now();
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    })
+}
+
+/// Per (OS thread id, ID name): the samples its slot in the shared object
+/// `name` says were written, and how many a reader reads from it.
+fn written_and_read(name: &str) -> Vec<(u32, String, u64, u64)> {
+    let m = Mapping::open_shm(name.as_bytes()).unwrap();
+    let v = m.view();
+    let mut out = Vec::new();
+    for s in v.slots().unwrap() {
+        let id = String::from_utf8_lossy(&v.id_name(s.id_token).unwrap()).into_owned();
+        let mut cur = latte_cursor::default();
+        let mut samples = Vec::new();
+        v.read_slot(s.index, &mut cur, &mut samples, ReadMode::Live).unwrap();
+        out.push((s.os_tid, id, s.gen_base + s.write_idx, samples.len() as u64));
+    }
+    out
+}
+
+#[test]
+fn recording_moves_into_a_shared_region_where_it_stands() {
+    let name = region_name("moved");
+    in_child(|| {
+        // Recorded before any shared region was asked for: private memory.
+        for _ in 0..10 {
+            span(c"share.before", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        let before = latte::internals::recorder::region_if_any().unwrap().base();
+        let mut rc = None;
+        let made = record_around(20_000, || rc = Some(latte::internals::recorder::install_shared(name.as_bytes(), &latte_region_config::default())));
+        let main_tid = latte::internals::tsc::gettid();
+        let after = latte::internals::recorder::region_if_any().unwrap();
+        let found = written_and_read(&name);
+        let of = |tid: u32, id: &str| found.iter().find(|f| f.0 == tid && f.1 == id).map(|f| (f.2, f.3));
+        let mut ok = rc == Some(Ok(())) && after.base() == before && after.is_shared();
+        ok &= of(main_tid, "share.before") == Some((10, 10));
+        for m in &made {
+            let want = |n: u64| Some((n, n.min(LATTE_DEFAULT_SAMPLES as u64)));
+            let (o, i, p) = (of(m.tid, "share.outer"), of(m.tid, "share.inner"), of(m.tid, "share.pulse"));
+            eprintln!("thread {}: {} spans, {} pulses; the object: outer {o:?}, inner {i:?}, pulse {p:?}", m.tid, m.spans, m.pulses);
+            ok &= o == want(m.spans) && i == want(m.spans) && p == want(m.pulses);
+        }
+        eprintln!("{} stores waited for the move", latte::internals::pause::waits());
+        let c = counters();
+        eprintln!("drops: no slot {}, unfit {}, late {}", c.no_slot_drops, c.unfit_id_drops, c.late_drops);
+        ok &= c.no_slot_drops == 0 && c.unfit_id_drops == 0;
+        // The object's header says shared, made by this process.
+        let m = Mapping::open_shm(name.as_bytes()).unwrap();
+        ok &= m.view().flags() & LATTE_REGION_SHARED != 0 && m.view().producer_pid() == std::process::id();
+        latte::shm::unlink(name.as_bytes()).unwrap();
+        ok
+    });
+}
+
+#[test]
+fn the_region_grows_after_the_move_and_a_second_call_is_refused() {
+    let name = region_name("grows");
+    in_child(|| {
+        span(c"share.first", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        let moved = latte::internals::recorder::install_shared(name.as_bytes(), &latte_region_config::default());
+        // Past the chunks the private region had: new chunks come from the object.
+        let ids: Vec<CString> = (0..300).map(|k| CString::new(format!("share.grow.{k}")).unwrap()).collect();
+        for id in &ids {
+            span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        let found = written_and_read(&name);
+        let all = ids.iter().all(|id| found.iter().any(|f| f.1 == id.to_str().unwrap() && f.2 == 1 && f.3 == 1));
+        let again = latte::internals::recorder::install_shared(region_name("again").as_bytes(), &latte_region_config::default());
+        eprintln!("moved {moved:?}, {} slots in the object, all 300 new IDs {all}, again {again:?}", found.len());
+        latte::shm::unlink(name.as_bytes()).unwrap();
+        moved.is_ok() && all && found.len() == 301 && again == Err(latte::Error::Os(libc::EALREADY))
+    });
+}
+
+#[test]
+fn capacities_that_differ_from_the_regions_are_refused_and_change_nothing() {
+    let name = region_name("capacities");
+    in_child(|| {
+        span(c"share.cap", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        let cfg = latte_region_config { samples_per_slot: 1024, ..Default::default() };
+        let rc = latte::internals::recorder::install_shared(name.as_bytes(), &cfg);
+        let exists = std::path::Path::new(&format!("/dev/shm{name}")).exists();
+        let private = !latte::internals::recorder::region_if_any().unwrap().is_shared();
+        span(c"share.cap", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        rc == Err(latte::Error::Os(libc::EBUSY)) && !exists && private && snapshot(c"share.cap").len() == 2
+    });
+}
+
+/// Sets the protection of the page at `p`.
+fn protect(p: usize, prot: i32) {
+    // SAFETY: a page of a mapping the test owns.
+    assert_eq!(unsafe { libc::mprotect(p as *mut libc::c_void, 4096, prot) }, 0);
+}
+
+/// The word at `p`, loaded atomically.
+fn word(p: usize) -> &'static AtomicU64 {
+    // SAFETY: `p` is a page of a mapping leaked by the test: valid, aligned.
+    unsafe { AtomicU64::from_ptr(p as *mut u64) }
+}
+
+#[test]
+fn a_writer_waits_while_its_memory_moves_and_its_store_lands_after() {
+    in_child(|| {
+        let p = latte::internals::mmap::Mmap::anonymous(4096).unwrap().leak() as usize;
+        let pause = latte::internals::pause::Pause::begin(&[(p, 4096)]).unwrap();
+        protect(p, libc::PROT_READ);
+        let writer = std::thread::spawn(move || word(p).store(7, Ordering::Relaxed));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // The writer faulted and waits in the handler: nothing landed.
+        let held = word(p).load(Ordering::Relaxed) == 0 && !writer.is_finished();
+        protect(p, libc::PROT_READ | libc::PROT_WRITE);
+        drop(pause);
+        writer.join().unwrap();
+        let waits = latte::internals::pause::waits();
+        eprintln!("held {held}, then {}, after {waits} wait", word(p).load(Ordering::Relaxed));
+        // One fault, one wait: the handler slept rather than let the store
+        // fault again and again.
+        held && word(p).load(Ordering::Relaxed) == 7 && waits == 1
+    });
+}
+
+static PROGRAMS_HANDLER_RAN: AtomicBool = AtomicBool::new(false);
+static PROGRAMS_PAGE: AtomicU64 = AtomicU64::new(0);
+
+/// The program's own SIGSEGV handler: makes its page writable and notes it.
+extern "C" fn programs_handler(_: libc::c_int) {
+    PROGRAMS_HANDLER_RAN.store(true, Ordering::Relaxed);
+    protect(PROGRAMS_PAGE.load(Ordering::Relaxed) as usize, libc::PROT_READ | libc::PROT_WRITE);
+}
+
+#[test]
+fn a_fault_outside_moving_memory_goes_to_the_programs_handler() {
+    in_child(|| {
+        // SAFETY: installs a plain handler with a zeroed, then filled, sigaction.
+        unsafe {
+            let mut act: libc::sigaction = core::mem::zeroed();
+            act.sa_sigaction = programs_handler as *const () as usize;
+            libc::sigemptyset(&mut act.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGSEGV, &act, core::ptr::null_mut()), 0);
+        }
+        let moving = latte::internals::mmap::Mmap::anonymous(4096).unwrap().leak() as usize;
+        let other = latte::internals::mmap::Mmap::anonymous(4096).unwrap().leak() as usize;
+        PROGRAMS_PAGE.store(other as u64, Ordering::Relaxed);
+        // Ours is installed over the program's, and stays.
+        drop(latte::internals::pause::Pause::begin(&[(moving, 4096)]).unwrap());
+        protect(other, libc::PROT_READ);
+        word(other).store(9, Ordering::Relaxed);
+        PROGRAMS_HANDLER_RAN.load(Ordering::Relaxed) && word(other).load(Ordering::Relaxed) == 9
+    });
+}
