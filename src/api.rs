@@ -175,10 +175,12 @@ pub fn snapshot(id: &CStr) -> Result<Vec<u64>, Error> {
 /// Makes this process record into the POSIX shared-memory object `name`
 /// (`/` and up to [`LATTE_MAX_REGION_NAME`](crate::shm::LATTE_MAX_REGION_NAME)
 /// more bytes), which other processes can read live
-/// (`Mapping::open_shm`, `latte stats`). Call it before the first span:
-/// `EBUSY` once any thread recorded, `EEXIST` when the name belongs to a
-/// live producer or to something that is not a latte region (a region
-/// whose producer is gone is replaced).
+/// (`Mapping::open_shm`, `latte stats`). `EEXIST` when the name belongs to
+/// a live producer or to something that is not a latte region (a region
+/// whose producer is gone is replaced). Called after spans were recorded,
+/// it moves the private region into the object with everything in it
+/// (threads recording meanwhile wait until it is in place; `EBUSY` for
+/// capacities other than the region's, see `latte_init_shared_region`).
 ///
 /// ```
 /// let name = format!("/latte-doc-{}", std::process::id());

@@ -55,7 +55,8 @@ static PAUSED: AtomicU32 = AtomicU32::new(0);
 /// Stores that waited for a move (S2), since the process started.
 static WAITS: AtomicU64 = AtomicU64::new(0);
 
-/// Stores that waited while memory moved (S2), process-wide.
+/// Stores that waited while memory moved (S2), process-wide, for the tests.
+#[cfg(feature = "internals")]
 pub fn waits() -> u64 {
     // Relaxed: a statistic.
     WAITS.load(Ordering::Relaxed)

@@ -5,11 +5,21 @@ use core::ffi::{c_char, c_int, CStr};
 
 /// Moves recording into a new POSIX shared-memory object `shm_name` (one
 /// leading '/', no other) with the defaults (a first chunk of 16 slots of
-/// 65,536 samples, growing as needed; mode 0600). Must precede the first
-/// recording: -EBUSY after it, -EALREADY when a shared region is installed,
-/// -ENOSPC when /dev/shm cannot hold it. A region of that name whose
-/// producer is gone (exited or killed) is replaced; -EEXIST when the name
-/// belongs to a live producer or to an object that is not a latte region.
+/// 65,536 samples, growing as needed; mode 0600). -EALREADY when a shared
+/// region is installed, -ENOSPC when /dev/shm cannot hold it. A region of
+/// that name whose producer is gone (exited or killed) is replaced;
+/// -EEXIST when the name belongs to a live producer or to an object that is
+/// not a latte region.
+///
+/// Called after recording began (a span in a static constructor, an early
+/// thread), it moves the private region, with every sample recorded so
+/// far, into the object where it stands: the region keeps its geometry
+/// (rings of 65,536 samples; capacities that differ are -EBUSY), and the
+/// threads that record meanwhile wait on their next store into it until
+/// the move is over (0.4-0.5 ms per MiB of samples the region holds, on a
+/// 2-vCPU VM; see docs/design.md). -EBUSY in a fork child of a shared
+/// region's producer, and for the region `LATTE_REGION` named once recorded
+/// into.
 ///
 /// A program that makes no such call records into private memory, unless
 /// its environment names a region: `LATTE_REGION=/name` makes that region

@@ -237,6 +237,9 @@ impl Registry {
         } else {
             (self.reusable.pop_front()?, false)
         };
+        if fresh && region.commit_slot(i).is_err() {
+            return None; // a full /dev/shm: counted by the caller
+        }
         let slot = region.slot(i);
         // SAFETY: slot i is inside the region; we hold the registry lock, the
         // only place slots are (re)assigned, and its previous owner is gone.

@@ -23,17 +23,13 @@ impl Region {
         // once: a thread whose new rings cannot be had pays no system call
         // per span (each is counted all the same).
         let now = tsc::clock_ns(libc::CLOCK_MONOTONIC);
-        if g.failed_ns != 0 && now.wrapping_sub(g.failed_ns) < GROW_RETRY_NS {
+        if g.backing_off(now) {
             return Err(Error::NOMEM);
         }
         let r = self.grow_locked(&mut g, slots);
         if let Err(e) = r {
             if g.slot_chunks > 0 {
-                g.failed_ns = now.max(1);
-                if !g.told {
-                    g.told = true;
-                    tell_once(e, slots);
-                }
+                g.failed(e, slots, now);
             }
         }
         r
@@ -88,6 +84,26 @@ impl Region {
         // Release: a reader that sees the new size sees the entry above.
         h.total_size.store(offset + len, Ordering::Release);
         Ok(())
+    }
+}
+
+impl Growth {
+    /// Whether a failure (to grow, or to reserve a slot) came less than
+    /// `GROW_RETRY_NS` before `now`: the next attempts then fail at once,
+    /// so that a thread whose new rings cannot be had pays no system call
+    /// per span (each is counted all the same).
+    pub(super) fn backing_off(&self, now: u64) -> bool {
+        self.failed_ns != 0 && now.wrapping_sub(self.failed_ns) < GROW_RETRY_NS
+    }
+
+    /// Notes a failure at `now` to get room for rings (`slots`) or names,
+    /// and tells the program once.
+    pub(super) fn failed(&mut self, e: Error, slots: bool, now: u64) {
+        self.failed_ns = now.max(1);
+        if !self.told {
+            self.told = true;
+            tell_once(e, slots);
+        }
     }
 }
 

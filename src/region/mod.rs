@@ -132,6 +132,10 @@ struct Growth {
     told: bool,
     /// CLOCK_MONOTONIC (ns) of the last failed growth; 0: none.
     failed_ns: u64,
+    /// Below this offset the object has holes where no slot was handed out
+    /// yet (a region made shared where it stood, `share`): each slot there
+    /// is reserved when first handed out. 0 for every other region.
+    sparse_end: u64,
 }
 
 /// How long after a failed growth the region tries again (1 s).
@@ -366,7 +370,6 @@ impl Region {
         // Relaxed: a flag read on its own.
         self.flags_word().load(Ordering::Relaxed) & LATTE_REGION_SHARED != 0
     }
-
 
     /// Slots the region's chunks hold now.
     pub fn slot_capacity(&self) -> u64 {

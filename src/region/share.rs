@@ -6,16 +6,21 @@
 //!
 //! The steps, under the registry lock and the growth lock (no slot, ID or
 //! chunk is handed out meanwhile):
-//! - M1 The object: made, locked and sized to the whole region (`reserve`,
-//!   so a `/dev/shm` too small fails here, with nothing changed), and
-//!   published under the name (L2, or L4 over a dead producer's region).
-//!   Until M4 its header is zeros, which readers reject as not a region.
+//! - M1 The object: made, locked, sized to the whole region, and reserved
+//!   (`posix_fallocate`) for what the region uses: its header, its name
+//!   chunks, and the slots handed out so far, so that a `/dev/shm` too
+//!   small fails here, with nothing changed. The rest of its slot chunks
+//!   stays a hole in the object, each slot reserved when it is first handed
+//!   out (`Region::commit_slot`). Then it is published under the name (L2,
+//!   or L4 over a dead producer's region). Until M4 its header is zeros,
+//!   which readers reject as not a region.
 //! - M2 Writers paused (S1 of `pause`): every mapping of the region made
 //!   read-only.
-//! - M3 Each mapping's content written into the object at its offset, the
-//!   header last with its magic last (so a reader that finds the magic
-//!   finds everything before it), its flags saying shared and its producer
-//!   the calling process.
+//! - M3 Each mapping's pages that hold anything (present or swapped out,
+//!   by `/proc/self/pagemap`; without it, the pages that are not all zeros)
+//!   written into the object at their offset, the header last with its
+//!   magic last (so a reader that finds the magic finds everything before
+//!   it), its flags saying shared and its producer the calling process.
 //! - M4 Each mapping replaced, at its address, by a shared mapping of the
 //!   object (`MAP_FIXED`), the header last; then the writers go on (S3),
 //!   their stores landing in the object.
@@ -49,89 +54,129 @@ impl Region {
     pub fn share(&self, name: &[u8], cfg: &latte_region_config, lineage: &mut dyn FnMut(BorrowedFd<'_>) -> Option<(u64, u64)>) -> Result<(), Error> {
         let cname = crate::shm::c_name(name)?;
         let replace_stale = cfg.replace_stale()?;
-        let h = self.header();
         let differs = |asked: u32, has: u32| asked != 0 && asked != has;
-        if differs(cfg.slot_capacity, self.geo.first_slots) || differs(cfg.samples_per_slot, self.geo.samples_per_slot) || differs(cfg.id_capacity, h.id_limit) {
+        let geo = &self.geo;
+        if differs(cfg.slot_capacity, geo.first_slots)
+            || differs(cfg.samples_per_slot, geo.samples_per_slot)
+            || differs(cfg.id_capacity, self.header().id_limit)
+        {
             return Err(Error::BUSY);
         }
         let mut g = self.growth();
         if !matches!(g.backing, Backing::Anonymous) {
             return Err(Error::BUSY);
         }
-        let mode = cfg.resolved().mode;
-        // M1.
-        let (tmp, fd) = new_object(mode)?;
-        let mut unlink_tmp = UnlinkOnDrop(Some(&tmp));
-        // Relaxed: only the grower (under the locks held here) stores it.
-        let total = h.total_size.load(Ordering::Relaxed);
-        reserve(fd.as_fd(), 0, total)?;
         let mut parts = vec![Part { base: self.header_map.as_ptr(), len: HEADER_MAP_BYTES as usize, offset: 0 }];
         parts.extend(g.chunks.iter().map(|c| Part { base: c.map.as_ptr(), len: c.map.size(), offset: c.offset }));
         // The SIGBUS protection the shared mappings need, taken now (an
         // anonymous range in the table is harmless) so that running out of
         // memory for it fails before anything moves.
-        let mut faults = Vec::with_capacity(parts.len());
-        for p in &parts {
-            faults.push(crate::fault::protect_range(p.base, p.len, true)?);
+        let faults = parts.iter().map(|p| crate::fault::protect_range(p.base, p.len, true)).collect::<Result<Vec<_>, _>>()?;
+        // M1.
+        let (tmp, fd) = new_object(cfg.resolved().mode)?;
+        let mut unlink_tmp = UnlinkOnDrop(Some(&tmp));
+        // Relaxed: only the grower (under the locks held here) stores it.
+        let total = self.header().total_size.load(Ordering::Relaxed);
+        // SAFETY: sizes the object this call made (a hole until reserved).
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), total as libc::off_t) } != 0 {
+            return Err(Error::last_os());
+        }
+        for (offset, len) in self.used_ranges(&g) {
+            commit(fd.as_fd(), offset, len)?;
         }
         self.publish(&tmp, name, replace_stale, lineage)?;
         unlink_tmp.0 = None;
-        let unpublish = || crate::shm::unlink(name).ok();
-        let ranges: Vec<(usize, usize)> = parts.iter().map(|p| (p.base as usize, p.len)).collect();
-        let pause = match Pause::begin(&ranges) {
-            Ok(p) => p,
-            Err(e) => {
-                unpublish();
-                return Err(e);
-            }
-        };
-        // M2.
-        let mut frozen = 0;
-        let mut result = Ok(());
-        for p in &parts {
-            if let Err(e) = protect(p, libc::PROT_READ) {
-                result = Err(e);
-                break;
-            }
-            frozen += 1;
-        }
-        // M3: the chunks, then the header.
-        if result.is_ok() {
-            result = parts[1..].iter().try_for_each(|p| copy_out(fd.as_fd(), p)).and_then(|_| self.copy_header_out(fd.as_fd()));
-        }
-        if let Err(e) = result {
-            for p in &parts[..frozen] {
-                // The memory is unchanged: writable again, the region is whole.
-                let _ = protect(p, libc::PROT_READ | libc::PROT_WRITE);
-            }
-            drop(pause);
-            unpublish();
+        if let Err(e) = self.move_into(fd.as_fd(), &parts) {
+            let _ = crate::shm::unlink(name);
             return Err(e);
         }
-        // M4: the chunks, then the header.
-        let order = (1..parts.len()).chain([0]);
-        let mut moved = vec![false; parts.len()];
-        for i in order {
-            match map_over(fd.as_fd(), &parts[i]) {
-                Ok(()) => moved[i] = true,
-                Err(e) => {
-                    for (p, _) in parts.iter().zip(&moved).filter(|(_, &m)| !m) {
-                        let _ = protect(p, libc::PROT_READ | libc::PROT_WRITE);
-                    }
-                    drop(pause);
-                    unpublish();
-                    return Err(e);
-                }
-            }
-        }
-        drop(pause); // S3: the writers go on, into the object
         let mut faults = faults.into_iter();
         g.header_fault = faults.next();
         for (c, f) in g.chunks.iter_mut().zip(faults) {
             c._fault = Some(f);
         }
         g.backing = Backing::Shared { name: cname, fd };
+        g.sparse_end = total;
         Ok(())
+    }
+
+    /// M2 to M4: `parts` (the header first) moved into the object `fd`,
+    /// the writers paused meanwhile. On failure every part not moved has
+    /// its memory writable again, unchanged.
+    fn move_into(&self, fd: BorrowedFd<'_>, parts: &[Part]) -> Result<(), Error> {
+        let ranges: Vec<(usize, usize)> = parts.iter().map(|p| (p.base as usize, p.len)).collect();
+        let pause = Pause::begin(&ranges)?;
+        let mut moved = vec![false; parts.len()];
+        let undo = |moved: &[bool]| {
+            for (p, _) in parts.iter().zip(moved).filter(|(_, &m)| !m) {
+                // The memory is unchanged: writable again, the region is whole.
+                let _ = protect(p, libc::PROT_READ | libc::PROT_WRITE);
+            }
+        };
+        // M2, then M3: the chunks, then the header.
+        let pagemap = Pagemap::open();
+        let copied = parts
+            .iter()
+            .try_for_each(|p| protect(p, libc::PROT_READ))
+            .and_then(|_| parts[1..].iter().try_for_each(|p| copy_out(fd, p, pagemap.as_ref())).and_then(|_| self.copy_header_out(fd)));
+        if let Err(e) = copied {
+            undo(&moved);
+            return Err(e);
+        }
+        // M4: the chunks, then the header.
+        for i in (1..parts.len()).chain([0]) {
+            if let Err(e) = map_over(fd, &parts[i]) {
+                undo(&moved);
+                return Err(e);
+            }
+            moved[i] = true;
+        }
+        drop(pause); // S3: the writers go on, into the object
+        Ok(())
+    }
+
+    /// M1's reservations: the header's page, each name chunk whole, and the
+    /// slots handed out so far (runs of consecutive slots as one range),
+    /// as (offset, length) in the region.
+    fn used_ranges(&self, g: &Growth) -> Vec<(u64, u64)> {
+        let mut ranges = vec![(0, HEADER_MAP_BYTES)];
+        ranges.extend(g.chunks.iter().filter(|c| !c.slots).map(|c| (c.offset, c.map.size() as u64)));
+        // Relaxed: only the registry lock's holder (the caller) stores it.
+        let used = self.header().slots_used.load(Ordering::Relaxed);
+        let stride = self.geo.slot_stride;
+        for i in 0..used {
+            let at = self.slot_offset(i);
+            match ranges.last_mut() {
+                Some((o, l)) if *o + *l == at => *l += stride,
+                _ => ranges.push((at, stride)),
+            }
+        }
+        ranges
+    }
+
+    /// Reserves slot `i`'s bytes in the object when it lies in a chunk that
+    /// a move left a hole (M1), before the slot is first handed out; a
+    /// region's other slots were reserved with their chunk. An error (a
+    /// full `/dev/shm`, told once; for a second after one, at once) means
+    /// the slot must not be used. Called under the registry lock.
+    pub fn commit_slot(&self, i: u32) -> Result<(), Error> {
+        let at = self.slot_offset(i);
+        let mut g = self.growth();
+        if at >= g.sparse_end {
+            return Ok(());
+        }
+        let now = tsc::clock_ns(libc::CLOCK_MONOTONIC);
+        if g.backing_off(now) {
+            return Err(Error::NOMEM);
+        }
+        let r = match &g.backing {
+            Backing::Shared { fd, .. } => commit(fd.as_fd(), at, self.geo.slot_stride),
+            _ => Ok(()),
+        };
+        if let Err(e) = r {
+            g.failed(e, true, now);
+        }
+        r
     }
 
     /// M3 for the header: its page as it stands, marked shared and made by
@@ -163,18 +208,66 @@ fn protect(p: &Part, prot: libc::c_int) -> Result<(), Error> {
     Ok(())
 }
 
-/// M3 for a chunk: its pages that hold anything written into the object
-/// at the chunk's offset (the object is zeros elsewhere). Untouched pages
-/// read as the zero page and are skipped.
-fn copy_out(fd: BorrowedFd<'_>, p: &Part) -> Result<(), Error> {
+/// Reserves `len` bytes of the object from `offset`, inside its size (a
+/// hole filled; unlike `grow`'s `reserve`, nothing past it is cut on
+/// failure).
+fn commit(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Result<(), Error> {
+    // SAFETY: fd is a valid descriptor; offset and length fit off_t (the region's size does).
+    match unsafe { libc::posix_fallocate(fd.as_raw_fd(), offset as libc::off_t, len as libc::off_t) } {
+        0 => Ok(()),
+        rc => Err(Error::Os(rc)),
+    }
+}
+
+/// This process's page map (`/proc/self/pagemap`): which pages hold memory.
+struct Pagemap(OwnedFd);
+
+/// Bits of a page map entry: the page is present, or swapped out.
+const PAGEMAP_HELD: u64 = 1 << 63 | 1 << 62;
+
+impl Pagemap {
+    fn open() -> Option<Pagemap> {
+        // SAFETY: a valid NUL-terminated path.
+        let fd = unsafe { libc::open(c"/proc/self/pagemap".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        // SAFETY: a fresh descriptor nobody else owns.
+        (fd >= 0).then(|| Pagemap(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Whether each page of `[base, base + pages * PAGE)` holds memory;
+    /// None when the map cannot be read.
+    fn held(&self, base: *mut u8, pages: usize) -> Option<Vec<bool>> {
+        let mut out = Vec::with_capacity(pages);
+        let mut entries = vec![0u64; 8192];
+        let first = base as usize / crate::mmap::PAGE;
+        while out.len() < pages {
+            let n = entries.len().min(pages - out.len());
+            let at = ((first + out.len()) * 8) as libc::off_t;
+            // SAFETY: reads at most n entries into a buffer that holds them.
+            let got = unsafe { libc::pread(self.0.as_raw_fd(), entries.as_mut_ptr() as *mut libc::c_void, n * 8, at) };
+            if got != (n * 8) as isize {
+                return None;
+            }
+            out.extend(entries[..n].iter().map(|e| e & PAGEMAP_HELD != 0));
+        }
+        Some(out)
+    }
+}
+
+/// M3 for a chunk: its pages that hold memory written into the object at
+/// the chunk's offset (the object is zeros elsewhere).
+fn copy_out(fd: BorrowedFd<'_>, p: &Part, pagemap: Option<&Pagemap>) -> Result<(), Error> {
     let page = crate::mmap::PAGE;
-    let written = |i: usize| {
-        // SAFETY: page `i` lies inside the mapping, which is read-only now
-        // (M2): nothing writes it while it is read.
-        let words = unsafe { core::slice::from_raw_parts(p.base.add(i * page) as *const u64, page / 8) };
-        words.iter().any(|&w| w != 0)
-    };
     let pages = p.len / page;
+    let held = pagemap.and_then(|m| m.held(p.base, pages));
+    let written = |i: usize| match &held {
+        Some(h) => h[i],
+        None => {
+            // SAFETY: page `i` lies inside the mapping, which is read-only
+            // now (M2): nothing writes it while it is read.
+            let words = unsafe { core::slice::from_raw_parts(p.base.add(i * page) as *const u64, page / 8) };
+            words.iter().any(|&w| w != 0)
+        }
+    };
     let mut i = 0;
     while i < pages {
         if !written(i) {
@@ -218,7 +311,16 @@ fn write_at(fd: BorrowedFd<'_>, mut buf: &[u8], mut offset: u64) -> Result<(), E
 fn map_over(fd: BorrowedFd<'_>, p: &Part) -> Result<(), Error> {
     // SAFETY: replaces exactly one of this region's mappings (same address
     // and length) with the object's copy of the same bytes (M3).
-    let q = unsafe { libc::mmap(p.base as *mut libc::c_void, p.len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_FIXED, fd.as_raw_fd(), p.offset as libc::off_t) };
+    let q = unsafe {
+        libc::mmap(
+            p.base as *mut libc::c_void,
+            p.len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            fd.as_raw_fd(),
+            p.offset as libc::off_t,
+        )
+    };
     if q == libc::MAP_FAILED {
         return Err(Error::last_os());
     }
