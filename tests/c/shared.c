@@ -4,13 +4,16 @@
  * - the inline path and the ABI path write identical samples (depth, modes);
  * - a full slot table drops and counts; name rules; 0600; EEXIST and stale
  *   objects; a second init; fork isolation; reading after the producer was
- *   SIGKILLed; unlink.
+ *   SIGKILLed; unlink;
+ * - a region asked for after recording began: moved, with every sample, while
+ *   two threads record through the inline path.
  * Built with and without LATTE_DISABLE (then only the no-op contract is checked). */
 #define _GNU_SOURCE
 #include "check.h"
 #include "latte_inline.h"
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -231,6 +234,51 @@ static int run_reader(char *self, const char *name, const char **expect, int n) 
   }
   if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
   return WEXITSTATUS(status);
+}
+
+/* Late mode (a fresh process): recording begins in private memory (the
+ * inline path on two threads, spans and pulses; a span of the main thread
+ * stays open across the call), then latte_init_shared_region(argv[2])
+ * moves the region into the shared object while the threads go on
+ * recording. A reader process then finds every sample, those from before
+ * the move included. Exit 0 when all of that holds. */
+#define LATE_SPANS 30000
+static int late_progress[2], late_moving;
+
+static void *late_thread(void *arg) {
+  int k = (int)(size_t)arg, i;
+  latte_pulse_site site;
+  memset(&site, 0, sizeof site);
+  for (i = 0; i < LATE_SPANS; i++) {
+    latte_start_inline("late.span", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+    latte_pulse_inline(&site, "late.pulse");
+    __atomic_store_n(&late_progress[k], i + 1, __ATOMIC_RELEASE);
+    /* A third of the way: wait for the move to start, then record through it. */
+    if (i == LATE_SPANS / 3)
+      while (!__atomic_load_n(&late_moving, __ATOMIC_ACQUIRE)) sched_yield();
+  }
+  return NULL;
+}
+
+static int late_main(char **argv) {
+  const char *expect[] = {"late.span=60000", "late.pulse=59998", "late.open=1", "late.before=10"};
+  pthread_t th[2];
+  int i, rc, k;
+  for (i = 0; i < 10; i++) {
+    latte_start_inline("late.before", LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  latte_start_inline("late.open", LATTE_MODE_FAST);
+  for (k = 0; k < 2; k++) pthread_create(&th[k], NULL, late_thread, (void *)(size_t)k);
+  for (k = 0; k < 2; k++)
+    while (__atomic_load_n(&late_progress[k], __ATOMIC_ACQUIRE) <= LATE_SPANS / 3) sched_yield();
+  __atomic_store_n(&late_moving, 1, __ATOMIC_RELEASE);
+  rc = latte_init_shared_region(argv[2]);
+  for (k = 0; k < 2; k++) pthread_join(th[k], NULL);
+  latte_stop_inline(NULL, LATTE_MODE_FAST);
+  if (rc != 0) return 20;
+  return run_reader(argv[0], argv[2], expect, 4) == 0 ? 0 : 21;
 }
 
 /* Reads every decoded sample of `id` in this process's region via a reader. */
@@ -726,6 +774,7 @@ int main(int argc, char **argv) {
   if (argc > 2 && strcmp(argv[1], "replace") == 0) return replace_main(argv);
   if (argc > 2 && strcmp(argv[1], "live") == 0) return live_main(argv);
   if (argc > 2 && strcmp(argv[1], "truncate") == 0) return truncate_main(argv);
+  if (argc > 2 && strcmp(argv[1], "late") == 0) return late_main(argv);
   snprintf(region_name, sizeof region_name, "/latte-test-shared-%d", (int)getpid());
   too_big_for_dev_shm();
   memset(&cfg, 0, sizeof cfg);
@@ -757,6 +806,9 @@ int main(int argc, char **argv) {
     char tname[80];
     snprintf(tname, sizeof tname, "%s-trunc", region_name);
     CHECK_EQ_U(spawn_wait("truncate", tname), 0);
+    snprintf(tname, sizeof tname, "%s-late", region_name);
+    CHECK_EQ_U(spawn_wait("late", tname), 0);
+    CHECK(latte_region_unlink(tname) == 0);
   }
   capacity_grows();
   reader_follows_growth();
