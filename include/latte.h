@@ -1088,8 +1088,8 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // threads that record meanwhile wait on their next store into it until
 // the move is over (0.4-0.5 ms per MiB of samples the region holds, on a
 // 2-vCPU VM; see docs/design.md). -EBUSY in a fork child of a shared
-// region's producer, and for the region `LATTE_REGION` named once recorded
-// into.
+// region's producer. The region `LATTE_REGION` named, once recorded into,
+// takes the name asked for instead (its old name is removed).
 //
 // A program that makes no such call records into private memory, unless
 // its environment names a region: `LATTE_REGION=/name` makes that region

@@ -216,3 +216,25 @@ fn a_fault_outside_moving_memory_goes_to_the_programs_handler() {
         PROGRAMS_HANDLER_RAN.load(Ordering::Relaxed) && word(other).load(Ordering::Relaxed) == 9
     });
 }
+
+#[test]
+fn the_region_latte_region_named_takes_the_name_asked_for_after_recording() {
+    let from_env = region_name("env");
+    let own = region_name("env-own");
+    in_child(|| {
+        // The child has not used latte yet: its region is made at the first span.
+        std::env::set_var("LATTE_REGION", &from_env);
+        for _ in 0..10 {
+            span(c"share.env", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        let made = Mapping::open_shm(from_env.as_bytes()).is_ok();
+        let rc = latte::internals::recorder::install_shared(own.as_bytes(), &latte_region_config::default());
+        let old_gone = Mapping::open_shm(from_env.as_bytes()).err() == Some(latte::Error::Os(libc::ENOENT));
+        span(c"share.env", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        let found = written_and_read(&own);
+        let again = latte::internals::recorder::install_shared(region_name("env-again").as_bytes(), &latte_region_config::default());
+        eprintln!("made {made}, renamed {rc:?}, old name gone {old_gone}, found {found:?}, again {again:?}");
+        latte::shm::unlink(own.as_bytes()).unwrap();
+        made && rc.is_ok() && old_gone && found.iter().any(|f| f.1 == "share.env" && f.2 == 11 && f.3 == 11) && again == Err(latte::Error::Os(libc::EALREADY))
+    });
+}

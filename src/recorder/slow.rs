@@ -209,15 +209,20 @@ pub fn name_of_token(token: u32) -> Option<crate::name::Name> {
 /// Makes recording go into the shared region `name`: before any thread
 /// recorded, a new region in place of the private one; after, the private
 /// region moved into it where it stands, with everything recorded so far
-/// (`Region::share`). -EALREADY when a shared region is already installed
-/// (but for the one `LATTE_REGION` named, which this replaces, removing
-/// its name, before recording began; -EBUSY after).
+/// (`Region::share`). -EALREADY when a shared region is already installed,
+/// but for the one `LATTE_REGION` named: replaced (its name removed) before
+/// recording began, renamed after (`Region::rename`).
 pub fn install_shared(name: &[u8], cfg: &crate::region::latte_region_config) -> Result<(), Error> {
     crate::shm::validate_name(name)?;
     let mut reg = REGISTRY.lock();
     if let Some(r) = reg.region {
         if r.is_shared() && !super::env::installed() {
             return Err(Error::Os(libc::EALREADY));
+        }
+        if reg.recording_began && r.is_shared() {
+            r.rename(name, cfg, &mut super::lineage::of)?;
+            super::env::note_installed(false);
+            return Ok(());
         }
         if reg.recording_began {
             return r.share(name, cfg, &mut super::lineage::of);

@@ -54,14 +54,7 @@ impl Region {
     pub fn share(&self, name: &[u8], cfg: &latte_region_config, lineage: &mut dyn FnMut(BorrowedFd<'_>) -> Option<(u64, u64)>) -> Result<(), Error> {
         let cname = crate::shm::c_name(name)?;
         let replace_stale = cfg.replace_stale()?;
-        let differs = |asked: u32, has: u32| asked != 0 && asked != has;
-        let geo = &self.geo;
-        if differs(cfg.slot_capacity, geo.first_slots)
-            || differs(cfg.samples_per_slot, geo.samples_per_slot)
-            || differs(cfg.id_capacity, self.header().id_limit)
-        {
-            return Err(Error::BUSY);
-        }
+        self.check_capacities(cfg)?;
         let mut g = self.growth();
         if !matches!(g.backing, Backing::Anonymous) {
             return Err(Error::BUSY);
@@ -97,6 +90,49 @@ impl Region {
         }
         g.backing = Backing::Shared { name: cname, fd };
         g.sparse_end = total;
+        Ok(())
+    }
+
+    /// Gives this shared region (the one `LATTE_REGION` named, already
+    /// recorded into) the name `name` in place of its own, as publishing a
+    /// new region would (L2, or L4 over a dead producer's region), with the
+    /// lineage of its new name; its samples and mappings stay. Capacities
+    /// as for `share`. Called under the registry lock.
+    pub fn rename(&self, name: &[u8], cfg: &latte_region_config, lineage: &mut dyn FnMut(BorrowedFd<'_>) -> Option<(u64, u64)>) -> Result<(), Error> {
+        let cname = crate::shm::c_name(name)?;
+        let replace_stale = cfg.replace_stale()?;
+        self.check_capacities(cfg)?;
+        let mut g = self.growth();
+        let Backing::Shared { name: old, fd } = &g.backing else {
+            return Err(Error::BUSY);
+        };
+        if old.to_bytes() == name {
+            return Ok(());
+        }
+        // Relaxed: published with the name (a reader maps the object after
+        // finding it under the name); what came before the old name is not
+        // the new name's.
+        self.header().recorded_before.store(0, Ordering::Relaxed);
+        self.publish(&old.clone(), name, replace_stale, lineage)?;
+        // SAFETY: fd is the region's own descriptor.
+        unsafe { libc::fchmod(fd.as_raw_fd(), cfg.resolved().mode as libc::mode_t) };
+        if let Backing::Shared { name: n, .. } = &mut g.backing {
+            *n = cname;
+        }
+        Ok(())
+    }
+
+    /// -EBUSY when `cfg` sets a capacity other than this region's (which a
+    /// region that is in use keeps).
+    fn check_capacities(&self, cfg: &latte_region_config) -> Result<(), Error> {
+        let differs = |asked: u32, has: u32| asked != 0 && asked != has;
+        let geo = &self.geo;
+        if differs(cfg.slot_capacity, geo.first_slots)
+            || differs(cfg.samples_per_slot, geo.samples_per_slot)
+            || differs(cfg.id_capacity, self.header().id_limit)
+        {
+            return Err(Error::BUSY);
+        }
         Ok(())
     }
 
