@@ -74,6 +74,16 @@ impl Chain {
         self.state.store(DONE, Ordering::Release);
     }
 
+    /// Whether `handler` is the signal's action now (a sanitizer may have
+    /// refused to install it).
+    pub fn is_installed(&self, handler: Handler) -> bool {
+        // SAFETY: a query with a valid, zeroed out-parameter.
+        unsafe {
+            let mut cur: libc::sigaction = core::mem::zeroed();
+            libc::sigaction(self.signal, core::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == handler as *const () as usize
+        }
+    }
+
     /// A fault that is not latte's: the previous action decides. A handler
     /// is called; for the default action, the default is put back and the
     /// faulting instruction, run again on return, ends the process as it

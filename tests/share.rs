@@ -26,7 +26,7 @@ struct Made {
 /// Four threads record spans (two IDs, nested) and pulses until `stop`;
 /// each has made at least `before` spans when `moved` runs, and at least
 /// as many again after it returned.
-fn record_around(before: u64, moved: impl FnOnce()) -> Vec<Made> {
+fn record_around(before: u64, block: bool, moved: impl FnOnce()) -> Vec<Made> {
     let stop = AtomicBool::new(false);
     let progress: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
     std::thread::scope(|s| {
@@ -35,6 +35,11 @@ fn record_around(before: u64, moved: impl FnOnce()) -> Vec<Made> {
             .map(|p| {
                 let stop = &stop;
                 s.spawn(move || {
+                    // As a server's workers often do (sigwait elsewhere):
+                    // a store that faulted with SIGSEGV blocked would kill.
+                    if block {
+                        block_all_signals();
+                    }
                     let mut site = latte::layout::latte_pulse_site::new();
                     let (mut spans, mut pulses) = (0u64, 0u64);
                     while !stop.load(Ordering::Relaxed) {
@@ -69,6 +74,16 @@ fn record_around(before: u64, moved: impl FnOnce()) -> Vec<Made> {
     })
 }
 
+/// Blocks every signal on the calling thread.
+fn block_all_signals() {
+    // SAFETY: a zeroed, then filled, sigset and a valid call.
+    unsafe {
+        let mut all: libc::sigset_t = core::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, core::ptr::null_mut());
+    }
+}
+
 /// Per (OS thread id, ID name): the samples its slot in the shared object
 /// `name` says were written, and how many a reader reads from it.
 fn written_and_read(name: &str) -> Vec<(u32, String, u64, u64)> {
@@ -87,15 +102,29 @@ fn written_and_read(name: &str) -> Vec<(u32, String, u64, u64)> {
 
 #[test]
 fn recording_moves_into_a_shared_region_where_it_stands() {
-    let name = region_name("moved");
+    moves_while_recording("moved", false);
+}
+
+#[test]
+fn recording_moves_with_writers_paused_in_the_signal_handler() {
+    moves_while_recording("moved-signal", true);
+}
+
+/// Records on four threads whose signals are all blocked (when `signal_way`,
+/// the main thread's only, since that way needs SIGSEGV unblocked) while
+/// the private region moves; checks every sample is in the object.
+fn moves_while_recording(what: &str, signal_way: bool) {
+    let name = region_name(what);
     in_child(|| {
+        latte::internals::pause::SIGNAL_WAY_ONLY.store(signal_way, Ordering::Relaxed);
         // Recorded before any shared region was asked for: private memory.
         for _ in 0..10 {
             span(c"share.before", LATTE_MODE_FAST, LATTE_MODE_FAST);
         }
         let before = latte::internals::recorder::region_if_any().unwrap().base();
         let mut rc = None;
-        let made = record_around(20_000, || rc = Some(latte::internals::recorder::install_shared(name.as_bytes(), &latte_region_config::default())));
+        let made =
+            record_around(20_000, !signal_way, || rc = Some(latte::internals::recorder::install_shared(name.as_bytes(), &latte_region_config::default())));
         let main_tid = latte::internals::tsc::gettid();
         let after = latte::internals::recorder::region_if_any().unwrap();
         let found = written_and_read(&name);
@@ -108,7 +137,9 @@ fn recording_moves_into_a_shared_region_where_it_stands() {
             eprintln!("thread {}: {} spans, {} pulses; the object: outer {o:?}, inner {i:?}, pulse {p:?}", m.tid, m.spans, m.pulses);
             ok &= o == want(m.spans) && i == want(m.spans) && p == want(m.pulses);
         }
-        eprintln!("{} stores waited for the move", latte::internals::pause::waits());
+        let waits = latte::internals::pause::waits();
+        eprintln!("{waits} stores waited in the handler for the move");
+        ok &= signal_way || waits == 0;
         let c = counters();
         eprintln!("drops: no slot {}, unfit {}, late {}", c.no_slot_drops, c.unfit_id_drops, c.late_drops);
         ok &= c.no_slot_drops == 0 && c.unfit_id_drops == 0;
@@ -166,24 +197,61 @@ fn word(p: usize) -> &'static AtomicU64 {
     unsafe { AtomicU64::from_ptr(p as *mut u64) }
 }
 
+/// A writer (all its signals blocked, unless `signal_way`) stores into a
+/// page paused by `Pause`: it waits, and its store lands once the pause
+/// ends. Returns whether that held, and the way the pause took.
+fn writer_waits(signal_way: bool) -> bool {
+    latte::internals::pause::SIGNAL_WAY_ONLY.store(signal_way, Ordering::Relaxed);
+    let p = latte::internals::mmap::Mmap::anonymous(4096).unwrap().leak() as usize;
+    let pause = latte::internals::pause::Pause::begin(vec![(p, 4096)]).unwrap();
+    let in_kernel = pause.in_kernel();
+    let writer = std::thread::spawn(move || {
+        if !signal_way {
+            block_all_signals();
+        }
+        word(p).store(7, Ordering::Relaxed)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    // The writer waits: nothing landed.
+    let held = word(p).load(Ordering::Relaxed) == 0 && !writer.is_finished();
+    drop(pause);
+    writer.join().unwrap();
+    let waits = latte::internals::pause::waits();
+    eprintln!("in the kernel {in_kernel}: held {held}, then {}, after {waits} waits in the handler", word(p).load(Ordering::Relaxed));
+    // The signal way: one fault, one wait (the handler slept rather than
+    // let the store fault again and again).
+    held && word(p).load(Ordering::Relaxed) == 7 && in_kernel != signal_way && waits == signal_way as u64
+}
+
 #[test]
-fn a_writer_waits_while_its_memory_moves_and_its_store_lands_after() {
+fn a_writer_waits_in_the_kernel_while_its_memory_moves() {
+    in_child(|| writer_waits(false));
+}
+
+#[test]
+fn a_writer_waits_in_the_handler_while_its_memory_moves() {
+    in_child(|| writer_waits(true));
+}
+
+#[test]
+fn the_signal_way_is_refused_while_a_thread_blocks_sigsegv() {
     in_child(|| {
+        latte::internals::pause::SIGNAL_WAY_ONLY.store(true, Ordering::Relaxed);
         let p = latte::internals::mmap::Mmap::anonymous(4096).unwrap().leak() as usize;
-        let pause = latte::internals::pause::Pause::begin(&[(p, 4096)]).unwrap();
-        protect(p, libc::PROT_READ);
-        let writer = std::thread::spawn(move || word(p).store(7, Ordering::Relaxed));
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        // The writer faulted and waits in the handler: nothing landed.
-        let held = word(p).load(Ordering::Relaxed) == 0 && !writer.is_finished();
-        protect(p, libc::PROT_READ | libc::PROT_WRITE);
-        drop(pause);
-        writer.join().unwrap();
-        let waits = latte::internals::pause::waits();
-        eprintln!("held {held}, then {}, after {waits} wait", word(p).load(Ordering::Relaxed));
-        // One fault, one wait: the handler slept rather than let the store
-        // fault again and again.
-        held && word(p).load(Ordering::Relaxed) == 7 && waits == 1
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let blocker = std::thread::spawn(move || {
+            block_all_signals();
+            tx.send(()).unwrap();
+            done_rx.recv().unwrap();
+        });
+        rx.recv().unwrap();
+        let refused = latte::internals::pause::Pause::begin(vec![(p, 4096)]).err() == Some(latte::Error::BUSY);
+        // Nothing was protected: the page takes stores.
+        word(p).store(1, Ordering::Relaxed);
+        done_tx.send(()).unwrap();
+        blocker.join().unwrap();
+        refused
     });
 }
 
@@ -210,7 +278,8 @@ fn a_fault_outside_moving_memory_goes_to_the_programs_handler() {
         let other = latte::internals::mmap::Mmap::anonymous(4096).unwrap().leak() as usize;
         PROGRAMS_PAGE.store(other as u64, Ordering::Relaxed);
         // Ours is installed over the program's, and stays.
-        drop(latte::internals::pause::Pause::begin(&[(moving, 4096)]).unwrap());
+        latte::internals::pause::SIGNAL_WAY_ONLY.store(true, Ordering::Relaxed);
+        drop(latte::internals::pause::Pause::begin(vec![(moving, 4096)]).unwrap());
         protect(other, libc::PROT_READ);
         word(other).store(9, Ordering::Relaxed);
         PROGRAMS_HANDLER_RAN.load(Ordering::Relaxed) && word(other).load(Ordering::Relaxed) == 9

@@ -19,7 +19,7 @@ pub(super) extern "C" fn atfork_prepare() {
     REGISTRY.acquire();
     // SAFETY: the lock is held; nothing else touches the registry or CUT.
     let reg = unsafe { &*REGISTRY.data.get() };
-    if let Some(r) = reg.region.filter(|r| r.is_shared()) {
+    if let Some(r) = reg.region.filter(|r| r.in_object()) {
         // SAFETY: under the registry lock (CUT's rule).
         let cut = unsafe { &mut *CUT.0.get() }.get_or_insert_with(ForkCut::default);
         cut.take(r);

@@ -49,6 +49,7 @@ impl Region {
     /// touched keep following the object. Should that fail too, its view
     /// is made read-only.
     pub fn privatize_after_fork(&mut self, cut: &ForkCut) {
+        crate::pause::forget_in_child();
         let g = self.growth.get_mut().unwrap_or_else(|e| e.into_inner());
         let Backing::Shared { fd, .. } = core::mem::take(&mut g.backing) else {
             return; // anonymous private memory is already copy-on-write.
@@ -83,7 +84,7 @@ impl Region {
         // The descriptor closes here: the child holds no lock on the
         // parent's object and never unlinks its name.
         drop(fd);
-        self.growth.get_mut().unwrap_or_else(|e| e.into_inner()).backing = Backing::ForkedCopy;
+        self.growth.get_mut().unwrap_or_else(|e| e.into_inner()).backing = Backing::PrivateCopy;
     }
 
     /// Copies what one mapping of the region held at the fork into fresh

@@ -65,7 +65,7 @@ impl Region {
                 };
                 (map, Some(fault))
             }
-            Backing::Anonymous | Backing::ForkedCopy => (Mmap::anonymous(len as usize)?, None),
+            Backing::Anonymous | Backing::PrivateCopy => (Mmap::anonymous(len as usize)?, None),
         };
         let base = map.as_ptr();
         g.chunks.push(Chunk { _fault: fault, map, offset, slots });

@@ -96,9 +96,10 @@ pub enum Backing {
     /// holds its liveness lock (`liveness`, L1-L3) for as long as it is
     /// open, through which the region grows.
     Shared { name: CString, fd: OwnedFd },
-    /// In a fork child: what was a shared region, now a private copy
-    /// (`privatize_after_fork`).
-    ForkedCopy,
+    /// What was, or was becoming, a shared region, now private for good: a
+    /// fork child's copy (`privatize_after_fork`), or a region whose move
+    /// into an object stopped half way (`share`, M4).
+    PrivateCopy,
 }
 
 /// One chunk of a region as this process maps it.
@@ -350,7 +351,9 @@ impl Region {
         // SAFETY: the header page is mapped as long as self lives; its
         // non-atomic fields are never written after init_header (but
         // `flags`, OR-ed atomically by `mark_switches_tracked`: read it
-        // with an atomic load, never through this reference).
+        // with an atomic load, never through this reference; and
+        // `producer_pid` and `flags` of a fork child's region that `share`
+        // moves, whose page is then replaced whole, at once, by the copy).
         unsafe { &*(self.header_map.as_ptr() as *const latte_region_header) }
     }
 
@@ -369,6 +372,12 @@ impl Region {
     pub fn is_shared(&self) -> bool {
         // Relaxed: a flag read on its own.
         self.flags_word().load(Ordering::Relaxed) & LATTE_REGION_SHARED != 0
+    }
+
+    /// Whether the region lives in a shm object (shared, or moved into one
+    /// and not yet published), which a fork child must copy out of.
+    pub fn in_object(&self) -> bool {
+        matches!(self.growth().backing, Backing::Shared { .. })
     }
 
     /// Slots the region's chunks hold now.

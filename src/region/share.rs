@@ -6,30 +6,34 @@
 //!
 //! The steps, under the registry lock and the growth lock (no slot, ID or
 //! chunk is handed out meanwhile):
-//! - M1 The object: made, locked, sized to the whole region, and reserved
-//!   (`posix_fallocate`) for what the region uses: its header, its name
-//!   chunks, and the slots handed out so far, so that a `/dev/shm` too
-//!   small fails here, with nothing changed. The rest of its slot chunks
-//!   stays a hole in the object, each slot reserved when it is first handed
-//!   out (`Region::commit_slot`). Then it is published under the name (L2,
-//!   or L4 over a dead producer's region). Until M4 its header is zeros,
-//!   which readers reject as not a region.
-//! - M2 Writers paused (S1 of `pause`): every mapping of the region made
-//!   read-only.
+//! - M1 The object: made under a name of its own (L1), sized to the whole
+//!   region, and reserved (`posix_fallocate`) for what the region uses:
+//!   its header, its name chunks, and the slots handed out so far, so that
+//!   a `/dev/shm` too small fails here, with nothing changed. The rest of
+//!   its slot chunks stays a hole in the object, each slot reserved when
+//!   it is first handed out (`Region::commit_slot`).
+//! - M2 Writers paused (S1 of `pause`): every mapping of the region
+//!   write-protected.
 //! - M3 Each mapping's pages that hold anything (present or swapped out,
 //!   by `/proc/self/pagemap`; without it, the pages that are not all zeros)
 //!   written into the object at their offset, the header last with its
-//!   magic last (so a reader that finds the magic finds everything before
-//!   it), its flags saying shared and its producer the calling process.
+//!   magic last, its producer the calling process.
 //! - M4 Each mapping replaced, at its address, by a shared mapping of the
 //!   object (`MAP_FIXED`), the header last; then the writers go on (S3),
 //!   their stores landing in the object.
+//! - M5 The object published under the name (`rename`: L2, or L4 over a
+//!   dead producer's region) and marked shared. Only a whole region is
+//!   ever found under a name: a producer that dies during the move leaves
+//!   the name as it was.
 //!
-//! A failure in M2 or M3 gives every mapping its write access back, so the
-//! region stays private and whole, and removes the name. A failure in M4
-//! (no memory for a mapping) leaves the mappings already replaced on the
-//! object (same content, private to the process once the name is gone) and
-//! the others on their own memory, also whole.
+//! Between S1 and S3 nothing is allocated (`pause`): the buffers M3 needs
+//! are made before. A failure before M4 gives every mapping its write
+//! access back: the region stays private and whole, the object goes. A
+//! failure in M4 (no memory for a mapping) leaves the mappings replaced so
+//! far on the object (same content) and the others on their own memory:
+//! the region records on, private for good (`Backing::PrivateCopy`). A
+//! failure in M5 (the name taken by a live producer) leaves the region in
+//! the object under its own name, private until a later call publishes it.
 
 use super::*;
 use crate::pause::Pause;
@@ -43,6 +47,17 @@ struct Part {
     offset: u64,
 }
 
+/// How far `move_into` got.
+#[derive(Debug)]
+enum Moved {
+    /// Nothing: the region is whole in its own memory.
+    None(Error),
+    /// Some mappings are on the object, the others on their own memory.
+    Part(Error),
+    /// Every mapping is on the object.
+    All,
+}
+
 impl Region {
     /// Moves this private region into a new shared-memory object `name`
     /// (see the module comment), published as `create_shared` publishes
@@ -52,12 +67,18 @@ impl Region {
     /// memory (a fork child's copy of a shared one). Called under the
     /// registry lock.
     pub fn share(&self, name: &[u8], cfg: &latte_region_config, lineage: &mut dyn FnMut(BorrowedFd<'_>) -> Option<(u64, u64)>) -> Result<(), Error> {
-        let cname = crate::shm::c_name(name)?;
-        let replace_stale = cfg.replace_stale()?;
+        crate::shm::c_name(name)?;
+        cfg.replace_stale()?;
         self.check_capacities(cfg)?;
         let mut g = self.growth();
-        if !matches!(g.backing, Backing::Anonymous) {
-            return Err(Error::BUSY);
+        match g.backing {
+            Backing::Anonymous => {}
+            // Moved before, its publishing (M5) failed: M5 again.
+            Backing::Shared { .. } if !self.is_shared() => {
+                drop(g);
+                return self.rename(name, cfg, lineage);
+            }
+            _ => return Err(Error::BUSY),
         }
         let mut parts = vec![Part { base: self.header_map.as_ptr(), len: HEADER_MAP_BYTES as usize, offset: 0 }];
         parts.extend(g.chunks.iter().map(|c| Part { base: c.map.as_ptr(), len: c.map.size(), offset: c.offset }));
@@ -77,24 +98,37 @@ impl Region {
         for (offset, len) in self.used_ranges(&g) {
             commit(fd.as_fd(), offset, len)?;
         }
-        self.publish(&tmp, name, replace_stale, lineage)?;
-        unlink_tmp.0 = None;
-        if let Err(e) = self.move_into(fd.as_fd(), &parts) {
-            let _ = crate::shm::unlink(name);
-            return Err(e);
+        // M2 to M4.
+        let moved = self.move_into(fd.as_fd(), &parts);
+        if !matches!(moved, Moved::None(_)) {
+            // The region lives (at least partly) in the object now: its
+            // mappings there need the SIGBUS protection, its holes the
+            // reservation of each slot.
+            let mut faults = faults.into_iter();
+            g.header_fault = faults.next();
+            for (c, f) in g.chunks.iter_mut().zip(faults) {
+                c._fault = Some(f);
+            }
+            g.sparse_end = total;
         }
-        let mut faults = faults.into_iter();
-        g.header_fault = faults.next();
-        for (c, f) in g.chunks.iter_mut().zip(faults) {
-            c._fault = Some(f);
+        match moved {
+            Moved::None(e) => return Err(e),
+            Moved::Part(e) => {
+                g.backing = Backing::PrivateCopy;
+                return Err(e);
+            }
+            Moved::All => {}
         }
-        g.backing = Backing::Shared { name: cname, fd };
-        g.sparse_end = total;
-        Ok(())
+        g.backing = Backing::Shared { name: tmp.clone(), fd };
+        unlink_tmp.0 = None; // the region's name until M5 gives it its own
+        drop(g);
+        // M5.
+        self.rename(name, cfg, lineage)
     }
 
-    /// Gives this shared region (the one `LATTE_REGION` named, already
-    /// recorded into) the name `name` in place of its own, as publishing a
+    /// Gives this region in an object (the one `LATTE_REGION` named, already
+    /// recorded into, or one `share` moved, M5) the name `name` in place of
+    /// its own, marked shared, as publishing a
     /// new region would (L2, or L4 over a dead producer's region), with the
     /// lineage of its new name; its samples and mappings stay. Capacities
     /// as for `share`. Called under the registry lock.
@@ -113,7 +147,12 @@ impl Region {
         // finding it under the name); what came before the old name is not
         // the new name's.
         self.header().recorded_before.store(0, Ordering::Relaxed);
-        self.publish(&old.clone(), name, replace_stale, lineage)?;
+        // Relaxed (both): as above.
+        let flags = self.flags_word().fetch_or(LATTE_REGION_SHARED, Ordering::Relaxed);
+        if let Err(e) = self.publish(&old.clone(), name, replace_stale, lineage) {
+            self.flags_word().fetch_and(!(LATTE_REGION_SHARED & !flags), Ordering::Relaxed);
+            return Err(e);
+        }
         // SAFETY: fd is the region's own descriptor.
         unsafe { libc::fchmod(fd.as_raw_fd(), cfg.resolved().mode as libc::mode_t) };
         if let Backing::Shared { name: n, .. } = &mut g.backing {
@@ -137,38 +176,30 @@ impl Region {
     }
 
     /// M2 to M4: `parts` (the header first) moved into the object `fd`,
-    /// the writers paused meanwhile. On failure every part not moved has
-    /// its memory writable again, unchanged.
-    fn move_into(&self, fd: BorrowedFd<'_>, parts: &[Part]) -> Result<(), Error> {
+    /// the writers paused meanwhile.
+    fn move_into(&self, fd: BorrowedFd<'_>, parts: &[Part]) -> Moved {
+        // Made before S1: nothing is allocated while writers are paused.
         let ranges: Vec<(usize, usize)> = parts.iter().map(|p| (p.base as usize, p.len)).collect();
-        let pause = Pause::begin(&ranges)?;
-        let mut moved = vec![false; parts.len()];
-        let undo = |moved: &[bool]| {
-            for (p, _) in parts.iter().zip(moved).filter(|(_, &m)| !m) {
-                // The memory is unchanged: writable again, the region is whole.
-                let _ = protect(p, libc::PROT_READ | libc::PROT_WRITE);
-            }
+        let mut page = vec![0u8; HEADER_MAP_BYTES as usize];
+        let mut pagemap = Pagemap::open();
+        // M2.
+        let mut pause = match Pause::begin(ranges) {
+            Ok(p) => p,
+            Err(e) => return Moved::None(e),
         };
-        // M2, then M3: the chunks, then the header.
-        let pagemap = Pagemap::open();
-        let copied = parts
-            .iter()
-            .try_for_each(|p| protect(p, libc::PROT_READ))
-            .and_then(|_| parts[1..].iter().try_for_each(|p| copy_out(fd, p, pagemap.as_ref())).and_then(|_| self.copy_header_out(fd)));
+        // M3: the chunks, then the header.
+        let copied = parts[1..].iter().try_for_each(|p| copy_out(fd, p, pagemap.as_mut())).and_then(|_| self.copy_header_out(fd, &mut page));
         if let Err(e) = copied {
-            undo(&moved);
-            return Err(e);
+            return Moved::None(e); // the pause's end makes every part writable again
         }
         // M4: the chunks, then the header.
-        for i in (1..parts.len()).chain([0]) {
+        for (k, i) in (1..parts.len()).chain([0]).enumerate() {
             if let Err(e) = map_over(fd, &parts[i]) {
-                undo(&moved);
-                return Err(e);
+                return if k == 0 { Moved::None(e) } else { Moved::Part(e) };
             }
-            moved[i] = true;
+            pause.replaced(i);
         }
-        drop(pause); // S3: the writers go on, into the object
-        Ok(())
+        Moved::All // S3 as the pause drops: the writers go on, into the object
     }
 
     /// M1's reservations: the header's page, each name chunk whole, and the
@@ -215,33 +246,22 @@ impl Region {
         r
     }
 
-    /// M3 for the header: its page as it stands, marked shared and made by
-    /// this process, written with the magic last.
-    fn copy_header_out(&self, fd: BorrowedFd<'_>) -> Result<(), Error> {
-        let mut page = vec![0u8; HEADER_MAP_BYTES as usize];
-        // SAFETY: the header's page is mapped and read-only now (M2): no
-        // thread writes it while it is copied.
+    /// M3 for the header: its page as it stands, made by this process
+    /// (a fork child's region names the child), written with the magic
+    /// last, through `page` (a page-sized buffer).
+    fn copy_header_out(&self, fd: BorrowedFd<'_>, page: &mut [u8]) -> Result<(), Error> {
+        // SAFETY: the header's page is mapped and write-protected now (M2):
+        // no thread writes it while it is copied.
         unsafe { core::ptr::copy_nonoverlapping(self.header_map.as_ptr(), page.as_mut_ptr(), page.len()) };
-        let at = |off: usize| off..off + 4;
-        let flags = u32::from_ne_bytes(page[at(core::mem::offset_of!(latte_region_header, flags))].try_into().expect("4 bytes"));
-        page[at(core::mem::offset_of!(latte_region_header, flags))].copy_from_slice(&(flags | LATTE_REGION_SHARED).to_ne_bytes());
+        let at = core::mem::offset_of!(latte_region_header, producer_pid);
         // SAFETY: getpid has no memory effects.
         let pid = unsafe { libc::getpid() } as u32;
-        page[at(core::mem::offset_of!(latte_region_header, producer_pid))].copy_from_slice(&pid.to_ne_bytes());
+        page[at..at + 4].copy_from_slice(&pid.to_ne_bytes());
         let magic = core::mem::size_of_val(&LATTE_MAGIC);
         const _: () = assert!(core::mem::offset_of!(latte_region_header, magic) == 0);
         write_at(fd, &page[magic..], magic as u64)?;
         write_at(fd, &page[..magic], 0)
     }
-}
-
-/// Sets the protection of one mapping.
-fn protect(p: &Part, prot: libc::c_int) -> Result<(), Error> {
-    // SAFETY: changes the protection of a mapping of this region only.
-    if unsafe { libc::mprotect(p.base as *mut libc::c_void, p.len, prot) } != 0 {
-        return Err(Error::last_os());
-    }
-    Ok(())
 }
 
 /// Reserves `len` bytes of the object from `offset`, inside its size (a
@@ -255,8 +275,12 @@ fn commit(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Result<(), Error> {
     }
 }
 
-/// This process's page map (`/proc/self/pagemap`): which pages hold memory.
-struct Pagemap(OwnedFd);
+/// This process's page map (`/proc/self/pagemap`), which says which pages
+/// hold memory, and a buffer for its entries (made before the pause).
+struct Pagemap {
+    fd: OwnedFd,
+    entries: Vec<u64>,
+}
 
 /// Bits of a page map entry: the page is present, or swapped out.
 const PAGEMAP_HELD: u64 = 1 << 63 | 1 << 62;
@@ -266,57 +290,57 @@ impl Pagemap {
         // SAFETY: a valid NUL-terminated path.
         let fd = unsafe { libc::open(c"/proc/self/pagemap".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
         // SAFETY: a fresh descriptor nobody else owns.
-        (fd >= 0).then(|| Pagemap(unsafe { OwnedFd::from_raw_fd(fd) }))
+        (fd >= 0).then(|| Pagemap { fd: unsafe { OwnedFd::from_raw_fd(fd) }, entries: vec![0; 8192] })
     }
 
-    /// Whether each page of `[base, base + pages * PAGE)` holds memory;
-    /// None when the map cannot be read.
-    fn held(&self, base: *mut u8, pages: usize) -> Option<Vec<bool>> {
-        let mut out = Vec::with_capacity(pages);
-        let mut entries = vec![0u64; 8192];
-        let first = base as usize / crate::mmap::PAGE;
-        while out.len() < pages {
-            let n = entries.len().min(pages - out.len());
-            let at = ((first + out.len()) * 8) as libc::off_t;
-            // SAFETY: reads at most n entries into a buffer that holds them.
-            let got = unsafe { libc::pread(self.0.as_raw_fd(), entries.as_mut_ptr() as *mut libc::c_void, n * 8, at) };
-            if got != (n * 8) as isize {
-                return None;
-            }
-            out.extend(entries[..n].iter().map(|e| e & PAGEMAP_HELD != 0));
-        }
-        Some(out)
+    /// Reads the entries of up to `entries.len()` pages from `page` (a page
+    /// number) into the buffer; false when the map cannot be read.
+    fn read(&mut self, page: usize, n: usize) -> bool {
+        let n = n.min(self.entries.len());
+        // SAFETY: reads at most n entries into a buffer that holds them.
+        let got = unsafe { libc::pread(self.fd.as_raw_fd(), self.entries.as_mut_ptr() as *mut libc::c_void, n * 8, (page * 8) as libc::off_t) };
+        got == (n * 8) as isize
     }
 }
 
-/// M3 for a chunk: its pages that hold memory written into the object at
-/// the chunk's offset (the object is zeros elsewhere).
-fn copy_out(fd: BorrowedFd<'_>, p: &Part, pagemap: Option<&Pagemap>) -> Result<(), Error> {
+/// M3 for a chunk: its pages that hold memory, written into the object at
+/// the chunk's offset (the object is zeros elsewhere), a block of pages at
+/// a time.
+fn copy_out(fd: BorrowedFd<'_>, p: &Part, mut pagemap: Option<&mut Pagemap>) -> Result<(), Error> {
     let page = crate::mmap::PAGE;
     let pages = p.len / page;
-    let held = pagemap.and_then(|m| m.held(p.base, pages));
-    let written = |i: usize| match &held {
-        Some(h) => h[i],
-        None => {
-            // SAFETY: page `i` lies inside the mapping, which is read-only
-            // now (M2): nothing writes it while it is read.
-            let words = unsafe { core::slice::from_raw_parts(p.base.add(i * page) as *const u64, page / 8) };
-            words.iter().any(|&w| w != 0)
+    let first_page = p.base as usize / page;
+    let mut done = 0;
+    while done < pages {
+        let block = (pages - done).min(8192);
+        let map = match pagemap.as_deref_mut() {
+            Some(m) => m.read(first_page + done, block).then_some(&m.entries[..block]),
+            None => None,
+        };
+        let written = |i: usize| match map {
+            Some(entries) => entries[i] & PAGEMAP_HELD != 0,
+            None => {
+                // SAFETY: page `done + i` lies inside the mapping, which is
+                // write-protected now (M2): nothing writes it while it is read.
+                let words = unsafe { core::slice::from_raw_parts(p.base.add((done + i) * page) as *const u64, page / 8) };
+                words.iter().any(|&w| w != 0)
+            }
+        };
+        let mut i = 0;
+        while i < block {
+            if !written(i) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < block && written(i) {
+                i += 1;
+            }
+            // SAFETY: these pages lie inside the write-protected mapping (as above).
+            let run = unsafe { core::slice::from_raw_parts(p.base.add((done + start) * page), (i - start) * page) };
+            write_at(fd, run, p.offset + ((done + start) * page) as u64)?;
         }
-    };
-    let mut i = 0;
-    while i < pages {
-        if !written(i) {
-            i += 1;
-            continue;
-        }
-        let first = i;
-        while i < pages && written(i) {
-            i += 1;
-        }
-        // SAFETY: pages first..i lie inside the read-only mapping (as above).
-        let run = unsafe { core::slice::from_raw_parts(p.base.add(first * page), (i - first) * page) };
-        write_at(fd, run, p.offset + (first * page) as u64)?;
+        done += block;
     }
     Ok(())
 }
