@@ -230,7 +230,7 @@ impl Drop for Protected {
 
 /// Installs the handler (once); `register` does it too.
 pub fn install() {
-    CHAIN.install(on_sigbus, false);
+    CHAIN.install(on_sigbus);
 }
 
 /// Finds the registered mapping holding `addr`.

@@ -127,6 +127,30 @@ pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool, inherit: &mut dyn F
     Err(Error::Os(libc::EEXIST))
 }
 
+/// Whether `publish` could take `name` now: the name is free, or (with
+/// `replace_stale`) it is a latte region whose producer is gone; `-EEXIST`
+/// otherwise. A check before work that is costly to undo (`region::share`
+/// moves a region before it publishes it); `publish` still decides.
+pub fn available(name: &[u8], replace_stale: bool) -> Result<(), Error> {
+    let target = crate::shm::path(name)?;
+    // SAFETY: a valid path; O_NONBLOCK so that a FIFO does not block.
+    let fd = unsafe { libc::open(target.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
+    if fd < 0 {
+        return if Error::last_os() == Error::Os(libc::ENOENT) { Ok(()) } else { Err(Error::Os(libc::EEXIST)) };
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an all-zero stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid descriptor and out-parameter.
+    let regular = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG;
+    if replace_stale && regular && is_latte(fd.as_fd()) && !held(fd.as_fd()) {
+        Ok(())
+    } else {
+        Err(Error::Os(libc::EEXIST))
+    }
+}
+
 /// L4 on the object open as `old`: Some(result), or None when the name no
 /// longer refers to it.
 fn take_over(old: BorrowedFd<'_>, tmp_path: &CStr, target: &CStr, inherit: &mut dyn FnMut(BorrowedFd<'_>)) -> Option<Result<(), Error>> {

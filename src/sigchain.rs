@@ -3,8 +3,7 @@
 //! passes any fault that is not latte's to that action, and puts it back
 //! when the library is unloaded or the process exits.
 //!
-//! `fault` (SIGBUS on a shrunk object) and `pause` (SIGSEGV on region
-//! memory being moved) each own one `Chain`.
+//! `fault` owns one, for SIGBUS on a shrunk object.
 
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
@@ -44,9 +43,8 @@ impl Chain {
         Chain { signal, state: AtomicU32::new(NONE), previous: UnsafeCell::new(MaybeUninit::uninit()), have_previous: AtomicBool::new(false) }
     }
 
-    /// Installs `handler` (once) with `SA_SIGINFO | SA_ONSTACK`, every
-    /// other signal blocked while it runs when `block_all`.
-    pub fn install(&self, handler: Handler, block_all: bool) {
+    /// Installs `handler` (once) with `SA_SIGINFO | SA_ONSTACK`.
+    pub fn install(&self, handler: Handler) {
         // Acquire/Release: whoever sees DONE also sees `previous` written.
         if self.state.compare_exchange(NONE, BUSY, Ordering::Acquire, Ordering::Acquire).is_err() {
             return; // installed, or being installed by someone else
@@ -59,11 +57,7 @@ impl Chain {
             let mut act: libc::sigaction = core::mem::zeroed();
             act.sa_sigaction = handler as *const () as usize;
             act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            if block_all {
-                libc::sigfillset(&mut act.sa_mask);
-            } else {
-                libc::sigemptyset(&mut act.sa_mask);
-            }
+            libc::sigemptyset(&mut act.sa_mask);
             let mut old: libc::sigaction = core::mem::zeroed();
             if libc::sigaction(self.signal, core::ptr::null(), &mut old) == 0 {
                 (*self.previous.get()).write(old);
@@ -72,16 +66,6 @@ impl Chain {
             }
         }
         self.state.store(DONE, Ordering::Release);
-    }
-
-    /// Whether `handler` is the signal's action now (a sanitizer may have
-    /// refused to install it).
-    pub fn is_installed(&self, handler: Handler) -> bool {
-        // SAFETY: a query with a valid, zeroed out-parameter.
-        unsafe {
-            let mut cur: libc::sigaction = core::mem::zeroed();
-            libc::sigaction(self.signal, core::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == handler as *const () as usize
-        }
     }
 
     /// A fault that is not latte's: the previous action decides. A handler

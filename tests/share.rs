@@ -23,10 +23,11 @@ struct Made {
     pulses: u64,
 }
 
-/// Four threads record spans (two IDs, nested) and pulses until `stop`;
+/// Four threads, every signal blocked, record spans (two IDs, nested) and
+/// pulses until `stop`;
 /// each has made at least `before` spans when `moved` runs, and at least
 /// as many again after it returned.
-fn record_around(before: u64, block: bool, moved: impl FnOnce()) -> Vec<Made> {
+fn record_around(before: u64, moved: impl FnOnce()) -> Vec<Made> {
     let stop = AtomicBool::new(false);
     let progress: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
     std::thread::scope(|s| {
@@ -35,11 +36,9 @@ fn record_around(before: u64, block: bool, moved: impl FnOnce()) -> Vec<Made> {
             .map(|p| {
                 let stop = &stop;
                 s.spawn(move || {
-                    // As a server's workers often do (sigwait elsewhere):
-                    // a store that faulted with SIGSEGV blocked would kill.
-                    if block {
-                        block_all_signals();
-                    }
+                    // As a server's workers often do (sigwait elsewhere): a
+                    // pause by SIGSEGV would kill them.
+                    block_all_signals();
                     let mut site = latte::layout::latte_pulse_site::new();
                     let (mut spans, mut pulses) = (0u64, 0u64);
                     while !stop.load(Ordering::Relaxed) {
@@ -102,29 +101,15 @@ fn written_and_read(name: &str) -> Vec<(u32, String, u64, u64)> {
 
 #[test]
 fn recording_moves_into_a_shared_region_where_it_stands() {
-    moves_while_recording("moved", false);
-}
-
-#[test]
-fn recording_moves_with_writers_paused_in_the_signal_handler() {
-    moves_while_recording("moved-signal", true);
-}
-
-/// Records on four threads whose signals are all blocked (when `signal_way`,
-/// the main thread's only, since that way needs SIGSEGV unblocked) while
-/// the private region moves; checks every sample is in the object.
-fn moves_while_recording(what: &str, signal_way: bool) {
-    let name = region_name(what);
+    let name = region_name("moved");
     in_child(|| {
-        latte::internals::pause::SIGNAL_WAY_ONLY.store(signal_way, Ordering::Relaxed);
         // Recorded before any shared region was asked for: private memory.
         for _ in 0..10 {
             span(c"share.before", LATTE_MODE_FAST, LATTE_MODE_FAST);
         }
         let before = latte::internals::recorder::region_if_any().unwrap().base();
         let mut rc = None;
-        let made =
-            record_around(20_000, !signal_way, || rc = Some(latte::internals::recorder::install_shared(name.as_bytes(), &latte_region_config::default())));
+        let made = record_around(20_000, || rc = Some(latte::internals::recorder::install_shared(name.as_bytes(), &latte_region_config::default())));
         let main_tid = latte::internals::tsc::gettid();
         let after = latte::internals::recorder::region_if_any().unwrap();
         let found = written_and_read(&name);
@@ -137,9 +122,6 @@ fn moves_while_recording(what: &str, signal_way: bool) {
             eprintln!("thread {}: {} spans, {} pulses; the object: outer {o:?}, inner {i:?}, pulse {p:?}", m.tid, m.spans, m.pulses);
             ok &= o == want(m.spans) && i == want(m.spans) && p == want(m.pulses);
         }
-        let waits = latte::internals::pause::waits();
-        eprintln!("{waits} stores waited in the handler for the move");
-        ok &= signal_way || waits == 0;
         let c = counters();
         eprintln!("drops: no slot {}, unfit {}, late {}", c.no_slot_drops, c.unfit_id_drops, c.late_drops);
         ok &= c.no_slot_drops == 0 && c.unfit_id_drops == 0;
@@ -185,104 +167,69 @@ fn capacities_that_differ_from_the_regions_are_refused_and_change_nothing() {
     });
 }
 
-/// Sets the protection of the page at `p`.
-fn protect(p: usize, prot: i32) {
-    // SAFETY: a page of a mapping the test owns.
-    assert_eq!(unsafe { libc::mprotect(p as *mut libc::c_void, 4096, prot) }, 0);
-}
-
 /// The word at `p`, loaded atomically.
 fn word(p: usize) -> &'static AtomicU64 {
     // SAFETY: `p` is a page of a mapping leaked by the test: valid, aligned.
     unsafe { AtomicU64::from_ptr(p as *mut u64) }
 }
 
-/// A writer (all its signals blocked, unless `signal_way`) stores into a
-/// page paused by `Pause`: it waits, and its store lands once the pause
-/// ends. Returns whether that held, and the way the pause took.
-fn writer_waits(signal_way: bool) -> bool {
-    latte::internals::pause::SIGNAL_WAY_ONLY.store(signal_way, Ordering::Relaxed);
-    let p = latte::internals::mmap::Mmap::anonymous(4096).unwrap().leak() as usize;
-    let pause = latte::internals::pause::Pause::begin(vec![(p, 4096)]).unwrap();
-    let in_kernel = pause.in_kernel();
-    let writer = std::thread::spawn(move || {
-        if !signal_way {
-            block_all_signals();
-        }
-        word(p).store(7, Ordering::Relaxed)
-    });
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    // The writer waits: nothing landed.
-    let held = word(p).load(Ordering::Relaxed) == 0 && !writer.is_finished();
-    drop(pause);
-    writer.join().unwrap();
-    let waits = latte::internals::pause::waits();
-    eprintln!("in the kernel {in_kernel}: held {held}, then {}, after {waits} waits in the handler", word(p).load(Ordering::Relaxed));
-    // The signal way: one fault, one wait (the handler slept rather than
-    // let the store fault again and again).
-    held && word(p).load(Ordering::Relaxed) == 7 && in_kernel != signal_way && waits == signal_way as u64
-}
-
 #[test]
-fn a_writer_waits_in_the_kernel_while_its_memory_moves() {
-    in_child(|| writer_waits(false));
-}
-
-#[test]
-fn a_writer_waits_in_the_handler_while_its_memory_moves() {
-    in_child(|| writer_waits(true));
-}
-
-#[test]
-fn the_signal_way_is_refused_while_a_thread_blocks_sigsegv() {
+fn a_writer_with_every_signal_blocked_waits_while_its_memory_moves() {
     in_child(|| {
-        latte::internals::pause::SIGNAL_WAY_ONLY.store(true, Ordering::Relaxed);
         let p = latte::internals::mmap::Mmap::anonymous(4096).unwrap().leak() as usize;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let blocker = std::thread::spawn(move || {
+        let pause = latte::internals::pause::Pause::begin(vec![(p, 4096)]).unwrap();
+        let writer = std::thread::spawn(move || {
             block_all_signals();
-            tx.send(()).unwrap();
-            done_rx.recv().unwrap();
+            word(p).store(7, Ordering::Relaxed)
         });
-        rx.recv().unwrap();
-        let refused = latte::internals::pause::Pause::begin(vec![(p, 4096)]).err() == Some(latte::Error::BUSY);
-        // Nothing was protected: the page takes stores.
-        word(p).store(1, Ordering::Relaxed);
-        done_tx.send(()).unwrap();
-        blocker.join().unwrap();
-        refused
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // The writer waits: nothing landed.
+        let held = word(p).load(Ordering::Relaxed) == 0 && !writer.is_finished();
+        drop(pause);
+        writer.join().unwrap();
+        eprintln!("held {held}, then {}", word(p).load(Ordering::Relaxed));
+        held && word(p).load(Ordering::Relaxed) == 7
     });
 }
 
-static PROGRAMS_HANDLER_RAN: AtomicBool = AtomicBool::new(false);
-static PROGRAMS_PAGE: AtomicU64 = AtomicU64::new(0);
-
-/// The program's own SIGSEGV handler: makes its page writable and notes it.
-extern "C" fn programs_handler(_: libc::c_int) {
-    PROGRAMS_HANDLER_RAN.store(true, Ordering::Relaxed);
-    protect(PROGRAMS_PAGE.load(Ordering::Relaxed) as usize, libc::PROT_READ | libc::PROT_WRITE);
+#[test]
+fn a_moved_region_takes_dev_shm_for_what_it_holds_only() {
+    let name = region_name("sparse");
+    in_child(|| {
+        for _ in 0..10 {
+            span(c"share.sparse", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        let rc = latte::internals::recorder::install_shared(name.as_bytes(), &latte_region_config::default());
+        let path = CString::new(format!("/dev/shm{name}")).unwrap();
+        // SAFETY: an all-zero stat is a valid out-parameter.
+        let mut st: libc::stat = unsafe { core::mem::zeroed() };
+        // SAFETY: a valid path and out-parameter.
+        let ok = unsafe { libc::stat(path.as_ptr(), &mut st) } == 0;
+        let (size, held) = (st.st_size as u64, st.st_blocks as u64 * 512);
+        eprintln!("moved {rc:?}: the object is {size} bytes, {held} of them held");
+        let found = written_and_read(&name);
+        latte::shm::unlink(name.as_bytes()).unwrap();
+        // One ring of the region's 256-ring first chunk: its header, its
+        // ring and the names, not the chunk.
+        rc.is_ok() && ok && size >= 256 << 20 && held <= 4 << 20 && found.iter().any(|f| f.1 == "share.sparse" && f.2 == 10 && f.3 == 10)
+    });
 }
 
 #[test]
-fn a_fault_outside_moving_memory_goes_to_the_programs_handler() {
+fn a_name_that_cannot_be_taken_is_refused_before_anything_moves() {
+    let name = region_name("taken");
     in_child(|| {
-        // SAFETY: installs a plain handler with a zeroed, then filled, sigaction.
-        unsafe {
-            let mut act: libc::sigaction = core::mem::zeroed();
-            act.sa_sigaction = programs_handler as *const () as usize;
-            libc::sigemptyset(&mut act.sa_mask);
-            assert_eq!(libc::sigaction(libc::SIGSEGV, &act, core::ptr::null_mut()), 0);
-        }
-        let moving = latte::internals::mmap::Mmap::anonymous(4096).unwrap().leak() as usize;
-        let other = latte::internals::mmap::Mmap::anonymous(4096).unwrap().leak() as usize;
-        PROGRAMS_PAGE.store(other as u64, Ordering::Relaxed);
-        // Ours is installed over the program's, and stays.
-        latte::internals::pause::SIGNAL_WAY_ONLY.store(true, Ordering::Relaxed);
-        drop(latte::internals::pause::Pause::begin(vec![(moving, 4096)]).unwrap());
-        protect(other, libc::PROT_READ);
-        word(other).store(9, Ordering::Relaxed);
-        PROGRAMS_HANDLER_RAN.load(Ordering::Relaxed) && word(other).load(Ordering::Relaxed) == 9
+        span(c"share.taken", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        // Not a latte region: never taken over.
+        let path = format!("/dev/shm{name}");
+        std::fs::write(&path, b"someone else's").unwrap();
+        let rc = latte::internals::recorder::install_shared(name.as_bytes(), &latte_region_config::default());
+        let r = latte::internals::recorder::region_if_any().unwrap();
+        let untouched = std::fs::read(&path).unwrap() == b"someone else's";
+        span(c"share.taken", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        let _ = std::fs::remove_file(&path);
+        eprintln!("rc {rc:?}, in an object {}, shared {}", r.in_object(), r.is_shared());
+        rc == Err(latte::Error::Os(libc::EEXIST)) && !r.in_object() && !r.is_shared() && untouched && snapshot(c"share.taken").len() == 2
     });
 }
 

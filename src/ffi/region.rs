@@ -13,17 +13,20 @@ use core::ffi::{c_char, c_int, CStr};
 ///
 /// Called after recording began (a span in a static constructor, an early
 /// thread), it moves the private region, with every sample recorded so
-/// far, into the object where it stands: the region keeps its geometry
-/// (rings of 65,536 samples, its first chunk of 256 slots; capacities that
-/// differ are -EBUSY), and the threads that record meanwhile wait on their
-/// next store into it until the move is over (0.4-0.5 ms per MiB of
-/// samples the region holds, on a 2-vCPU VM; see docs/design.md). -EBUSY
-/// when writers cannot be paused safely: no userfaultfd (Linux 6.4+, which
-/// a seccomp profile may forbid) and a thread blocks SIGSEGV. -EBUSY in a
-/// fork child of a LATTE_REGION producer (-EALREADY in one of a producer
-/// whose region came from this call, as in its parent). The region
-/// `LATTE_REGION` named, once recorded into, takes the name asked for
-/// instead (its old name is removed).
+/// far, into the object where it stands, then gives it the name: the
+/// region keeps its geometry (rings of 65,536 samples, its first chunk of
+/// 256 slots; capacities that differ are -EBUSY), and the threads that
+/// record meanwhile wait in the kernel on their next store into it until
+/// the move is over (2 ms for a region of one ring, 34 ms for 64 full
+/// rings, on a 2-vCPU VM; see docs/design.md). -EBUSY when the kernel
+/// cannot pause them (userfaultfd write-protection: Linux 6.4 or later,
+/// and not forbidden by a seccomp profile, as container runtimes' defaults
+/// do for unprivileged containers): the region then stays private. -EEXIST
+/// for a taken name before anything moves. -EBUSY in a fork child of a
+/// LATTE_REGION producer (-EALREADY in one of a producer whose region came
+/// from this call, as in its parent). The region `LATTE_REGION` named,
+/// once recorded into, takes the name asked for instead (its old name is
+/// removed).
 ///
 /// A program that makes no such call records into private memory, unless
 /// its environment names a region: `LATTE_REGION=/name` makes that region

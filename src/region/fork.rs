@@ -49,10 +49,13 @@ impl Region {
     /// touched keep following the object. Should that fail too, its view
     /// is made read-only.
     pub fn privatize_after_fork(&mut self, cut: &ForkCut) {
-        crate::pause::forget_in_child();
         let g = self.growth.get_mut().unwrap_or_else(|e| e.into_inner());
-        let Backing::Shared { fd, .. } = core::mem::take(&mut g.backing) else {
-            return; // anonymous private memory is already copy-on-write.
+        let fd = match core::mem::take(&mut g.backing) {
+            Backing::Shared { fd, .. } | Backing::Unnamed { fd } => fd,
+            other => {
+                g.backing = other;
+                return; // anonymous private memory is already copy-on-write.
+            }
         };
         let mut maps: Vec<(*mut u8, usize, u64, bool)> = vec![(self.header_map.as_ptr(), HEADER_MAP_BYTES as usize, 0, false)];
         maps.extend(g.chunks.iter().map(|c| (c.map.as_ptr(), c.map.size(), c.offset, c.slots)));

@@ -48,7 +48,7 @@ impl Region {
         // Relaxed: only this function (under the lock) stores it.
         let offset = h.total_size.load(Ordering::Relaxed);
         let (map, fault) = match &g.backing {
-            Backing::Shared { fd, .. } => {
+            Backing::Shared { fd, .. } | Backing::Unnamed { fd } => {
                 // Mapped first (a range past the object's end may be
                 // mapped; nothing touches it before it is reserved): a
                 // process out of address space fails here, cheaply, before

@@ -96,10 +96,13 @@ pub enum Backing {
     /// holds its liveness lock (`liveness`, L1-L3) for as long as it is
     /// open, through which the region grows.
     Shared { name: CString, fd: OwnedFd },
-    /// What was, or was becoming, a shared region, now private for good: a
-    /// fork child's copy (`privatize_after_fork`), or a region whose move
-    /// into an object stopped half way (`share`, M4).
+    /// A fork child's private copy of what was a shared region
+    /// (`privatize_after_fork`).
     PrivateCopy,
+    /// A region moved into an object (`share`) that has no name: its
+    /// publishing (M5) was refused, or its move stopped half way (M4).
+    /// Private for good; it grows in the object, as a shared region does.
+    Unnamed { fd: OwnedFd },
 }
 
 /// One chunk of a region as this process maps it.
@@ -264,21 +267,30 @@ impl Region {
         Ok(r)
     }
 
-    /// L2 (and L4): publishes the object made as `tmp` (this region's) under
+    /// L2 (and L4): publishes the object named `tmp` (this region's) under
     /// `name`, with the first incarnation of that name, or the one after
-    /// the predecessor's it takes over (its lineage, as `create_shared`).
+    /// the predecessor's it takes over (its lineage, as `create_shared`);
+    /// on failure the header keeps the lineage it had.
     fn publish(&self, tmp: &CStr, name: &[u8], replace_stale: bool, lineage: &mut dyn FnMut(BorrowedFd<'_>) -> Option<(u64, u64)>) -> Result<(), Error> {
         let header = self.header();
         // Relaxed (all): published to readers by the link or rename that
         // follows (a reader maps the object after finding it under the name).
+        let was = (header.incarnation.load(Ordering::Relaxed), header.recorded_before.load(Ordering::Relaxed));
         header.incarnation.store(1, Ordering::Relaxed);
-        crate::liveness::publish(tmp, name, replace_stale, &mut |old| match lineage(old) {
+        header.recorded_before.store(0, Ordering::Relaxed);
+        let r = crate::liveness::publish(tmp, name, replace_stale, &mut |old| match lineage(old) {
             Some((incarnation, recorded)) if incarnation > 0 => {
                 header.incarnation.store(incarnation + 1, Ordering::Relaxed);
                 header.recorded_before.store(recorded, Ordering::Relaxed);
             }
             _ => header.incarnation.store(0, Ordering::Relaxed),
-        })
+        });
+        if r.is_err() {
+            // Not published: the lineage of the name it has stays.
+            header.incarnation.store(was.0, Ordering::Relaxed);
+            header.recorded_before.store(was.1, Ordering::Relaxed);
+        }
+        r
     }
 
     /// Drops a region that was never installed, removing its shm name.
@@ -375,9 +387,9 @@ impl Region {
     }
 
     /// Whether the region lives in a shm object (shared, or moved into one
-    /// and not yet published), which a fork child must copy out of.
+    /// that has no name), which a fork child must copy out of.
     pub fn in_object(&self) -> bool {
-        matches!(self.growth().backing, Backing::Shared { .. })
+        matches!(self.growth().backing, Backing::Shared { .. } | Backing::Unnamed { .. })
     }
 
     /// Slots the region's chunks hold now.

@@ -5,35 +5,39 @@
 //! while it moves wait on their first store into it (`pause`).
 //!
 //! The steps, under the registry lock and the growth lock (no slot, ID or
-//! chunk is handed out meanwhile):
+//! chunk is handed out meanwhile), after a check that the name can be taken
+//! (`liveness::available`):
 //! - M1 The object: made under a name of its own (L1), sized to the whole
-//!   region, and reserved (`posix_fallocate`) for what the region uses:
-//!   its header, its name chunks, and the slots handed out so far, so that
-//!   a `/dev/shm` too small fails here, with nothing changed. The rest of
-//!   its slot chunks stays a hole in the object, each slot reserved when
-//!   it is first handed out (`Region::commit_slot`).
+//!   region, and reserved (`posix_fallocate`) for the ranges the region
+//!   uses: its header, its name chunks, and the slots handed out so far,
+//!   so that a `/dev/shm` too small fails here, with nothing changed. The
+//!   rest of its slot chunks stays a hole in the object, each slot reserved
+//!   when it is first handed out (`Region::commit_slot`).
 //! - M2 Writers paused (S1 of `pause`): every mapping of the region
 //!   write-protected.
-//! - M3 Each mapping's pages that hold anything (present or swapped out,
-//!   by `/proc/self/pagemap`; without it, the pages that are not all zeros)
-//!   written into the object at their offset, the header last with its
-//!   magic last, its producer the calling process.
+//! - M3 The pages of the ranges in use that hold anything written into the
+//!   object at their offset: present, or swapped out and held before M2
+//!   (`/proc/self/pagemap`, read before and after; write-protection marks
+//!   a page never written as swapped out); without the page map, the pages
+//!   that are not all zeros. The header last, its magic last, its producer
+//!   the calling process.
 //! - M4 Each mapping replaced, at its address, by a shared mapping of the
 //!   object (`MAP_FIXED`), the header last; then the writers go on (S3),
 //!   their stores landing in the object.
 //! - M5 The object published under the name (`rename`: L2, or L4 over a
 //!   dead producer's region) and marked shared. Only a whole region is
 //!   ever found under a name: a producer that dies during the move leaves
-//!   the name as it was.
+//!   the name as it was (and its temporary object, as a producer that dies
+//!   while `create_shared` runs does).
 //!
 //! Between S1 and S3 nothing is allocated (`pause`): the buffers M3 needs
-//! are made before. A failure before M4 gives every mapping its write
-//! access back: the region stays private and whole, the object goes. A
-//! failure in M4 (no memory for a mapping) leaves the mappings replaced so
-//! far on the object (same content) and the others on their own memory:
-//! the region records on, private for good (`Backing::PrivateCopy`). A
-//! failure in M5 (the name taken by a live producer) leaves the region in
-//! the object under its own name, private until a later call publishes it.
+//! are made before. A failure before M4 lifts the protection: the region
+//! stays private and whole, the object goes. A failure in M4 (no memory
+//! for a mapping) leaves the mappings replaced so far on the object (same
+//! content) and the others on their own memory; a failure in M5 (the name
+//! taken during the move) leaves the region whole in the object. Either
+//! way the region records on, in an object without a name, private for
+//! good (`Backing::Unnamed`).
 
 use super::*;
 use crate::pause::Pause;
@@ -68,18 +72,14 @@ impl Region {
     /// registry lock.
     pub fn share(&self, name: &[u8], cfg: &latte_region_config, lineage: &mut dyn FnMut(BorrowedFd<'_>) -> Option<(u64, u64)>) -> Result<(), Error> {
         crate::shm::c_name(name)?;
-        cfg.replace_stale()?;
+        let replace_stale = cfg.replace_stale()?;
         self.check_capacities(cfg)?;
         let mut g = self.growth();
-        match g.backing {
-            Backing::Anonymous => {}
-            // Moved before, its publishing (M5) failed: M5 again.
-            Backing::Shared { .. } if !self.is_shared() => {
-                drop(g);
-                return self.rename(name, cfg, lineage);
-            }
-            _ => return Err(Error::BUSY),
+        if !matches!(g.backing, Backing::Anonymous) {
+            return Err(Error::BUSY);
         }
+        // A name M5 could not take fails now, before anything moves.
+        crate::liveness::available(name, replace_stale)?;
         let mut parts = vec![Part { base: self.header_map.as_ptr(), len: HEADER_MAP_BYTES as usize, offset: 0 }];
         parts.extend(g.chunks.iter().map(|c| Part { base: c.map.as_ptr(), len: c.map.size(), offset: c.offset }));
         // The SIGBUS protection the shared mappings need, taken now (an
@@ -95,11 +95,12 @@ impl Region {
         if unsafe { libc::ftruncate(fd.as_raw_fd(), total as libc::off_t) } != 0 {
             return Err(Error::last_os());
         }
-        for (offset, len) in self.used_ranges(&g) {
+        let used = self.used_ranges(&g);
+        for &(offset, len) in &used {
             commit(fd.as_fd(), offset, len)?;
         }
         // M2 to M4.
-        let moved = self.move_into(fd.as_fd(), &parts);
+        let moved = self.move_into(fd.as_fd(), &parts, &used);
         if !matches!(moved, Moved::None(_)) {
             // The region lives (at least partly) in the object now: its
             // mappings there need the SIGBUS protection, its holes the
@@ -114,24 +115,35 @@ impl Region {
         match moved {
             Moved::None(e) => return Err(e),
             Moved::Part(e) => {
-                g.backing = Backing::PrivateCopy;
+                g.backing = Backing::Unnamed { fd };
                 return Err(e);
             }
             Moved::All => {}
         }
         g.backing = Backing::Shared { name: tmp.clone(), fd };
-        unlink_tmp.0 = None; // the region's name until M5 gives it its own
         drop(g);
-        // M5.
-        self.rename(name, cfg, lineage)
+        // M5. Its temporary name goes either way: published, the object
+        // has the name asked for; refused (the name was taken meanwhile),
+        // the region stays in it, private and unnamed.
+        let r = self.rename(name, cfg, lineage);
+        let mut g = self.growth();
+        if r.is_err() {
+            if let Backing::Shared { fd, .. } = core::mem::take(&mut g.backing) {
+                g.backing = Backing::Unnamed { fd };
+            }
+        } else {
+            unlink_tmp.0 = None; // the link moved it
+        }
+        r
     }
 
     /// Gives this region in an object (the one `LATTE_REGION` named, already
     /// recorded into, or one `share` moved, M5) the name `name` in place of
-    /// its own, marked shared, as publishing a
-    /// new region would (L2, or L4 over a dead producer's region), with the
-    /// lineage of its new name; its samples and mappings stay. Capacities
-    /// as for `share`. Called under the registry lock.
+    /// its own, marked shared, as publishing a new region would (L2, or L4
+    /// over a dead producer's region), with the lineage of its new name;
+    /// its samples and mappings stay. On failure the region, its name and
+    /// its header are as they were. Capacities as for `share`. Called
+    /// under the registry lock.
     pub fn rename(&self, name: &[u8], cfg: &latte_region_config, lineage: &mut dyn FnMut(BorrowedFd<'_>) -> Option<(u64, u64)>) -> Result<(), Error> {
         let cname = crate::shm::c_name(name)?;
         let replace_stale = cfg.replace_stale()?;
@@ -143,11 +155,8 @@ impl Region {
         if old.to_bytes() == name {
             return Ok(());
         }
-        // Relaxed: published with the name (a reader maps the object after
-        // finding it under the name); what came before the old name is not
-        // the new name's.
-        self.header().recorded_before.store(0, Ordering::Relaxed);
-        // Relaxed (both): as above.
+        // Relaxed (both): published with the name (a reader maps the object
+        // after finding it under the name).
         let flags = self.flags_word().fetch_or(LATTE_REGION_SHARED, Ordering::Relaxed);
         if let Err(e) = self.publish(&old.clone(), name, replace_stale, lineage) {
             self.flags_word().fetch_and(!(LATTE_REGION_SHARED & !flags), Ordering::Relaxed);
@@ -176,19 +185,21 @@ impl Region {
     }
 
     /// M2 to M4: `parts` (the header first) moved into the object `fd`,
-    /// the writers paused meanwhile.
-    fn move_into(&self, fd: BorrowedFd<'_>, parts: &[Part]) -> Moved {
+    /// the writers paused meanwhile; M3 copies what `used` (M1's ranges)
+    /// holds.
+    fn move_into(&self, fd: BorrowedFd<'_>, parts: &[Part], used: &[(u64, u64)]) -> Moved {
         // Made before S1: nothing is allocated while writers are paused.
         let ranges: Vec<(usize, usize)> = parts.iter().map(|p| (p.base as usize, p.len)).collect();
+        let copies = copy_ranges(&parts[1..], used);
         let mut page = vec![0u8; HEADER_MAP_BYTES as usize];
-        let mut pagemap = Pagemap::open();
+        let mut pagemap = Pagemap::open(&copies);
         // M2.
         let mut pause = match Pause::begin(ranges) {
             Ok(p) => p,
             Err(e) => return Moved::None(e),
         };
         // M3: the chunks, then the header.
-        let copied = parts[1..].iter().try_for_each(|p| copy_out(fd, p, pagemap.as_mut())).and_then(|_| self.copy_header_out(fd, &mut page));
+        let copied = copy_out(fd, &copies, pagemap.as_mut()).and_then(|_| self.copy_header_out(fd, &mut page));
         if let Err(e) = copied {
             return Moved::None(e); // the pause's end makes every part writable again
         }
@@ -237,7 +248,7 @@ impl Region {
             return Err(Error::NOMEM);
         }
         let r = match &g.backing {
-            Backing::Shared { fd, .. } => commit(fd.as_fd(), at, self.geo.slot_stride),
+            Backing::Shared { fd, .. } | Backing::Unnamed { fd } => commit(fd.as_fd(), at, self.geo.slot_stride),
             _ => Ok(()),
         };
         if let Err(e) = r {
@@ -275,72 +286,125 @@ fn commit(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Result<(), Error> {
     }
 }
 
+/// A range of memory M3 copies: where it is mapped here, its length, its
+/// offset in the object.
+struct Copy {
+    addr: usize,
+    len: usize,
+    offset: u64,
+}
+
+/// M1's `used` ranges (offsets in the region) where the chunk mappings
+/// `parts` hold them: a range across two chunks is cut at their border.
+fn copy_ranges(parts: &[Part], used: &[(u64, u64)]) -> Vec<Copy> {
+    let mut out = Vec::new();
+    for p in parts {
+        let (start, end) = (p.offset, p.offset + p.len as u64);
+        for &(o, l) in used {
+            let (a, b) = (o.max(start), (o + l).min(end));
+            if a < b {
+                out.push(Copy { addr: p.base as usize + (a - start) as usize, len: (b - a) as usize, offset: a });
+            }
+        }
+    }
+    out
+}
+
+/// Bits of a page map entry: the page is present; swapped out (or, under
+/// `userfaultfd` write-protection, never written: a marker that reads the
+/// same).
+const PAGEMAP_PRESENT: u64 = 1 << 63;
+const PAGEMAP_SWAPPED: u64 = 1 << 62;
+
 /// This process's page map (`/proc/self/pagemap`), which says which pages
-/// hold memory, and a buffer for its entries (made before the pause).
+/// hold memory; a buffer for its entries; and, for each page of the copy
+/// ranges, whether it held memory before S1 (so that a page the
+/// write-protection marks, which then reads as swapped out, is told from
+/// one that is). Made before the pause.
 struct Pagemap {
     fd: OwnedFd,
     entries: Vec<u64>,
+    before: Vec<bool>,
 }
 
-/// Bits of a page map entry: the page is present, or swapped out.
-const PAGEMAP_HELD: u64 = 1 << 63 | 1 << 62;
-
 impl Pagemap {
-    fn open() -> Option<Pagemap> {
+    /// The map, read once for every page of `copies`; None when it cannot
+    /// be read (M3 then looks at the pages themselves).
+    fn open(copies: &[Copy]) -> Option<Pagemap> {
         // SAFETY: a valid NUL-terminated path.
         let fd = unsafe { libc::open(c"/proc/self/pagemap".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
         // SAFETY: a fresh descriptor nobody else owns.
-        (fd >= 0).then(|| Pagemap { fd: unsafe { OwnedFd::from_raw_fd(fd) }, entries: vec![0; 8192] })
+        let mut m = (fd >= 0).then(|| Pagemap { fd: unsafe { OwnedFd::from_raw_fd(fd) }, entries: vec![0; 8192], before: Vec::new() })?;
+        let page = crate::mmap::PAGE;
+        for c in copies {
+            let pages = c.len.div_ceil(page);
+            let mut done = 0;
+            while done < pages {
+                let n = m.read(c.addr / page + done, pages - done)?;
+                m.before.extend(m.entries[..n].iter().map(|e| e & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED) != 0));
+                done += n;
+            }
+        }
+        Some(m)
     }
 
-    /// Reads the entries of up to `entries.len()` pages from `page` (a page
-    /// number) into the buffer; false when the map cannot be read.
-    fn read(&mut self, page: usize, n: usize) -> bool {
+    /// Reads the entries of up to `entries.len()` pages from page number
+    /// `page` into the buffer: how many, or None when the map cannot be read.
+    fn read(&mut self, page: usize, n: usize) -> Option<usize> {
         let n = n.min(self.entries.len());
         // SAFETY: reads at most n entries into a buffer that holds them.
         let got = unsafe { libc::pread(self.fd.as_raw_fd(), self.entries.as_mut_ptr() as *mut libc::c_void, n * 8, (page * 8) as libc::off_t) };
-        got == (n * 8) as isize
+        (got == (n * 8) as isize).then_some(n)
     }
 }
 
-/// M3 for a chunk: its pages that hold memory, written into the object at
-/// the chunk's offset (the object is zeros elsewhere), a block of pages at
-/// a time.
-fn copy_out(fd: BorrowedFd<'_>, p: &Part, mut pagemap: Option<&mut Pagemap>) -> Result<(), Error> {
+/// M3 for the chunks: the pages of `copies` that hold memory, written into
+/// the object at their offset (the object is zeros elsewhere), a block of
+/// pages at a time. A page holds memory when it is present, or swapped out
+/// and held memory before S1; without the page map, when it is not all
+/// zeros.
+fn copy_out(fd: BorrowedFd<'_>, copies: &[Copy], mut pagemap: Option<&mut Pagemap>) -> Result<(), Error> {
     let page = crate::mmap::PAGE;
-    let pages = p.len / page;
-    let first_page = p.base as usize / page;
-    let mut done = 0;
-    while done < pages {
-        let block = (pages - done).min(8192);
-        let map = match pagemap.as_deref_mut() {
-            Some(m) => m.read(first_page + done, block).then_some(&m.entries[..block]),
-            None => None,
-        };
-        let written = |i: usize| match map {
-            Some(entries) => entries[i] & PAGEMAP_HELD != 0,
-            None => {
-                // SAFETY: page `done + i` lies inside the mapping, which is
-                // write-protected now (M2): nothing writes it while it is read.
-                let words = unsafe { core::slice::from_raw_parts(p.base.add((done + i) * page) as *const u64, page / 8) };
-                words.iter().any(|&w| w != 0)
+    let mut seen = 0; // pages of earlier copy ranges, in `before`
+    for c in copies {
+        let pages = c.len.div_ceil(page);
+        let mut done = 0;
+        while done < pages {
+            let block = match pagemap.as_deref_mut() {
+                Some(m) => match m.read(c.addr / page + done, pages - done) {
+                    Some(n) => Some((n, &m.entries[..n], &m.before[seen + done..seen + done + n])),
+                    None => return Err(Error::Os(libc::EIO)),
+                },
+                None => None,
+            };
+            let n = block.map_or((pages - done).min(8192), |b| b.0);
+            let written = |i: usize| match block {
+                Some((_, entries, before)) => entries[i] & PAGEMAP_PRESENT != 0 || (entries[i] & PAGEMAP_SWAPPED != 0 && before[i]),
+                None => {
+                    // SAFETY: page `done + i` lies inside the mapping, which
+                    // is write-protected now (M2): nothing writes it while
+                    // it is read.
+                    let words = unsafe { core::slice::from_raw_parts((c.addr + (done + i) * page) as *const u64, page / 8) };
+                    words.iter().any(|&w| w != 0)
+                }
+            };
+            let mut i = 0;
+            while i < n {
+                if !written(i) {
+                    i += 1;
+                    continue;
+                }
+                let start = i;
+                while i < n && written(i) {
+                    i += 1;
+                }
+                // SAFETY: these pages lie inside the write-protected mapping (as above).
+                let run = unsafe { core::slice::from_raw_parts((c.addr + (done + start) * page) as *const u8, (i - start) * page) };
+                write_at(fd, run, c.offset + ((done + start) * page) as u64)?;
             }
-        };
-        let mut i = 0;
-        while i < block {
-            if !written(i) {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            while i < block && written(i) {
-                i += 1;
-            }
-            // SAFETY: these pages lie inside the write-protected mapping (as above).
-            let run = unsafe { core::slice::from_raw_parts(p.base.add((done + start) * page), (i - start) * page) };
-            write_at(fd, run, p.offset + ((done + start) * page) as u64)?;
+            done += n;
         }
-        done += block;
+        seen += pages;
     }
     Ok(())
 }
