@@ -18,10 +18,9 @@
 //!   moves), then registers and write-protects every range.
 //! - S2 A store into a protected range waits in the kernel.
 //! - S3 `Pause` dropped: every range the mover did not map over
-//!   (`replaced`) has its protection lifted, which wakes its waiters; the
-//!   descriptor is closed, which wakes the waiters on ranges mapped over
-//!   (they fault again, on the new mapping); the mover's signal mask is
-//!   restored.
+//!   (`replaced`) has its protection lifted; the waiters on every range are
+//!   woken (those on ranges mapped over fault again, on the new mapping);
+//!   the descriptor is closed; the mover's signal mask is restored.
 //!
 //! Between S1 and S3 the mover makes no allocation: a writer paused while
 //! it held the allocator's lock would otherwise stop it for good.
@@ -46,6 +45,16 @@ const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1;
 const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
 const UFFDIO_REGISTER: libc::c_ulong = 0xc020_aa00;
 const UFFDIO_WRITEPROTECT: libc::c_ulong = 0xc018_aa06;
+/// `_IOR(0xAA, 0x02, struct uffdio_range)`: wakes the waiters on a range,
+/// registered or not.
+const UFFDIO_WAKE: libc::c_ulong = 0x8010_aa02;
+
+/// `struct uffdio_range`.
+#[repr(C)]
+struct UffdioRange {
+    start: u64,
+    len: u64,
+}
 
 /// `struct uffdio_api`.
 #[repr(C)]
@@ -112,6 +121,14 @@ impl Drop for Pause {
         for ((base, len), _) in self.ranges.iter().zip(&self.replaced).filter(|(_, &r)| !r) {
             // Lifting the protection wakes the range's waiters.
             let _ = uffd_writeprotect(self.fd.as_raw_fd(), *base, *len, 0);
+        }
+        for &(base, len) in &self.ranges {
+            // Every range's waiters, those on ranges mapped over too: closing
+            // the descriptor wakes them only when no other process holds it
+            // (a child forked without the fork handlers would).
+            let mut r = UffdioRange { start: base as u64, len: len as u64 };
+            // SAFETY: the ioctl reads a struct of its own layout.
+            unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_WAKE, &mut r) };
         }
         // SAFETY: the mask saved by `begin`.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.mask, core::ptr::null_mut()) };

@@ -18,8 +18,8 @@
 //! - M3 The pages of the ranges in use that hold anything written into the
 //!   object at their offset: present, or swapped out and held before M2
 //!   (`/proc/self/pagemap`, read before and after; write-protection marks
-//!   a page never written as swapped out); without the page map, the pages
-//!   that are not all zeros. The header last, its magic last, its producer
+//!   a page never written as swapped out), or swapped out and not all
+//!   zeros; without the page map, the pages that are not all zeros. The header last, its magic last, its producer
 //!   the calling process.
 //! - M4 Each mapping replaced, at its address, by a shared mapping of the
 //!   object (`MAP_FIXED`), the header last; then the writers go on (S3),
@@ -204,9 +204,13 @@ impl Region {
             return Moved::None(e); // the pause's end makes every part writable again
         }
         // M4: the chunks, then the header.
-        for (k, i) in (1..parts.len()).chain([0]).enumerate() {
-            if let Err(e) = map_over(fd, &parts[i]) {
-                return if k == 0 { Moved::None(e) } else { Moved::Part(e) };
+        for i in (1..parts.len()).chain([0]) {
+            // Once more on failure: a kernel may have unmapped the old
+            // memory before failing, and the object (whole after M3) then
+            // fills the hole. Either way the region's data may now be in
+            // the object only: it stays there (`Part`).
+            if let Err(e) = map_over(fd, &parts[i]).or_else(|_| map_over(fd, &parts[i])) {
+                return Moved::Part(e);
             }
             pause.replaced(i);
         }
@@ -361,8 +365,8 @@ impl Pagemap {
 /// M3 for the chunks: the pages of `copies` that hold memory, written into
 /// the object at their offset (the object is zeros elsewhere), a block of
 /// pages at a time. A page holds memory when it is present, or swapped out
-/// and held memory before S1; without the page map, when it is not all
-/// zeros.
+/// and held memory before S1 or is not all zeros; without the page map,
+/// when it is not all zeros.
 fn copy_out(fd: BorrowedFd<'_>, copies: &[Copy], mut pagemap: Option<&mut Pagemap>) -> Result<(), Error> {
     let page = crate::mmap::PAGE;
     let mut seen = 0; // pages of earlier copy ranges, in `before`
@@ -378,15 +382,19 @@ fn copy_out(fd: BorrowedFd<'_>, copies: &[Copy], mut pagemap: Option<&mut Pagema
                 None => None,
             };
             let n = block.map_or((pages - done).min(8192), |b| b.0);
+            let nonzero = |k: usize| {
+                // SAFETY: page `k` lies inside the mapping (copy ranges start
+                // on a chunk's first page and end inside the chunk), which is
+                // write-protected now (M2): nothing writes it while it is read.
+                let words = unsafe { core::slice::from_raw_parts((c.addr + k * page) as *const u64, page / 8) };
+                words.iter().any(|&w| w != 0)
+            };
             let written = |i: usize| match block {
-                Some((_, entries, before)) => entries[i] & PAGEMAP_PRESENT != 0 || (entries[i] & PAGEMAP_SWAPPED != 0 && before[i]),
-                None => {
-                    // SAFETY: page `done + i` lies inside the mapping, which
-                    // is write-protected now (M2): nothing writes it while
-                    // it is read.
-                    let words = unsafe { core::slice::from_raw_parts((c.addr + (done + i) * page) as *const u64, page / 8) };
-                    words.iter().any(|&w| w != 0)
-                }
+                // Swapped out (or migrating) and not held before M2 may be
+                // a marker or a page first written just before M2: its
+                // content says (reading a marker maps the zero page).
+                Some((_, entries, before)) => entries[i] & PAGEMAP_PRESENT != 0 || (entries[i] & PAGEMAP_SWAPPED != 0 && (before[i] || nonzero(done + i))),
+                None => nonzero(done + i),
             };
             let mut i = 0;
             while i < n {
