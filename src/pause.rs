@@ -158,10 +158,9 @@ fn uffd_writeprotect(fd: i32, base: usize, len: usize, mode: u64) -> bool {
     unsafe { libc::ioctl(fd, UFFDIO_WRITEPROTECT, &mut wp) == 0 }
 }
 
-/// The `userfaultfd` way of S1: a descriptor with every range registered
-/// and write-protected, or None (nothing protected) when the kernel does
-/// not allow it.
-fn uffd_protect(ranges: &[(usize, usize)]) -> Option<OwnedFd> {
+/// A `userfaultfd` with write-protection, also of pages never written;
+/// None when the kernel refuses it.
+fn uffd_open() -> Option<OwnedFd> {
     let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
     // SAFETY: the system call takes flags only; a privileged process may
     // also handle faults from the kernel, which latte's ranges never take.
@@ -173,6 +172,21 @@ fn uffd_protect(ranges: &[(usize, usize)]) -> Option<OwnedFd> {
     if unsafe { libc::ioctl(fd.as_raw_fd(), UFFDIO_API, &mut api) } != 0 || api.features & UFFD_FEATURES != UFFD_FEATURES {
         return None;
     }
+    Some(fd)
+}
+
+/// Whether this process can pause writers (the kernel grants the
+/// `userfaultfd` S1 needs): asked before work that is only worth doing
+/// if it can.
+pub fn available() -> bool {
+    uffd_open().is_some()
+}
+
+/// The `userfaultfd` way of S1: a descriptor with every range registered
+/// and write-protected, or None (nothing protected) when the kernel does
+/// not allow it.
+fn uffd_protect(ranges: &[(usize, usize)]) -> Option<OwnedFd> {
+    let fd = uffd_open()?;
     for &(base, len) in ranges {
         let mut reg = UffdioRegister { start: base as u64, len: len as u64, mode: UFFDIO_REGISTER_MODE_WP, ioctls: 0 };
         // SAFETY: as above.

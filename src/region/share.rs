@@ -78,8 +78,12 @@ impl Region {
         if !matches!(g.backing, Backing::Anonymous) {
             return Err(Error::BUSY);
         }
-        // A name M5 could not take fails now, before anything moves.
+        // A name M5 could not take, or a kernel that cannot pause writers,
+        // fails now, before anything is made.
         crate::liveness::available(name, replace_stale)?;
+        if !crate::pause::available() {
+            return Err(Error::BUSY);
+        }
         let mut parts = vec![Part { base: self.header_map.as_ptr(), len: HEADER_MAP_BYTES as usize, offset: 0 }];
         parts.extend(g.chunks.iter().map(|c| Part { base: c.map.as_ptr(), len: c.map.size(), offset: c.offset }));
         // The SIGBUS protection the shared mappings need, taken now (an
