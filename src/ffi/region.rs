@@ -17,7 +17,7 @@ use core::ffi::{c_char, c_int, CStr};
 /// region keeps its geometry (rings of 65,536 samples, its first chunk of
 /// 256 slots; capacities that differ are -EBUSY), and the threads that
 /// record meanwhile wait in the kernel on their next store into it until
-/// the move is over (2 ms for a region of one ring, 34 ms for 64 full
+/// the move is over (3 ms for a region of one ring, 23-28 ms for 64 full
 /// rings, on a 2-vCPU VM; see docs/design.md). -EBUSY when the kernel
 /// cannot pause them (userfaultfd write-protection: Linux 6.4 or later,
 /// and not forbidden by a seccomp profile, as container runtimes' defaults
