@@ -27,6 +27,18 @@ use std::time::{Duration, Instant};
 /// queued for the writing thread.
 const QUEUE_BATCHES: usize = 128;
 
+/// The nice value of the writing thread. The following thread keeps the
+/// process's: it must get its CPU within a fraction of a millisecond to
+/// read a busy ring before it laps, while the writing thread can catch up
+/// whenever the follower sleeps.
+const WRITER_NICE: libc::c_int = 10;
+
+/// A wake-up of the following thread this much later than asked counts as
+/// a stall (`reader_stalled_seconds` in the summary and the trailer): a
+/// thread kept off its CPU longer than a ring takes to lap cannot follow
+/// that ring whole, whatever it does.
+const STALL: Duration = Duration::from_millis(1);
+
 /// One batch for the writing thread: the incarnation's number in the file,
 /// its ring's owner and ID, and the samples.
 struct Batch {
@@ -40,6 +52,10 @@ struct Batch {
 /// The writing thread: appends every batch, hands each buffer back for
 /// reuse, and returns the writer (for its headers) with the first error.
 fn write_batches(mut w: Writer, rx: mpsc::Receiver<Batch>, pool: mpsc::Sender<Vec<latte_raw_sample>>, failed: &AtomicBool) -> (Writer, Option<std::io::Error>) {
+    // Linux gives each thread its own nice value; a failure leaves it as
+    // it is.
+    // SAFETY: setpriority takes values and touches no memory.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, WRITER_NICE) };
     let mut error = None;
     for b in rx {
         if error.is_none() {
@@ -105,6 +121,8 @@ struct Store {
     wanted: Vec<String>,
     read: u64,
     lost: u64,
+    /// Time the following thread woke up late (more than [`STALL`]).
+    stalled: Duration,
 }
 
 impl Store {
@@ -163,7 +181,8 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     let failed = std::sync::Arc::new(AtomicBool::new(false));
     let f2 = failed.clone();
     let writing = std::thread::spawn(move || write_batches(writer, rx, pool_tx, &f2));
-    let mut store = Store { queue, pool, pending: HashMap::new(), order: Vec::new(), keep: Vec::new(), wanted: o.ids.clone(), read: 0, lost: 0 };
+    let mut store =
+        Store { queue, pool, pending: HashMap::new(), order: Vec::new(), keep: Vec::new(), wanted: o.ids.clone(), read: 0, lost: 0, stalled: Duration::ZERO };
     catch_signals();
     latte::pace::tight_timer_slack();
     let mut follower = Follower::new(FollowOptions { from_start: o.from_start, ..Default::default() });
@@ -175,7 +194,7 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     let v = m.view();
     follower.drain(&v, &mut |inc, s| store.take(&v, inc, s)).map_err(read_err)?;
     let seconds = started.elapsed().as_secs_f64();
-    let Store { queue, pending, order, .. } = store;
+    let Store { queue, pending, order, stalled, .. } = store;
     drop(queue); // the writing thread ends with the last batch
     let (writer, error) = writing.join().map_err(|_| fail(&shown, "the writing thread failed", EXIT_OUTPUT))?;
     if let Some(e) = error {
@@ -183,7 +202,7 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     }
     let incs = final_incarnations(&follower, &order, &pending);
     let name = |t: u32| v.id_name(t).map(|n| String::from_utf8_lossy(latte::name::name_bytes(&n)).into_owned()).unwrap_or_default();
-    let ended = Ended { why, started_wall, seconds };
+    let ended = Ended { why, started_wall, seconds, stalled };
     let bytes = writer.finish(&v, &trailer(o, &incs, &name, &ended)).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
     crate::term::emit(&summary(&incs, &name, &ended, bytes, &shown))
 }
@@ -231,7 +250,12 @@ fn follow_until_end(
         if o.count.is_some_and(|n| store.read >= n) {
             break "the count was reached";
         }
+        let asked = Instant::now() + Duration::from_nanos(wait);
         std::thread::sleep(Duration::from_nanos(wait));
+        let late = Instant::now().saturating_duration_since(asked);
+        if late > STALL {
+            store.stalled += late;
+        }
     };
     if progress {
         eprintln!();
@@ -250,6 +274,8 @@ struct Ended {
     why: &'static str,
     started_wall: std::time::SystemTime,
     seconds: f64,
+    /// Time the following thread woke up late (`STALL`).
+    stalled: Duration,
 }
 
 /// The recording's JSON trailer (docs/recording.md).
@@ -270,6 +296,7 @@ fn trailer(o: &RecordOpts, incs: &[Incarnation], name: &dyn Fn(u32) -> String, e
         "format": "latte-recording", "version": crate::recording::RECORDING_VERSION,
         "target": o.target, "from_start": o.from_start, "ids": o.ids,
         "started_realtime_ns": ns(e.started_wall), "ended_realtime_ns": ns(std::time::SystemTime::now()), "seconds": e.seconds,
+        "reader_stalled_seconds": e.stalled.as_secs_f64(),
         "ended_because": e.why,
         "recorded": read + lost, "read": read, "lost": lost,
         "incarnations": list,
@@ -291,9 +318,10 @@ fn summary(incs: &[Incarnation], name: &dyn Fn(u32) -> String, e: &Ended, bytes:
         text.push_str(&format!("id={} recorded={} read={r} lost={l} threads={} tail_unknown={unknown}\n", crate::term::field(id), r + l, threads.len()));
     }
     text.push_str(&format!(
-        "total recorded={} read={read} lost={lost} seconds={:.3} bytes={bytes} file={} ended={}\n",
+        "total recorded={} read={read} lost={lost} seconds={:.3} reader_stalled_seconds={:.4} bytes={bytes} file={} ended={}\n",
         read + lost,
         e.seconds,
+        e.stalled.as_secs_f64(),
         crate::term::field(shown),
         crate::term::field(e.why)
     ));
