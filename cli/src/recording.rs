@@ -22,21 +22,9 @@
 
 use latte::counters::latte_counters;
 use latte::layout::*;
-use latte::reader::{latte_raw_sample, View};
+use latte::reader::{latte_raw_sample, View, RECORDING_MAGIC};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
-
-/// Magic of the trailer, in the file's last 8 bytes.
-pub const RECORDING_MAGIC: [u8; 8] = *b"LATTEREC";
-/// Version of the trailer's JSON document.
-pub const RECORDING_VERSION: u64 = 1;
-/// The trailer's JSON is refused above this size (a hostile file).
-const MAX_TRAILER: u64 = 256 << 20;
-
-/// Bytes after the trailer's JSON: its length (a little-endian u64), then
-/// [`RECORDING_MAGIC`].
-const TRAILER_FOOTER: u64 = (size_of::<u64>() + RECORDING_MAGIC.len()) as u64;
 
 /// Slots of the file's first slot chunk; chunk `k` holds `<< k`.
 const FILE_FIRST_SLOTS: u32 = 16;
@@ -249,46 +237,19 @@ impl Writer {
     }
 }
 
-/// The trailer of a recording at `path`: None when the file is not a
-/// recording (an image, a region, no trailer), an error text when the
-/// trailer is there but unreadable.
-pub fn trailer(path: &std::path::Path) -> Result<Option<serde_json::Value>, String> {
-    let Ok(mut f) = File::open(path) else { return Ok(None) };
-    let Ok(len) = f.seek(SeekFrom::End(0)) else { return Ok(None) };
-    if len < TRAILER_FOOTER {
-        return Ok(None);
-    }
-    let mut end = [0u8; TRAILER_FOOTER as usize];
-    f.seek(SeekFrom::Start(len - TRAILER_FOOTER)).and_then(|_| f.read_exact(&mut end)).map_err(|e| e.to_string())?;
-    let (n, magic) = end.split_at(size_of::<u64>());
-    if magic != RECORDING_MAGIC {
-        return Ok(None);
-    }
-    let n = u64::from_le_bytes(n.try_into().unwrap_or_default());
-    if n > MAX_TRAILER || n > len - TRAILER_FOOTER {
-        return Err("the recording's trailer is corrupt".into());
-    }
-    let mut json = vec![0u8; n as usize];
-    f.seek(SeekFrom::Start(len - TRAILER_FOOTER - n)).and_then(|_| f.read_exact(&mut json)).map_err(|e| e.to_string())?;
-    let v: serde_json::Value = serde_json::from_slice(&json).map_err(|e| format!("the recording's trailer is not JSON: {e}"))?;
-    if v["format"] != "latte-recording" || v["version"].as_u64() != Some(RECORDING_VERSION) {
-        return Err(format!("a recording of another version ({}), this latte reads version {RECORDING_VERSION}", v["version"]));
-    }
-    Ok(Some(v))
-}
-
 /// Adds to each row of a recording's report the samples its followed rings
 /// lost (the image's own slots hold only what was read, so they count
 /// none). Nothing for a region or an image.
-pub fn add_lost(target: &str, rows: &mut [latte::report::Row]) -> Result<(), String> {
-    if latte::shm::is_region_name(target) {
-        return Ok(());
-    }
-    let Some(t) = trailer(std::path::Path::new(target))? else { return Ok(()) };
-    for inc in t["incarnations"].as_array().into_iter().flatten() {
-        if let Some(r) = rows.iter_mut().find(|r| inc["id"] == r.name.as_str()) {
-            r.lost = r.lost.saturating_add(inc["lost"].as_u64().unwrap_or(0));
-        }
+pub fn add_lost(m: &latte::Mapping, rows: &mut [latte::report::Row]) -> Result<(), String> {
+    let Some(rec) = m.recording().map_err(trailer_error)? else { return Ok(()) };
+    for r in rows.iter_mut() {
+        r.lost = r.lost.saturating_add(rec.lost(r.name.as_bytes(), None));
     }
     Ok(())
+}
+
+/// What a damaged or unknown trailer is called (`Mapping::recording`'s
+/// error).
+pub fn trailer_error(e: latte::Error) -> String {
+    format!("its recording trailer: {}", crate::exit::strerror(e))
 }

@@ -75,16 +75,9 @@ pub fn load(target: &str) -> Result<Source, ExitCode> {
         let r = cursors.read(&v, s, &mut ids[t].samples, ReadMode::Live).map_err(bad)?;
         ids[t].lost = ids[t].lost.saturating_add(s.write_idx.saturating_sub(r.read));
     }
-    let recording = if latte::shm::is_region_name(target) {
-        None
-    } else {
-        crate::recording::trailer(std::path::Path::new(target)).map_err(|e| fail(target, &e, EXIT_NOT_REGION))?
-    };
-    if let Some(rec) = &recording {
-        for inc in rec["incarnations"].as_array().into_iter().flatten() {
-            if let Some(id) = ids.iter_mut().find(|i| inc["id"] == i.name.as_str()) {
-                id.lost = id.lost.saturating_add(inc["lost"].as_u64().unwrap_or(0));
-            }
+    if let Some(rec) = m.recording().map_err(|e| fail(target, &crate::recording::trailer_error(e), EXIT_NOT_REGION))? {
+        for id in ids.iter_mut() {
+            id.lost = id.lost.saturating_add(rec.lost(id.name.as_bytes(), None));
         }
     }
     let own = v.calibration().cycles_per_ns;

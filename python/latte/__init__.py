@@ -1,8 +1,9 @@
 """latte's latency samples in Python.
 
 ``latte.open(target)`` opens a shared-memory region of a running (or
-exited) program, by name (``"/name"`` or ``"name"``), or a flushed image, by
-path (``"./run.img"``, ``"/tmp/run.img"``, a ``pathlib.Path``), read-only,
+exited) program, by name (``"/name"`` or ``"name"``), or a flushed image or
+a ``latte record`` recording, by path (``"./run.img"``, ``"/tmp/run.rec"``,
+a ``pathlib.Path``), read-only,
 through latte's own reader (the Rust library, validated before it is
 trusted). Its samples come as numpy arrays, one per field, without a Python
 object per sample::
@@ -23,6 +24,7 @@ library's error code as ``code``.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -59,7 +61,8 @@ class Samples:
     one length, in reading order (slot by slot, each ring oldest first).
 
     ``read`` is the number of samples returned, ``lost`` the number the
-    producer wrote that were overwritten before they could be read;
+    producer wrote that were overwritten before they could be read (for a
+    recording, also those ``latte record`` could not read in time);
     ``recorded`` = ``read + lost``. ``names`` maps an ID token to its name.
     """
 
@@ -182,8 +185,18 @@ class Region:
 
     @property
     def kind(self) -> str:
-        """``"region"`` (shared memory) or ``"image"`` (a flushed image)."""
+        """``"region"`` (shared memory), ``"image"`` (a flushed image) or
+        ``"recording"`` (a file ``latte record`` wrote)."""
         return self._r.kind
+
+    @property
+    def recording(self):
+        """A recording's trailer as a dict (docs/recording.md): what was
+        followed, for how long, why it ended, and per followed ring
+        (``incarnations``) the samples its thread wrote (``recorded``),
+        ``read`` into the file and ``lost``. None for a region or an image."""
+        text = self._r.recording_json
+        return None if text is None else json.loads(text)
 
     @property
     def producer_pid(self) -> int:
@@ -278,8 +291,8 @@ class Region:
 
 def open(target) -> Region:
     """Opens a region (``"/name"`` or ``"name"``: no ``/`` after the first
-    character) or a flushed image (any other path, or an ``os.PathLike``)
-    read-only, and validates it."""
+    character), or a flushed image or recording (any other path, or an
+    ``os.PathLike``) read-only, and validates it."""
     if isinstance(target, os.PathLike):
         target = os.fspath(target)
         if _is_region_name(target):
@@ -299,7 +312,7 @@ def open(target) -> Region:
         raise
     except FormatError as e:
         if getattr(e, "code", None) == _NOT_LATTE and not _is_region_name(target):
-            err = FormatError(f"{e} (latte.open reads shared-memory regions and the images latte_flush_sync writes)")
+            err = FormatError(f"{e} (latte.open reads shared-memory regions and the files latte_flush_sync and latte record write)")
             err.code = e.code
             raise err from None
         raise

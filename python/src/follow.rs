@@ -27,6 +27,9 @@ struct State {
     earlier: u64,
     read: u64,
     lost: u64,
+    /// A recording's loss is still to be counted (by the first poll of a
+    /// follower from the start).
+    recording_due: bool,
 }
 
 impl State {
@@ -79,7 +82,7 @@ impl Follower {
     #[new]
     #[pyo3(signature = (region, tokens=None, thread=None, from_start=true))]
     fn new(py: Python<'_>, region: Py<Region>, tokens: Option<Vec<u32>>, thread: Option<u32>, from_start: bool) -> PyResult<Follower> {
-        let mut st = State::default();
+        let mut st = State { recording_due: from_start, ..State::default() };
         if !from_start {
             let r = region.get();
             let m = r.mapping()?;
@@ -116,7 +119,14 @@ impl Follower {
                     st.carry(s.index as usize, s.generation);
                 }
                 let clock = r.clock(&m);
-                let cols = read_view(&v, &self.filter, &mut st.cursors, &clock)?;
+                let mut cols = read_view(&v, &self.filter, &mut st.cursors, &clock)?;
+                if std::mem::take(&mut st.recording_due) {
+                    // What the recording's followed rings lost: written
+                    // before the file's samples, never in its slots.
+                    let lost = r.recording_lost(&v, &self.filter)?;
+                    cols.lost += lost;
+                    st.earlier += lost;
+                }
                 st.read += cols.read;
                 st.lost += cols.lost;
                 Ok(cols)

@@ -8,7 +8,7 @@ use crate::columns::{read_view, Clock, Filter};
 use crate::errors::to_py;
 use latte::error::Error;
 use latte::layout::{LATTE_MODE_FAST, LATTE_MODE_HARD, LATTE_MODE_MID, LATTE_REGION_FLUSHED, LATTE_SLOT_CLOSED};
-use latte::reader::Mapping;
+use latte::reader::{Mapping, Recording, View};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -26,6 +26,8 @@ pub struct Region {
     mapping: Mutex<Option<Arc<Mapping>>>,
     /// The producer's TSC rate, else one measured here once.
     cycles_per_ns: OnceLock<f64>,
+    /// A recording's trailer (`latte record`'s file), read at open.
+    recording: Option<Recording>,
 }
 
 impl Region {
@@ -50,6 +52,31 @@ impl Region {
         &self.target
     }
 
+    /// Samples a recording's followed rings lost (overwritten before
+    /// `latte record` could read them), of the IDs and thread `filter`
+    /// wants: its file's slots hold only what was read. 0 for a region or
+    /// an image.
+    pub fn recording_lost(&self, view: &View, filter: &Filter) -> Result<u64, Error> {
+        let Some(rec) = &self.recording else { return Ok(0) };
+        let mut lost = 0u64;
+        for id in view.ids()? {
+            let name = latte::name::name_bytes(&id.name);
+            let wanted = match &filter.tokens {
+                Some(t) => t.contains(&id.token),
+                None => !latte::name::is_reserved_name(name),
+            };
+            if wanted {
+                lost = lost.saturating_add(rec.lost(name, filter.thread));
+            }
+        }
+        Ok(lost)
+    }
+
+    /// Whether this is a recording (`latte record`'s file).
+    pub fn is_recording(&self) -> bool {
+        self.recording.is_some()
+    }
+
     /// The clock of the samples' times (measures the TSC rate on first use
     /// when the producer published none: call without the interpreter).
     pub fn clock(&self, m: &Mapping) -> Clock {
@@ -72,8 +99,14 @@ impl Region {
 #[pyfunction]
 pub fn open_target(py: Python<'_>, target: String) -> PyResult<Region> {
     let t = target.clone();
-    let m = py.detach(move || Mapping::open_any(&t)).map_err(|e| to_py(py, e, &target))?;
-    Ok(Region { target, mapping: Mutex::new(Some(Arc::new(m))), cycles_per_ns: OnceLock::new() })
+    let (m, recording) = py
+        .detach(move || -> Result<_, Error> {
+            let m = Mapping::open_any(&t)?;
+            let rec = m.recording()?;
+            Ok((m, rec))
+        })
+        .map_err(|e| to_py(py, e, &target))?;
+    Ok(Region { target, mapping: Mutex::new(Some(Arc::new(m))), cycles_per_ns: OnceLock::new(), recording })
 }
 
 #[pymethods]
@@ -84,10 +117,24 @@ impl Region {
         &self.target
     }
 
-    /// "image" for a flushed image, "region" for a shared-memory region.
+    /// "recording" for a `latte record` file, "image" for a flushed image,
+    /// "region" for a shared-memory region.
     #[getter]
     fn kind(&self) -> PyResult<&'static str> {
-        Ok(if self.mapping()?.view().flags() & LATTE_REGION_FLUSHED != 0 { "image" } else { "region" })
+        Ok(if self.recording.is_some() {
+            "recording"
+        } else if self.mapping()?.view().flags() & LATTE_REGION_FLUSHED != 0 {
+            "image"
+        } else {
+            "region"
+        })
+    }
+
+    /// A recording's trailer, its JSON document as the file holds it
+    /// (docs/recording.md); None for a region or an image.
+    #[getter]
+    fn recording_json(&self) -> Option<&str> {
+        self.recording.as_ref().map(|r| r.json.as_str())
     }
 
     /// The producer's pid, as the region's header says.
@@ -197,7 +244,8 @@ impl Region {
     /// Every sample now in the rings of the IDs `tokens` (None: every ID
     /// but the reserved ones) and of OS thread `thread` (None: every
     /// thread), as a dict of numpy arrays and the read's accounting (see
-    /// `arrays::to_dict`).
+    /// `arrays::to_dict`; a recording's `lost` adds what its followed
+    /// rings lost).
     #[pyo3(signature = (tokens=None, thread=None))]
     fn samples<'py>(&self, py: Python<'py>, tokens: Option<Vec<u32>>, thread: Option<u32>) -> PyResult<Bound<'py, PyDict>> {
         let m = self.mapping()?;
@@ -205,7 +253,10 @@ impl Region {
         let cols = py
             .detach(|| -> Result<_, Error> {
                 let clock = self.clock(&m);
-                read_view(&m.view(), &filter, &mut Vec::new(), &clock)
+                let v = m.view();
+                let mut cols = read_view(&v, &filter, &mut Vec::new(), &clock)?;
+                cols.lost = cols.lost.saturating_add(self.recording_lost(&v, &filter)?);
+                Ok(cols)
             })
             .map_err(|e| to_py(py, e, &self.target))?;
         crate::arrays::to_dict(py, cols)

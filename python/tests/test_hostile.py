@@ -73,7 +73,7 @@ def test_files_that_are_not_images(tmp_path):
         with pytest.raises(latte.FormatError, match="not a latte region") as e:
             latte.open(str(p))
         assert e.value.code == -4001, name
-        assert "latte.open reads shared-memory regions and the images" in str(e.value)
+        assert "latte.open reads shared-memory regions and the files latte_flush_sync and latte record write" in str(e.value)
     # Too short to hold a magic; the magic, then too little.
     p = tmp_path / "short"
     p.write_bytes(b"LATTE")

@@ -45,6 +45,16 @@ impl Mapping {
         self.view.flags() & LATTE_REGION_FLUSHED == 0 && crate::liveness::held(self.fd.as_fd())
     }
 
+    /// The trailer of a recording (`latte record`'s file): None for a
+    /// region or a flushed image; an error when the file ends in a
+    /// trailer that is damaged or of another version.
+    pub fn recording(&self) -> Result<Option<super::Recording>, Error> {
+        if self.view.flags() & LATTE_REGION_FLUSHED == 0 {
+            return Ok(None);
+        }
+        super::recording::read_trailer(self.fd.as_fd())
+    }
+
     /// Maps the region again when it grew since it was mapped (its
     /// producer published chunks past the mapping): a view made afterwards
     /// reads them. Returns whether it remapped. Cursors are per slot index,

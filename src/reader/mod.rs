@@ -23,7 +23,9 @@
 //! - `cursors.rs`: `Cursors`, a cursor per slot, for a reader of many slots;
 //! - `mapping.rs`: `Mapping`, an object opened by shm name, path or
 //!   descriptor, mapped read-only, remapped when its region grows, and
-//!   whether its producer lives.
+//!   whether its producer lives;
+//! - `recording.rs`: a recording's trailer (what `latte record` followed,
+//!   and what each followed ring lost), read through a `Mapping`'s file.
 //!
 //! The files call downwards: `header` uses `names`, `slots` and `figures`;
 //! `slots` uses `names` and `figures`; `names` uses `figures`.
@@ -38,10 +40,12 @@ mod figures;
 mod header;
 mod mapping;
 mod names;
+mod recording;
 mod slots;
 
 pub use cursors::Cursors;
 pub use mapping::Mapping;
+pub use recording::{RecordedRing, Recording, RECORDING_FORMAT, RECORDING_MAGIC, RECORDING_VERSION};
 
 /// Copies `len` bytes of ring memory that the writer (another thread or
 /// process) may be storing to at the same time, into `dst`, then waits for

@@ -378,6 +378,17 @@ def test_record():
     check(r.returncode == 3, "diff of a region that is gone: exit 3")
     r = latte("record", rec_file, "-o", path("x.rec"))
     check(r.returncode == 2 and "live region" in r.stderr, "record of a file: usage error")
+    # A trailer whose figures do not add up: refused by every reader of it.
+    data = open(rec_file, "rb").read()
+    n = struct.unpack("<Q", data[-16:-8])[0]
+    doc = json.loads(data[-16 - n:-16])
+    doc["incarnations"][0]["lost"] += 1
+    j = json.dumps(doc).encode()
+    with open(path("bad.rec"), "wb") as f:
+        f.write(data[:-16 - n] + j + struct.pack("<Q", len(j)) + b"LATTEREC")
+    for cmd in (["stats", path("bad.rec")], ["diff", path("bad.rec"), rec_file]):
+        r = latte(*cmd)
+        check(r.returncode == 4 and "recording trailer" in r.stderr, f"{cmd[0]} of a trailer whose read + lost is not recorded: exit 4 ({r.returncode}, {r.stderr.strip()})")
     print(f"     ({time.time() - t0:.1f} s)")
 
 

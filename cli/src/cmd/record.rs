@@ -293,7 +293,7 @@ fn trailer(o: &RecordOpts, incs: &[Incarnation], name: &dyn Fn(u32) -> String, e
     let (read, lost): (u64, u64) = (incs.iter().map(|i| i.read).sum(), incs.iter().map(|i| i.lost).sum());
     let ns = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     serde_json::json!({
-        "format": "latte-recording", "version": crate::recording::RECORDING_VERSION,
+        "format": latte::reader::RECORDING_FORMAT, "version": latte::reader::RECORDING_VERSION,
         "target": o.target, "from_start": o.from_start, "ids": o.ids,
         "started_realtime_ns": ns(e.started_wall), "ended_realtime_ns": ns(std::time::SystemTime::now()), "seconds": e.seconds,
         "reader_stalled_seconds": e.stalled.as_secs_f64(),

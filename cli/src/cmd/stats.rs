@@ -23,7 +23,7 @@ pub fn run(raw: &OsStr, time: bool, calibrated: bool, json: bool, clean: bool, s
     let data = if calibrated { LATTE_DATA_CALIBRATED } else { LATTE_DATA_RAW };
     let unit = if time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE };
     let mut rows = report::rows_of_view_with(&v, data, &cal, clean).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
-    recording::add_lost(target, &mut rows).map_err(|e| fail(target, &e, EXIT_NOT_REGION))?;
+    recording::add_lost(&m, &mut rows).map_err(|e| fail(target, &e, EXIT_NOT_REGION))?;
     let counters = v.counters();
     if calibrated && !cal.calibrated {
         eprintln!("latte: {target}: the producer never calibrated; showing raw figures");
