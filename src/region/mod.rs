@@ -17,6 +17,7 @@ use std::sync::Mutex;
 
 mod fork;
 mod grow;
+mod pages;
 mod share;
 
 pub use fork::ForkCut;

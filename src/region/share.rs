@@ -19,7 +19,10 @@
 //!   object at their offset: present, or swapped out and held before M2
 //!   (`/proc/self/pagemap`, read before and after; write-protection marks
 //!   a page never written as swapped out), or swapped out and not all
-//!   zeros; without the page map, the pages that are not all zeros. The header last, its magic last, its producer
+//!   zeros; without the page map, the pages that are not all zeros. Of a
+//!   ring, the pages past its written prefix (its samples after the one at
+//!   `write_idx`, until it laps) hold nothing a reader reads, and are only
+//!   copied when present. The header last, its magic last, its producer
 //!   the calling process.
 //! - M4 Each mapping replaced, at its address, by a shared mapping of the
 //!   object (`MAP_FIXED`), the header last; then the writers go on (S3),
@@ -39,17 +42,9 @@
 //! way the region records on, in an object without a name, private for
 //! good (`Backing::Unnamed`).
 
+use super::pages::{copy_out, copy_ranges, write_at, Pagemap, Part};
 use super::*;
 use crate::pause::Pause;
-
-/// One mapping of the region: where it is, its length, its offset in the
-/// region (and the object).
-#[derive(Clone, Copy)]
-struct Part {
-    base: *mut u8,
-    len: usize,
-    offset: u64,
-}
 
 /// How far `move_into` got.
 #[derive(Debug)]
@@ -84,8 +79,8 @@ impl Region {
         if !crate::pause::available() {
             return Err(Error::BUSY);
         }
-        let mut parts = vec![Part { base: self.header_map.as_ptr(), len: HEADER_MAP_BYTES as usize, offset: 0 }];
-        parts.extend(g.chunks.iter().map(|c| Part { base: c.map.as_ptr(), len: c.map.size(), offset: c.offset }));
+        let mut parts = vec![Part { base: self.header_map.as_ptr(), len: HEADER_MAP_BYTES as usize, offset: 0, slots: false }];
+        parts.extend(g.chunks.iter().map(|c| Part { base: c.map.as_ptr(), len: c.map.size(), offset: c.offset, slots: c.slots }));
         // The SIGBUS protection the shared mappings need, taken now (an
         // anonymous range in the table is harmless) so that running out of
         // memory for it fails before anything moves.
@@ -203,7 +198,7 @@ impl Region {
             Err(e) => return Moved::None(e),
         };
         // M3: the chunks, then the header.
-        let copied = copy_out(fd, &copies, pagemap.as_mut()).and_then(|_| self.copy_header_out(fd, &mut page));
+        let copied = copy_out(fd, &copies, pagemap.as_mut(), &self.geo).and_then(|_| self.copy_header_out(fd, &mut page));
         if let Err(e) = copied {
             return Moved::None(e); // the pause's end makes every part writable again
         }
@@ -292,154 +287,6 @@ fn commit(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Result<(), Error> {
         0 => Ok(()),
         rc => Err(Error::Os(rc)),
     }
-}
-
-/// A range of memory M3 copies: where it is mapped here, its length, its
-/// offset in the object.
-struct Copy {
-    addr: usize,
-    len: usize,
-    offset: u64,
-}
-
-/// M1's `used` ranges (offsets in the region) where the chunk mappings
-/// `parts` hold them: a range across two chunks is cut at their border.
-fn copy_ranges(parts: &[Part], used: &[(u64, u64)]) -> Vec<Copy> {
-    let mut out = Vec::new();
-    for p in parts {
-        let (start, end) = (p.offset, p.offset + p.len as u64);
-        for &(o, l) in used {
-            let (a, b) = (o.max(start), (o + l).min(end));
-            if a < b {
-                out.push(Copy { addr: p.base as usize + (a - start) as usize, len: (b - a) as usize, offset: a });
-            }
-        }
-    }
-    out
-}
-
-/// Bits of a page map entry: the page is present; swapped out (or, under
-/// `userfaultfd` write-protection, never written: a marker that reads the
-/// same).
-const PAGEMAP_PRESENT: u64 = 1 << 63;
-const PAGEMAP_SWAPPED: u64 = 1 << 62;
-
-/// This process's page map (`/proc/self/pagemap`), which says which pages
-/// hold memory; a buffer for its entries; and, for each page of the copy
-/// ranges, whether it held memory before S1 (so that a page the
-/// write-protection marks, which then reads as swapped out, is told from
-/// one that is). Made before the pause.
-struct Pagemap {
-    fd: OwnedFd,
-    entries: Vec<u64>,
-    before: Vec<bool>,
-}
-
-impl Pagemap {
-    /// The map, read once for every page of `copies`; None when it cannot
-    /// be read (M3 then looks at the pages themselves).
-    fn open(copies: &[Copy]) -> Option<Pagemap> {
-        // SAFETY: a valid NUL-terminated path.
-        let fd = unsafe { libc::open(c"/proc/self/pagemap".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        // SAFETY: a fresh descriptor nobody else owns.
-        let mut m = (fd >= 0).then(|| Pagemap { fd: unsafe { OwnedFd::from_raw_fd(fd) }, entries: vec![0; 8192], before: Vec::new() })?;
-        let page = crate::mmap::PAGE;
-        for c in copies {
-            let pages = c.len.div_ceil(page);
-            let mut done = 0;
-            while done < pages {
-                let n = m.read(c.addr / page + done, pages - done)?;
-                m.before.extend(m.entries[..n].iter().map(|e| e & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED) != 0));
-                done += n;
-            }
-        }
-        Some(m)
-    }
-
-    /// Reads the entries of up to `entries.len()` pages from page number
-    /// `page` into the buffer: how many, or None when the map cannot be read.
-    fn read(&mut self, page: usize, n: usize) -> Option<usize> {
-        let n = n.min(self.entries.len());
-        // SAFETY: reads at most n entries into a buffer that holds them.
-        let got = unsafe { libc::pread(self.fd.as_raw_fd(), self.entries.as_mut_ptr() as *mut libc::c_void, n * 8, (page * 8) as libc::off_t) };
-        (got == (n * 8) as isize).then_some(n)
-    }
-}
-
-/// M3 for the chunks: the pages of `copies` that hold memory, written into
-/// the object at their offset (the object is zeros elsewhere), a block of
-/// pages at a time. A page holds memory when it is present, or swapped out
-/// and held memory before S1 or is not all zeros; without the page map,
-/// when it is not all zeros.
-fn copy_out(fd: BorrowedFd<'_>, copies: &[Copy], mut pagemap: Option<&mut Pagemap>) -> Result<(), Error> {
-    let page = crate::mmap::PAGE;
-    let mut seen = 0; // pages of earlier copy ranges, in `before`
-    for c in copies {
-        let pages = c.len.div_ceil(page);
-        let mut done = 0;
-        while done < pages {
-            let block = match pagemap.as_deref_mut() {
-                Some(m) => match m.read(c.addr / page + done, pages - done) {
-                    Some(n) => Some((n, &m.entries[..n], &m.before[seen + done..seen + done + n])),
-                    None => return Err(Error::Os(libc::EIO)),
-                },
-                None => None,
-            };
-            let n = block.map_or((pages - done).min(8192), |b| b.0);
-            let nonzero = |k: usize| {
-                // SAFETY: page `k` lies inside the mapping (copy ranges start
-                // on a chunk's first page and end inside the chunk), which is
-                // write-protected now (M2): nothing writes it while it is read.
-                let words = unsafe { core::slice::from_raw_parts((c.addr + k * page) as *const u64, page / 8) };
-                words.iter().any(|&w| w != 0)
-            };
-            let written = |i: usize| match block {
-                // Swapped out (or migrating) and not held before M2 may be
-                // a marker or a page first written just before M2: its
-                // content says (reading a marker maps the zero page).
-                Some((_, entries, before)) => entries[i] & PAGEMAP_PRESENT != 0 || (entries[i] & PAGEMAP_SWAPPED != 0 && (before[i] || nonzero(done + i))),
-                None => nonzero(done + i),
-            };
-            let mut i = 0;
-            while i < n {
-                if !written(i) {
-                    i += 1;
-                    continue;
-                }
-                let start = i;
-                while i < n && written(i) {
-                    i += 1;
-                }
-                // SAFETY: these pages lie inside the write-protected mapping (as above).
-                let run = unsafe { core::slice::from_raw_parts((c.addr + (done + start) * page) as *const u8, (i - start) * page) };
-                write_at(fd, run, c.offset + ((done + start) * page) as u64)?;
-            }
-            done += n;
-        }
-        seen += pages;
-    }
-    Ok(())
-}
-
-/// Writes all of `buf` at `offset` of the object.
-fn write_at(fd: BorrowedFd<'_>, mut buf: &[u8], mut offset: u64) -> Result<(), Error> {
-    while !buf.is_empty() {
-        // SAFETY: writes from a valid buffer to a valid descriptor.
-        let n = unsafe { libc::pwrite(fd.as_raw_fd(), buf.as_ptr() as *const libc::c_void, buf.len(), offset as libc::off_t) };
-        if n < 0 {
-            let e = Error::last_os();
-            if e == Error::Os(libc::EINTR) {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(Error::Os(libc::EIO));
-        }
-        buf = &buf[n as usize..];
-        offset += n as u64;
-    }
-    Ok(())
 }
 
 /// M4 for one mapping: the object's bytes at its offset mapped over it,
