@@ -227,10 +227,18 @@ rust-test: tools
 
 # Every C test program, built four ways: against liblatte.so, against
 # liblatte.a, with -DLATTE_DISABLE and no liblatte, and with ASan+UBSan.
-c-test: lib $(foreach t,$(C_TESTS),$(B)/c/$(t).so $(B)/c/$(t).static $(B)/c/$(t).disabled $(B)/c/$(t).asan) $(B)/dl/dlclose
+c-test: lib $(foreach t,$(C_TESTS),$(B)/c/$(t).so $(B)/c/$(t).static $(B)/c/$(t).disabled $(B)/c/$(t).asan) $(B)/dl/dlclose $(B)/seccomp/no_uffd
 	@set -e; for t in $(C_TESTS); do for v in so static disabled asan; do \
 	  echo "== C $$t ($$v)"; ASAN_OPTIONS=detect_leaks=0 ./$(B)/c/$$t.$$v; done; done
 	@echo "== C dlclose (liblatte.so loaded with dlopen)"; ./$(B)/dl/dlclose $(CURDIR)/$(LIB_SO)
+	@set -e; for t in core shared; do \
+	  echo "== C $$t (so, userfaultfd refused: a late shared region is -EBUSY)"; ./$(B)/seccomp/no_uffd ./$(B)/c/$$t.so; done
+
+# A launcher that refuses the userfaultfd system call (a seccomp filter),
+# for the tests of a kernel that cannot pause writers (tests/c/can_move.h).
+$(B)/seccomp/no_uffd: tests/seccomp/no_uffd.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) $< -o $@
 
 # liblatte.so loaded and unloaded at run time (no link against it).
 $(B)/dl/dlclose: tests/dl/dlclose.c $(LIB_SO)
@@ -258,9 +266,10 @@ $(B)/c/%.asan: tests/c/%.c tests/c/*.h include/*.h $(LIB_SO)
 CXX_TU := tests/cpp/api_other_tu.cpp
 # The TSan builds fail on any report (TSan's exit status 66); the
 # deliberate-race program shows that TSan does report in this setup.
-cpp-test: lib $(foreach t,$(filter-out api_other_tu,$(CXX_TESTS)),$(B)/cpp/$(t).so $(B)/cpp/$(t).static $(B)/cpp/$(t).disabled $(B)/cpp/$(t).asan $(B)/cpp/$(t).tsan) $(B)/tsan/race
+cpp-test: lib $(foreach t,$(filter-out api_other_tu,$(CXX_TESTS)),$(B)/cpp/$(t).so $(B)/cpp/$(t).static $(B)/cpp/$(t).disabled $(B)/cpp/$(t).asan $(B)/cpp/$(t).tsan) $(B)/tsan/race $(B)/seccomp/no_uffd
 	@set -e; for t in $(filter-out api_other_tu,$(CXX_TESTS)); do for v in so static disabled asan tsan; do \
 	  echo "== C++ $$t ($$v)"; ASAN_OPTIONS=detect_leaks=0 ./$(B)/cpp/$$t.$$v $(B); done; done
+	@echo "== C++ api (so, userfaultfd refused: a late shared region is -EBUSY)"; ./$(B)/seccomp/no_uffd ./$(B)/cpp/api.so $(B)
 	@sh tests/tsan/check_race.sh ./$(B)/tsan/race $(B)/tsan/race.log
 	@CC=$(CC) CXX=$(CXX) sh tests/inline/check_inlined.sh $(B) $(LIB_A) $(STATIC_LIBS)
 
