@@ -7,6 +7,12 @@
 //! open the object can ask (`F_OFD_GETLK`), from any PID namespace, with no
 //! pid to be reused. The protocol (the code cites its steps):
 //!
+//! - L0 Before it makes an object, a producer removes the L1 names of
+//!   producers that died before L2 (or before a move's M5): objects named
+//!   `/.latte-new-*` whose lock nobody holds and that were last modified
+//!   over `ABANDONED_AFTER_S` seconds ago (a maker between its `shm_open`
+//!   and its lock is that young; once locked, the lock protects it). Nothing else ever refers to
+//!   such an object, and it may hold the size of a whole region.
 //! - L1 The producer creates its object under a name of its own
 //!   (`/.latte-new-PID-N`), takes the lock, sizes and initialises it.
 //! - L2 It publishes the object under the region's name with `link(2)`,
@@ -58,6 +64,63 @@ pub fn hold(fd: BorrowedFd<'_>) -> Result<(), Error> {
     }
 }
 
+/// The prefix of the L1 names (`/.latte-new-PID-N`), as files in `/dev/shm`.
+pub(crate) const NEW_OBJECT_PREFIX: &str = ".latte-new-";
+
+/// Seconds after its last modification that an unlocked L1 object counts
+/// as abandoned (L0).
+pub(crate) const ABANDONED_AFTER_S: i64 = 60;
+
+/// L0: removes every abandoned L1 object this process may open for
+/// writing; how many. Errors skip an object (another user's, one gone
+/// meanwhile).
+pub fn sweep_abandoned() -> usize {
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else { return 0 };
+    let mut removed = 0;
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let name = name.as_encoded_bytes();
+        if name.starts_with(NEW_OBJECT_PREFIX.as_bytes()) && remove_if_abandoned(name) {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// L0 for the file `/dev/shm/<file>`: removed when nobody holds its lock,
+/// it was last modified over `ABANDONED_AFTER_S` ago, and the name still
+/// refers to the object looked at.
+fn remove_if_abandoned(file: &[u8]) -> bool {
+    let mut path = b"/dev/shm/".to_vec();
+    path.extend_from_slice(file);
+    let Ok(path) = std::ffi::CString::new(path) else { return false };
+    // SAFETY: a valid path; O_NONBLOCK so that a FIFO does not block.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: all-zero stats are valid out-parameters.
+    let (mut a, mut b): (libc::stat, libc::stat) = unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
+    // SAFETY: a valid descriptor and out-parameter.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut a) } != 0 || a.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return false;
+    }
+    let now = crate::tsc::clock_ns(libc::CLOCK_REALTIME) as i64 / 1_000_000_000;
+    if now - a.st_mtime <= ABANDONED_AFTER_S || hold(fd.as_fd()).is_err() {
+        return false;
+    }
+    // Locked by this call now: its maker is gone, and no new one can take
+    // it. The name must still be the object's.
+    // SAFETY: a valid path and out-parameter.
+    if unsafe { libc::stat(path.as_ptr(), &mut b) } != 0 || identity(&a) != identity(&b) {
+        return false;
+    }
+    // SAFETY: a valid path.
+    unsafe { libc::unlink(path.as_ptr()) == 0 }
+}
+
 /// L3: whether a producer holds the liveness lock of the object open as `fd`
 /// (read access is enough to ask).
 pub fn held(fd: BorrowedFd<'_>) -> bool {
@@ -81,15 +144,12 @@ fn is_latte(fd: BorrowedFd<'_>) -> bool {
     n == m.len() as isize && m == crate::layout::LATTE_MAGIC
 }
 
-/// L2 and L4: publishes the object `tmp` (locked, initialised) under
-/// `name`; when `name` exists and `replace_stale` is set, takes it over if
-/// its producer is gone. `-EEXIST` when the name belongs to a live
-/// producer, to something that is not a latte region, or to an object this
-/// process may not open for writing.
 /// L2, and L4 when the name is taken and `replace_stale`: publishes the
-/// object made as `tmp` under `name`. `inherit` is called with the old
-/// object, locked and still under the name, just before the new one
-/// replaces it.
+/// object made as `tmp` (locked, initialised) under `name`. `inherit` is
+/// called with the old object, locked and still under the name, just
+/// before the new one replaces it. `-EEXIST` when the name belongs to a
+/// live producer, to something that is not a latte region, or to an
+/// object this process may not open for writing.
 pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool, inherit: &mut dyn FnMut(BorrowedFd<'_>)) -> Result<(), Error> {
     let tmp_path = crate::shm::path(tmp.to_bytes())?;
     let target = crate::shm::path(name)?;

@@ -186,11 +186,14 @@ impl Drop for UnlinkOnDrop<'_> {
 
 /// L1 (`liveness`): a new shm object under a name of its own
 /// (`/.latte-new-PID-N`), with permissions `mode` exactly, its liveness
-/// lock held. Nothing is left behind on failure.
+/// lock held, after L0 removed the abandoned ones. Nothing is left behind
+/// on failure.
 fn new_object(mode: u32) -> Result<(CString, OwnedFd), Error> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    crate::liveness::sweep_abandoned();
     // Relaxed: only a distinct number is needed.
-    let tmp = CString::new(format!("/.latte-new-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))).map_err(|_| Error::INVAL)?;
+    let tmp = CString::new(format!("/{}{}-{}", crate::liveness::NEW_OBJECT_PREFIX, std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
+        .map_err(|_| Error::INVAL)?;
     // SAFETY: tmp is a valid NUL-terminated string.
     let fd = unsafe { libc::shm_open(tmp.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, mode as libc::mode_t) };
     if fd < 0 {
