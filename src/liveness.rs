@@ -36,7 +36,8 @@
 //! is what `link` and `rename` act on.
 
 use crate::error::Error;
-use std::ffi::CStr;
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// An all-file lock request of `kind` (F_WRLCK to take or test).
@@ -65,11 +66,11 @@ pub fn hold(fd: BorrowedFd<'_>) -> Result<(), Error> {
 }
 
 /// The prefix of the L1 names (`/.latte-new-PID-N`), as files in `/dev/shm`.
-pub(crate) const NEW_OBJECT_PREFIX: &str = ".latte-new-";
+const NEW_OBJECT_PREFIX: &str = ".latte-new-";
 
 /// Seconds after its last modification that an unlocked L1 object counts
 /// as abandoned (L0).
-pub(crate) const ABANDONED_AFTER_S: i64 = 60;
+const ABANDONED_AFTER_S: i64 = 60;
 
 /// L0: removes every abandoned L1 object this process may open for
 /// writing; how many. Errors skip an object (another user's, one gone
@@ -119,6 +120,33 @@ fn remove_if_abandoned(file: &[u8]) -> bool {
     }
     // SAFETY: a valid path.
     unsafe { libc::unlink(path.as_ptr()) == 0 }
+}
+
+/// L0 and L1: a new shm object under a name of its own
+/// (`/.latte-new-PID-N`), with permissions `mode` exactly, its liveness
+/// lock held, after the abandoned ones were removed. Nothing is left
+/// behind on failure.
+pub fn new_object(mode: u32) -> Result<(CString, OwnedFd), Error> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    sweep_abandoned();
+    // Relaxed: only a distinct number is needed.
+    let tmp = CString::new(format!("/{NEW_OBJECT_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))).map_err(|_| Error::INVAL)?;
+    // SAFETY: tmp is a valid NUL-terminated string.
+    let fd = unsafe { libc::shm_open(tmp.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, mode as libc::mode_t) };
+    if fd < 0 {
+        return Err(Error::last_os());
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    if let Err(e) = hold(fd.as_fd()) {
+        // SAFETY: a valid C string naming the object made above.
+        unsafe { libc::shm_unlink(tmp.as_ptr()) };
+        return Err(e);
+    }
+    // shm_open applies the umask; make the permissions exactly what was asked.
+    // SAFETY: fd is a valid descriptor we own.
+    unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) };
+    Ok((tmp, fd))
 }
 
 /// L3: whether a producer holds the liveness lock of the object open as `fd`

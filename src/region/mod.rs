@@ -184,32 +184,6 @@ impl Drop for UnlinkOnDrop<'_> {
     }
 }
 
-/// L1 (`liveness`): a new shm object under a name of its own
-/// (`/.latte-new-PID-N`), with permissions `mode` exactly, its liveness
-/// lock held, after L0 removed the abandoned ones. Nothing is left behind
-/// on failure.
-fn new_object(mode: u32) -> Result<(CString, OwnedFd), Error> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    crate::liveness::sweep_abandoned();
-    // Relaxed: only a distinct number is needed.
-    let tmp = CString::new(format!("/{}{}-{}", crate::liveness::NEW_OBJECT_PREFIX, std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
-        .map_err(|_| Error::INVAL)?;
-    // SAFETY: tmp is a valid NUL-terminated string.
-    let fd = unsafe { libc::shm_open(tmp.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, mode as libc::mode_t) };
-    if fd < 0 {
-        return Err(Error::last_os());
-    }
-    // SAFETY: a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let unlink_tmp = UnlinkOnDrop(Some(&tmp));
-    crate::liveness::hold(fd.as_fd())?;
-    // shm_open applies the umask; make the permissions exactly what was asked.
-    // SAFETY: fd is a valid descriptor we own.
-    unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) };
-    core::mem::forget(unlink_tmp);
-    Ok((tmp, fd))
-}
-
 #[allow(clippy::declare_interior_mutable_const)]
 const NO_BASE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
 
@@ -252,7 +226,7 @@ impl Region {
         let cfg = cfg.resolved();
         let replace_stale = cfg.replace_stale()?;
         let geo = Geometry::new(cfg.slot_capacity, cfg.samples_per_slot).ok_or(Error::INVAL)?;
-        let (tmp, fd) = new_object(cfg.mode)?;
+        let (tmp, fd) = crate::liveness::new_object(cfg.mode)?;
         let mut unlink_tmp = UnlinkOnDrop(Some(&tmp));
         reserve(fd.as_fd(), 0, HEADER_MAP_BYTES)?;
         let map = Mmap::shared(fd.as_fd(), HEADER_MAP_BYTES as usize, true)?;

@@ -86,7 +86,7 @@ impl Region {
         // memory for it fails before anything moves.
         let faults = parts.iter().map(|p| crate::fault::protect_range(p.base, p.len, true)).collect::<Result<Vec<_>, _>>()?;
         // M1.
-        let (tmp, fd) = new_object(cfg.resolved().mode)?;
+        let (tmp, fd) = crate::liveness::new_object(cfg.resolved().mode)?;
         let mut unlink_tmp = UnlinkOnDrop(Some(&tmp));
         // Relaxed: only the grower (under the locks held here) stores it.
         let total = self.header().total_size.load(Ordering::Relaxed);
