@@ -695,9 +695,12 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   // Bytes of the region in use: the end of its last published chunk
   // (release, after the chunk's directory entry).
   uint64_t total_size;
-  // Process id of the producer.
+  // Process id of the producer: the process that made the region, or the
+  // fork child that moved its copy into a shared object (which changes
+  // it while the child's own threads may read it: an atomic).
   uint32_t producer_pid;
-  // LATTE_REGION_SHARED, LATTE_REGION_FLUSHED.
+  // LATTE_REGION_SHARED, LATTE_REGION_FLUSHED, and
+  // LATTE_REGION_SWITCHES_TRACKED, set while the producer runs.
   uint32_t flags;
   // TSC read at region creation ("the program's first tsc").
   uint64_t anchor_tsc;

@@ -247,10 +247,13 @@ pub struct latte_region_header {
     /// Bytes of the region in use: the end of its last published chunk
     /// (release, after the chunk's directory entry).
     pub total_size: AtomicU64,
-    /// Process id of the producer.
-    pub producer_pid: u32,
-    /// LATTE_REGION_SHARED, LATTE_REGION_FLUSHED.
-    pub flags: u32,
+    /// Process id of the producer: the process that made the region, or the
+    /// fork child that moved its copy into a shared object (which changes
+    /// it while the child's own threads may read it: an atomic).
+    pub producer_pid: AtomicU32,
+    /// LATTE_REGION_SHARED, LATTE_REGION_FLUSHED, and
+    /// LATTE_REGION_SWITCHES_TRACKED, set while the producer runs.
+    pub flags: AtomicU32,
     /// TSC read at region creation ("the program's first tsc").
     pub anchor_tsc: u64,
     /// CLOCK_REALTIME in ns read next to `anchor_tsc`.

@@ -44,8 +44,10 @@ impl<'a> View<'a> {
             geo,
             chunks,
             validated_size: u64::MAX,
-            producer_pid: h.producer_pid,
-            flags: h.flags,
+            // Relaxed: values read on their own (a fork child's move
+            // replaces them, page and all).
+            producer_pid: h.producer_pid.load(Ordering::Relaxed),
+            flags: h.flags.load(Ordering::Relaxed),
             anchor_tsc: h.anchor_tsc,
             anchor_realtime_ns: h.anchor_realtime_ns,
         }

@@ -10,7 +10,7 @@ use crate::fault::Protected;
 use crate::layout::*;
 use crate::mmap::Mmap;
 use crate::tsc;
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
@@ -304,8 +304,8 @@ impl Region {
             (*h).id_limit = id_limit;
             (*h).slot_stride = self.geo.slot_stride;
             (*h).total_size.store(HEADER_MAP_BYTES, Ordering::Relaxed);
-            (*h).producer_pid = libc::getpid() as u32;
-            (*h).flags = flags;
+            (*h).producer_pid = AtomicU32::new(libc::getpid() as u32);
+            (*h).flags = AtomicU32::new(flags);
             (*h).anchor_realtime_ns = tsc::clock_ns(libc::CLOCK_REALTIME);
             let (anchor_tsc, anchor_ns) = tsc::anchor_pair();
             (*h).anchor_tsc = anchor_tsc;
@@ -329,21 +329,18 @@ impl Region {
     /// The header's flags word. Every write to it after `init_header` is an
     /// atomic OR (`mark_switches_tracked`, `share`), and readers load it
     /// atomically (reader `u32_at`, flush's atomic copy).
-    fn flags_word(&self) -> &core::sync::atomic::AtomicU32 {
-        let p = (self.header_map.as_ptr() as usize + core::mem::offset_of!(latte_region_header, flags)) as *mut u32;
-        // SAFETY: the flags word lies in the mapped header (mapped while
-        // self lives), 4-aligned, and is only ever accessed atomically.
-        unsafe { core::sync::atomic::AtomicU32::from_ptr(p) }
+    fn flags_word(&self) -> &AtomicU32 {
+        &self.header().flags
     }
 
     /// The header.
     pub fn header(&self) -> &latte_region_header {
         // SAFETY: the header page is mapped as long as self lives; its
-        // non-atomic fields are never written after init_header (but
-        // `flags`, OR-ed atomically by `mark_switches_tracked`: read it
-        // with an atomic load, never through this reference; and
-        // `producer_pid` and `flags` of a fork child's region that `share`
-        // moves, whose page is then replaced whole, at once, by the copy).
+        // non-atomic fields are never written after init_header (the
+        // fields that change are atomics: `flags`, OR-ed by
+        // `mark_switches_tracked`, and `producer_pid` and `flags` of a fork
+        // child's region that `share` moves, whose page is then replaced
+        // whole, at once, by a copy that holds every other field as it was).
         unsafe { &*(self.header_map.as_ptr() as *const latte_region_header) }
     }
 
