@@ -279,3 +279,44 @@ fn the_region_latte_region_named_takes_the_name_asked_for_after_recording() {
         made && rc.is_ok() && old_gone && found.iter().any(|f| f.1 == "share.env" && f.2 == 11 && f.3 == 11) && again == Err(latte::Error::Os(libc::EALREADY))
     });
 }
+
+#[test]
+fn a_full_dev_shm_after_the_move_hands_out_an_exited_threads_slot() {
+    if !can_move("a_full_dev_shm_after_the_move_hands_out_an_exited_threads_slot") {
+        return;
+    }
+    // SAFETY: getuid has no memory effects.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("skipped: mounting a small /dev/shm in a mount namespace needs root");
+        return;
+    }
+    in_child(|| {
+        // A /dev/shm of 16 MiB of this child's own.
+        // SAFETY: plain system calls with valid arguments, in the child.
+        let mounted = unsafe {
+            libc::unshare(libc::CLONE_NEWNS) == 0
+                && libc::mount(core::ptr::null(), c"/".as_ptr(), core::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, core::ptr::null()) == 0
+                && libc::mount(c"tmpfs".as_ptr(), c"/dev/shm".as_ptr(), c"tmpfs".as_ptr(), 0, c"size=16m".as_ptr().cast()) == 0
+        };
+        // A thread records and exits: its slot can be handed out again.
+        std::thread::spawn(|| span(c"share.exited", LATTE_MODE_FAST, LATTE_MODE_FAST)).join().unwrap();
+        let name = "/latte-share-full";
+        let rc = latte::internals::recorder::install_shared(name.as_bytes(), &latte_region_config::default());
+        // The rest of /dev/shm taken: the next fresh slot cannot be reserved.
+        let fill = std::fs::File::create("/dev/shm/fill").unwrap();
+        // SAFETY: an all-zero statvfs is a valid out-parameter.
+        let mut fs: libc::statvfs = unsafe { core::mem::zeroed() };
+        // SAFETY: a valid path and out-parameter.
+        let size = if unsafe { libc::statvfs(c"/dev/shm".as_ptr(), &mut fs) } == 0 { fs.f_bavail * fs.f_frsize } else { 0 };
+        // SAFETY: a valid descriptor.
+        let filled = unsafe { libc::posix_fallocate(std::os::fd::AsRawFd::as_raw_fd(&fill), 0, size as libc::off_t) } == 0;
+        std::thread::spawn(|| span(c"share.after", LATTE_MODE_FAST, LATTE_MODE_FAST)).join().unwrap();
+        let c = counters();
+        let found = written_and_read(name);
+        eprintln!("mounted {mounted}, moved {rc:?}, filled {size} ({filled}); no slot drops {}, reuses {}; found {found:?}", c.no_slot_drops, c.slot_reuses);
+        // The exited thread's slot, whose one sample (counted in the slot's
+        // lineage, gen_base) gave way to the new owner's.
+        let after = found.iter().any(|f| f.1 == "share.after" && f.2 == 2 && f.3 == 1);
+        mounted && rc.is_ok() && filled && c.no_slot_drops == 0 && c.slot_reuses == 1 && c.reuse_discarded == 1 && after && found.len() == 1
+    });
+}

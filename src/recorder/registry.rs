@@ -217,8 +217,10 @@ impl Registry {
     /// service that starts threads all the time stays within about twice
     /// its live rings, and what exited threads recorded stays readable a
     /// while); else a fresh one in a new chunk (the region grows); else,
-    /// when it cannot grow, any exited thread's slot. None when none of
-    /// these can be had (the region could not grow: told once).
+    /// when it cannot grow (or its memory cannot be had: a moved region's
+    /// fresh slot is reserved in `/dev/shm` as it is handed out), any exited
+    /// thread's slot. None when none of these can be had (the region could
+    /// not grow: told once).
     pub(super) fn allocate_slot(&mut self, c: &Cold, token: u32) -> Option<(*mut latte_slot_header, u32)> {
         let region = self.region?;
         let h = region.header();
@@ -237,9 +239,9 @@ impl Registry {
         } else {
             (self.reusable.pop_front()?, false)
         };
-        if fresh && region.commit_slot(i).is_err() {
-            return None; // a full /dev/shm: counted by the caller
-        }
+        // A full /dev/shm (told once, counted by the caller when no exited
+        // thread's slot is left either).
+        let (i, fresh) = if fresh && region.commit_slot(i).is_err() { (self.reusable.pop_front()?, false) } else { (i, fresh) };
         let slot = region.slot(i);
         // SAFETY: slot i is inside the region; we hold the registry lock, the
         // only place slots are (re)assigned, and its previous owner is gone.
