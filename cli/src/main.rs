@@ -136,7 +136,7 @@ enum Cmd {
         #[arg(long = "for", value_parser = parse_interval, value_name = "DURATION")]
         duration: Option<Duration>,
         /// Stop once this many samples were read (whole batches: at least this many).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
         /// Record only this ID (repeat for more).
         #[arg(long = "id", value_name = "NAME")]
@@ -167,9 +167,9 @@ enum Cmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// Bootstrap replicates.
-        #[arg(long, default_value_t = 2000)]
-        replicates: usize,
+        /// Bootstrap replicates (100 to 1,000,000).
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
+        replicates: u64,
         /// Seed of the bootstrap's random stream.
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -193,8 +193,8 @@ enum Cmd {
         #[arg(long)]
         clean: bool,
         /// Which run's heat map to draw (1 = the first given).
-        #[arg(long, default_value_t = 1, value_name = "N")]
-        heatmap_run: usize,
+        #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        heatmap_run: u64,
     },
     /// Write a Chrome trace (Perfetto, chrome://tracing) of every sample
     /// (or of those the filters keep).
@@ -283,11 +283,11 @@ fn main() -> ExitCode {
             exit::done(cmd::record::run(&cmd::record::RecordOpts { target, output, duration, count, ids, from_start }))
         }
         Cmd::Diff { a, b, alpha, threshold, clean, json, replicates, seed, wide } => exit::done(cmd::diff::run(
-            &cmd::diff::DiffOpts { a, b, alpha, threshold, clean, json, replicates, seed },
+            &cmd::diff::DiffOpts { a, b, alpha, threshold, clean, json, replicates: replicates as usize, seed },
             if wide { Style { width: None, ..style } } else { style },
         )),
         Cmd::Plot { sources, output, ids, clean, heatmap_run } => {
-            exit::done(cmd::plot::run(&cmd::plot::PlotOpts { sources, output, ids, clean, heatmap_run: heatmap_run.saturating_sub(1) }))
+            exit::done(cmd::plot::run(&cmd::plot::PlotOpts { sources, output, ids, clean, heatmap_run: (heatmap_run - 1) as usize }))
         }
     }
 }

@@ -28,6 +28,8 @@ import json
 import os
 import time
 
+import numpy as np
+
 from . import _latte
 from ._latte import Error, FormatError
 
@@ -49,6 +51,9 @@ FIELDS = {
 # "not switched out".
 
 _NOT_LATTE = -4001  # LATTE_ERR_NOT_LATTE
+# The longest interval or timeout a follower takes, in seconds (a year; NaN
+# and infinity are refused).
+_MAX_WAIT = 365 * 86400.0
 
 
 def _is_region_name(target: str) -> bool:
@@ -255,15 +260,21 @@ class Region:
         if id is None:
             return None
         wanted = list(id) if isinstance(id, (list, tuple, set, frozenset)) else [id]
-        by_name = {n: t for t, n, _ in self._r.ids()}
+        ids = self._r.ids()
+        by_name = {n: t for t, n, _ in ids}
+        known = {t for t, _, _ in ids}
         tokens = []
         for w in wanted:
             if isinstance(w, str):
                 if w not in by_name:
                     raise KeyError(f"{self.target}: no ID named {w!r}")
                 tokens.append(by_name[w])
-            else:
+            elif isinstance(w, (int, np.integer)) and not isinstance(w, bool):
+                if int(w) not in known:
+                    raise KeyError(f"{self.target}: no ID of token {int(w)}")
                 tokens.append(int(w))
+            else:
+                raise TypeError(f"an ID is a name (str) or a token (int), not {type(w).__name__}")
         return tokens
 
     def samples(self, id=None, thread=None) -> Samples:
@@ -286,6 +297,10 @@ class Region:
         ``thread`` (as ``samples``), one batch every ``interval`` seconds.
         With ``from_start`` the first batch holds what the rings hold
         already; otherwise following starts now."""
+        if not (isinstance(interval, (int, float)) and 0 <= interval < _MAX_WAIT):
+            raise ValueError(f"follow: interval is seconds from 0 to {_MAX_WAIT:.0f}, not {interval!r}")
+        if timeout is not None and not (isinstance(timeout, (int, float)) and 0 <= timeout < _MAX_WAIT):
+            raise ValueError(f"follow: timeout is None or seconds from 0 to {_MAX_WAIT:.0f}, not {timeout!r}")
         return Follow(self, self._tokens(id), thread, from_start, interval, timeout)
 
 
@@ -300,6 +315,8 @@ def open(target) -> Region:
             target = os.path.join(".", target) if not target.startswith("/") else "/." + target
     if not isinstance(target, str):
         raise TypeError(f"latte.open: a region name or a path, not {type(target).__name__}")
+    if target == "/" or (not _is_region_name(target) and os.path.isdir(target)):
+        raise IsADirectoryError(21, "is a directory, not a latte region, flushed image or recording", target)
     try:
         return Region(_latte.open_target(target))
     except FileNotFoundError as e:

@@ -99,13 +99,8 @@ impl Region {
 #[pyfunction]
 pub fn open_target(py: Python<'_>, target: String) -> PyResult<Region> {
     let t = target.clone();
-    let (m, recording) = py
-        .detach(move || -> Result<_, Error> {
-            let m = Mapping::open_any(&t)?;
-            let rec = m.recording()?;
-            Ok((m, rec))
-        })
-        .map_err(|e| to_py(py, e, &target))?;
+    let m = py.detach(move || Mapping::open_any(&t)).map_err(|e| to_py(py, e, &target))?;
+    let recording = py.detach(|| m.recording()).map_err(|e| to_py(py, e, &format!("{target}: its recording trailer")))?;
     Ok(Region { target, mapping: Mutex::new(Some(Arc::new(m))), cycles_per_ns: OnceLock::new(), recording })
 }
 

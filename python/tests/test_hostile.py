@@ -53,6 +53,8 @@ def test_missing_and_wrong_kinds(tmp_path):
         latte.open(str(tmp_path / "none.img"))
     with pytest.raises(IsADirectoryError, match="is a directory"):
         latte.open(str(tmp_path))
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        latte.open("/")
     with pytest.raises(OSError, match="invalid argument"):
         latte.open("/" + "x" * 300)
     with pytest.raises(TypeError):

@@ -123,13 +123,37 @@ def test_damaged_trailers_are_refused(recording, tmp_path):
         doc["version"] = 99
         return doc
 
+    def totals_off(doc):
+        doc["lost"] += 12345
+        return doc
+
+    def more_read_than_held(doc):
+        i = doc["incarnations"][0]
+        i["read"] += 1
+        i["recorded"] += 1
+        doc["read"] += 1
+        doc["recorded"] += 1
+        return doc
+
+    def unknown_id(doc):
+        doc["incarnations"][0]["id"] = "nope"
+        return doc
+
+    def listed_twice(doc):
+        doc["incarnations"].append(dict(doc["incarnations"][0]))
+        return doc
+
     cases = [
         ("not json", lambda d: b"{not json"),
         ("read + lost != recorded", wrong_sum),
         ("no incarnations", lambda d: {k: v for k, v in d.items() if k != "incarnations"}),
+        ("totals that are not the rings' sums", totals_off),
+        ("more read than the file's slots hold", more_read_than_held),
+        ("an ID the file does not name", unknown_id),
+        ("a ring listed twice", listed_twice),
     ]
     for what, edit in cases:
-        with pytest.raises(latte.FormatError):
+        with pytest.raises(latte.FormatError, match="its recording trailer"):
             latte.open(_with_trailer(src, str(tmp_path / "bad.rec"), edit))
     with pytest.raises(latte.FormatError, match="version"):
         latte.open(_with_trailer(src, str(tmp_path / "v.rec"), other_version))
@@ -140,8 +164,15 @@ def test_damaged_trailers_are_refused(recording, tmp_path):
     p.write_bytes(bytes(data))
     with pytest.raises(latte.FormatError):
         latte.open(str(p))
-    # The trailer cut off entirely: what remains is a flushed image.
+    # A trailer cut short, or its magic damaged: the file is longer than
+    # its image, and not a recording either.
     good = open(src, "rb").read()
+    for what, data in [("cut", good[:-5]), ("magic", good[:-1] + b"X")]:
+        p = tmp_path / f"{what}.rec"
+        p.write_bytes(data)
+        with pytest.raises(latte.FormatError, match="its recording trailer"):
+            latte.open(str(p))
+    # The trailer cut off entirely: what remains is a flushed image.
     n = struct.unpack("<Q", good[-16:-8])[0]
     p = tmp_path / "image.img"
     p.write_bytes(good[:-16 - n])

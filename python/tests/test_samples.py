@@ -138,6 +138,16 @@ def test_filters(target):
         # ID of that name, no samples to read.
         with pytest.raises(KeyError, match="no ID named"):
             r.samples(id="latte.calibrate")
+        with pytest.raises(KeyError, match="no ID of token 999"):
+            r.samples(id=999)
+        with pytest.raises(TypeError, match="a name .* or a token"):
+            r.samples(id=0.5)
+        # A follower's interval and timeout are seconds, finite and not negative.
+        for bad in (float("nan"), -1, float("inf")):
+            with pytest.raises(ValueError, match="interval"):
+                r.follow(interval=bad)
+            with pytest.raises(ValueError, match="timeout"):
+                r.follow(timeout=bad)
 
 
 def test_to_pandas(target):

@@ -45,6 +45,15 @@ impl Mapping {
         self.view.flags() & LATTE_REGION_FLUSHED == 0 && crate::liveness::held(self.fd.as_fd())
     }
 
+    /// Whether `other` is open on this mapping's object (the same device
+    /// and inode): a writer that must never write into what it reads asks.
+    pub fn is_object_of(&self, other: std::os::fd::BorrowedFd<'_>) -> bool {
+        // SAFETY: all-zero stats are valid out-parameters.
+        let (mut a, mut b): (libc::stat, libc::stat) = unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
+        // SAFETY: two open descriptors and valid out-parameters.
+        unsafe { libc::fstat(self.fd.as_raw_fd(), &mut a) == 0 && libc::fstat(other.as_raw_fd(), &mut b) == 0 && (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) }
+    }
+
     /// The trailer of a recording (`latte record`'s file): None for a
     /// region or a flushed image; an error when the file ends in a
     /// trailer that is damaged or of another version.
@@ -52,7 +61,7 @@ impl Mapping {
         if self.view.flags() & LATTE_REGION_FLUSHED == 0 {
             return Ok(None);
         }
-        super::recording::read_trailer(self.fd.as_fd())
+        super::recording::read_trailer(self.fd.as_fd(), &self.view)
     }
 
     /// Maps the region again when it grew since it was mapped (its

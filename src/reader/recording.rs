@@ -9,6 +9,7 @@
 //! the mapping's own descriptor, bounded by [`MAX_TRAILER`], and checked
 //! (magic, length, format, version) before it is trusted.
 
+use super::View;
 use crate::error::Error;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
@@ -50,9 +51,18 @@ pub struct Recording {
     pub json: String,
     /// Per followed ring and owner, in the trailer's order.
     pub rings: Vec<RecordedRing>,
+    /// The trailer's totals: recorded, read, lost (the rings' sums).
+    pub totals: (u64, u64, u64),
 }
 
 impl Recording {
+    /// The rings' recorded, read and lost, summed; `Error::Corrupt` past
+    /// `u64`.
+    fn sums(&self) -> Result<(u64, u64, u64), Error> {
+        let sum = |a: u64, b: u64| a.checked_add(b).ok_or(Error::Corrupt);
+        self.rings.iter().try_fold((0u64, 0u64, 0u64), |(a, b, c), r| Ok((sum(a, r.recorded)?, sum(b, r.read)?, sum(c, r.lost)?)))
+    }
+
     /// Samples lost of the ID named `id` (by its name bytes), of the OS
     /// thread `os_tid` (None: every thread).
     pub fn lost(&self, id: &[u8], os_tid: Option<u32>) -> u64 {
@@ -79,11 +89,19 @@ fn pread_exact(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64) -> Result<(), Error
     Ok(())
 }
 
-/// The trailer of the file behind `fd` when it is a recording: None when
-/// it ends in no trailer (a flushed image); `Error::Corrupt` when the
-/// trailer's length or JSON is damaged; `Error::Version` for another
-/// version of the format.
-pub(super) fn read_trailer(fd: BorrowedFd<'_>) -> Result<Option<Recording>, Error> {
+/// The trailer of the file behind `fd`, whose image part `view` is, when
+/// it is a recording: None for a flushed image (the file ends where the
+/// image does); `Error::Corrupt` when the file goes on past the image
+/// without a whole trailer, or the trailer is damaged or disagrees with the
+/// image (`check`); `Error::Version` for another version of the format.
+pub(super) fn read_trailer(fd: BorrowedFd<'_>, view: &View<'_>) -> Result<Option<Recording>, Error> {
+    let Some(rec) = trailer_of(fd, view.published_size())? else { return Ok(None) };
+    check(&rec, view)?;
+    Ok(Some(rec))
+}
+
+/// The trailer after the image's `image_len` bytes, checked on its own.
+fn trailer_of(fd: BorrowedFd<'_>, image_len: u64) -> Result<Option<Recording>, Error> {
     // SAFETY: an all-zero stat is a valid out-parameter; fd is open.
     let mut st: libc::stat = unsafe { core::mem::zeroed() };
     // SAFETY: as above.
@@ -91,22 +109,47 @@ pub(super) fn read_trailer(fd: BorrowedFd<'_>) -> Result<Option<Recording>, Erro
         return Err(Error::last_os());
     }
     let len = st.st_size as u64;
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG || len < TRAILER_FOOTER {
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG || len <= image_len {
         return Ok(None);
+    }
+    // Past the image: a trailer, whole, or a damaged recording.
+    if len - image_len < TRAILER_FOOTER {
+        return Err(Error::Corrupt);
     }
     let mut end = [0u8; TRAILER_FOOTER as usize];
     pread_exact(fd, &mut end, len - TRAILER_FOOTER)?;
     let (n, magic) = end.split_at(size_of::<u64>());
     if magic != RECORDING_MAGIC {
-        return Ok(None);
+        return Err(Error::Corrupt);
     }
     let n = u64::from_le_bytes(n.try_into().map_err(|_| Error::Corrupt)?);
-    if n > MAX_TRAILER || n > len - TRAILER_FOOTER {
+    if n > MAX_TRAILER || n != len - image_len - TRAILER_FOOTER {
         return Err(Error::Corrupt);
     }
     let mut json = vec![0u8; n as usize];
     pread_exact(fd, &mut json, len - TRAILER_FOOTER - n)?;
     parse(json)
+}
+
+/// The trailer against the image: every ring's ID is one of the image's,
+/// no ring is listed twice, the totals are the rings' sums, and per ID the
+/// rings' `read` is what the image's slots hold.
+fn check(rec: &Recording, view: &View<'_>) -> Result<(), Error> {
+    let names: Vec<String> = view.ids()?.iter().map(|i| String::from_utf8_lossy(crate::name::name_bytes(&i.name)).into_owned()).collect();
+    let mut read_by_id = vec![0u64; names.len()];
+    for r in &rec.rings {
+        let t = names.iter().position(|n| *n == r.id).ok_or(Error::Corrupt)?;
+        read_by_id[t] = read_by_id[t].checked_add(r.read).ok_or(Error::Corrupt)?;
+    }
+    let mut held_by_id = vec![0u64; names.len()];
+    for s in view.slots()? {
+        let h = held_by_id.get_mut(s.id_token as usize).ok_or(Error::Corrupt)?;
+        *h = h.checked_add(s.write_idx).ok_or(Error::Corrupt)?;
+    }
+    if read_by_id != held_by_id || rec.totals != rec.sums()? {
+        return Err(Error::Corrupt);
+    }
+    Ok(())
 }
 
 /// The trailer's document checked and its rings' figures taken.
@@ -120,9 +163,16 @@ fn parse(json: Vec<u8>) -> Result<Option<Recording>, Error> {
         return Err(Error::Version);
     }
     let list = doc["incarnations"].as_array().ok_or(Error::Corrupt)?;
+    let total = |k: &str| doc[k].as_u64().ok_or(Error::Corrupt);
+    let totals = (total("recorded")?, total("read")?, total("lost")?);
     let mut rings = Vec::new();
     rings.try_reserve_exact(list.len()).map_err(|_| Error::NOMEM)?;
+    let mut seen = std::collections::HashSet::new();
     for inc in list {
+        // A followed ring is listed once: its slot and generation.
+        if !seen.insert((inc["slot"].as_u64().ok_or(Error::Corrupt)?, inc["generation"].as_u64().ok_or(Error::Corrupt)?)) {
+            return Err(Error::Corrupt);
+        }
         let u = |k: &str| inc[k].as_u64().ok_or(Error::Corrupt);
         let u32_of = |k: &str| u(k).and_then(|v| u32::try_from(v).map_err(|_| Error::Corrupt));
         let ring = RecordedRing {
@@ -138,39 +188,65 @@ fn parse(json: Vec<u8>) -> Result<Option<Recording>, Error> {
         }
         rings.push(ring);
     }
-    Ok(Some(Recording { json, rings }))
+    Ok(Some(Recording { json, rings, totals }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn doc(incs: &str) -> Vec<u8> {
-        format!(r#"{{"format":"latte-recording","version":1,"incarnations":[{incs}]}}"#).into_bytes()
+    /// A trailer of `incs` (id, os_tid, read, lost), totals summed.
+    fn doc(incs: &[(&str, u32, u64, u64)]) -> String {
+        let list: Vec<String> = incs
+            .iter()
+            .enumerate()
+            .map(|(k, (id, tid, read, lost))| {
+                format!(
+                    r#"{{"id":"{id}","slot":{k},"generation":1,"thread_idx":0,"os_tid":{tid},"recorded":{},"read":{read},"lost":{lost}}}"#,
+                    read.wrapping_add(*lost)
+                )
+            })
+            .collect();
+        // Wrapping: a test's totals may be past u64 (the check refuses them).
+        let (read, lost) = incs.iter().fold((0u64, 0u64), |(r, l), i| (r.wrapping_add(i.2), l.wrapping_add(i.3)));
+        format!(
+            r#"{{"format":"latte-recording","version":1,"recorded":{},"read":{read},"lost":{lost},"incarnations":[{}]}}"#,
+            read.wrapping_add(lost),
+            list.join(",")
+        )
+    }
+
+    fn parsed(d: &str) -> Result<Option<Recording>, Error> {
+        parse(d.as_bytes().to_vec())
     }
 
     #[test]
     fn lost_by_id_and_thread() {
-        let inc = |id: &str, tid: u32, lost: u64| format!(r#"{{"id":"{id}","thread_idx":0,"os_tid":{tid},"recorded":{},"read":5,"lost":{lost}}}"#, 5 + lost);
-        let r = parse(doc(&[inc("a", 1, 3), inc("a", 2, 4), inc("b", 1, 7)].join(","))).unwrap().unwrap();
+        let r = parsed(&doc(&[("a", 1, 5, 3), ("a", 2, 5, 4), ("b", 1, 5, 7)])).unwrap().unwrap();
         assert_eq!(r.lost(b"a", None), 7);
         assert_eq!(r.lost(b"a", Some(2)), 4);
         assert_eq!(r.lost(b"b", Some(2)), 0);
         assert_eq!(r.lost(b"c", None), 0);
+        assert_eq!(r.sums(), Ok((29, 15, 14)));
+        assert_eq!(r.totals, (29, 15, 14));
     }
 
     #[test]
     fn damaged_documents_are_refused() {
-        let bad = |d: &str| parse(d.as_bytes().to_vec()).unwrap_err();
-        assert_eq!(bad("{"), Error::Corrupt);
-        assert_eq!(bad(r#"{"format":"other","version":1,"incarnations":[]}"#), Error::Corrupt);
-        assert_eq!(bad(r#"{"format":"latte-recording","version":2,"incarnations":[]}"#), Error::Version);
-        assert_eq!(bad(r#"{"format":"latte-recording","version":1}"#), Error::Corrupt);
+        let good = doc(&[("a", 1, 5, 3)]);
+        assert!(parsed(&good).unwrap().is_some());
+        assert_eq!(parsed("{").unwrap_err(), Error::Corrupt);
+        assert_eq!(parsed(&good.replace("latte-recording", "other")).unwrap_err(), Error::Corrupt);
+        assert_eq!(parsed(&good.replace(r#""version":1"#, r#""version":2"#)).unwrap_err(), Error::Version);
+        assert_eq!(parsed(&good.replace(r#","incarnations":[{"#, r#","rings":[{"#)).unwrap_err(), Error::Corrupt);
         // read + lost must be recorded.
-        let d = r#"{"format":"latte-recording","version":1,"incarnations":[{"id":"a","thread_idx":0,"os_tid":1,"recorded":9,"read":5,"lost":3}]}"#;
-        assert_eq!(bad(d), Error::Corrupt);
-        let d = r#"{"format":"latte-recording","version":1,"incarnations":[{"id":"a","thread_idx":0,"os_tid":1,"recorded":8,"read":5,"lost":3}]}"#;
-        assert_eq!(parse(d.as_bytes().to_vec()).unwrap().unwrap().rings.len(), 1);
-        assert_eq!(bad(&d.replace("\"os_tid\":1", "\"os_tid\":5000000000")), Error::Corrupt);
+        assert_eq!(parsed(&good.replace(r#""lost":3}"#, r#""lost":4}"#)).unwrap_err(), Error::Corrupt);
+        assert_eq!(parsed(&good.replace(r#""os_tid":1"#, r#""os_tid":5000000000"#)).unwrap_err(), Error::Corrupt);
+        // A ring listed twice.
+        let twice = doc(&[("a", 1, 5, 3), ("a", 1, 5, 3)]).replace(r#""slot":1"#, r#""slot":0"#);
+        assert_eq!(parsed(&twice).unwrap_err(), Error::Corrupt);
+        // Totals past u64 are refused when summed.
+        let huge = parsed(&doc(&[("a", 1, 0, u64::MAX / 2 + 1), ("b", 1, 0, u64::MAX / 2 + 1)])).unwrap().unwrap();
+        assert_eq!(huge.sums(), Err(Error::Corrupt));
     }
 }

@@ -437,7 +437,50 @@ def test_record_options():
     print(f"     ({time.time() - t0:.1f} s)")
 
 
-for test in (test_shift, test_false_positives, test_sides_and_options, test_plot, test_record, test_record_options):
+def test_record_outputs():
+    """record never writes into what it reads, nor where it cannot write
+    a recording, nor into another record's file; a region whose producer
+    has exited has nothing new to record."""
+    t0 = time.time()
+    region = f"/latte-compare-out-{os.getpid()}"
+    prod = subprocess.Popen([PRODUCER, region, "1000", "1000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        check(prod.stdout.readline().strip() == "READY", "producer ready")
+        size = os.stat("/dev/shm" + region).st_size
+        r = latte("record", region, "-o", "/dev/shm" + region, "--for", "100ms")
+        check(r.returncode == 2 and "is the region being recorded" in r.stderr and os.stat("/dev/shm" + region).st_size == size,
+              f"-o the region's own file: refused, the region untouched ({r.returncode}, {r.stderr.strip()})")
+        r = latte("record", region, "-o", "-", "--for", "100ms")
+        check(r.returncode == 2 and "standard output" in r.stderr and not os.path.exists("-"), f"-o -: refused ({r.stderr.strip()})")
+        fifo = path("fifo")
+        os.mkfifo(fifo)
+        r = latte("record", region, "-o", fifo, "--for", "100ms")
+        check(r.returncode == 2 and "not a regular file" in r.stderr, f"-o a FIFO: refused at once ({r.stderr.strip()})")
+        first = subprocess.Popen([LATTE, "record", region, "-o", path("same.rec"), "--for", "2s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        r = latte("record", region, "-o", path("same.rec"), "--for", "100ms")
+        check(r.returncode == 6 and "being written by another latte record" in r.stderr, f"a second record into the same file: refused ({r.stderr.strip()})")
+        first.communicate(timeout=30)
+        check(first.returncode == 0 and latte("stats", path("same.rec")).returncode == 0, "the first record's file is whole")
+        r = latte("record", region, "-o", path("nope.rec"), "--for", "100ms", "--id", "no.such.id")
+        check(r.returncode == 0 and "--id no.such.id: nothing was recorded under it" in r.stderr, f"--id of no ID: said ({r.stderr.strip()})")
+        prod.stdin.write("go\n")
+        prod.stdin.flush()
+        prod.stdout.readline()
+        prod.stdin.close()
+        prod.wait(timeout=30)
+        r = latte("record", region, "-o", path("gone.rec"))
+        check(r.returncode == 2 and "its producer has exited" in r.stderr and not os.path.exists(path("gone.rec")),
+              f"a region whose producer exited: nothing to follow, no file ({r.stderr.strip()})")
+        r = latte("record", region, "-o", path("gone.rec"), "--from-start")
+        check(r.returncode == 0 and re.search(r"^id=rec.slow recorded=1000 read=1000 lost=0", r.stdout, re.M) is not None,
+              "with --from-start: what its rings hold")
+    finally:
+        stop_producer(prod, region)
+    print(f"     ({time.time() - t0:.1f} s)")
+
+
+for test in (test_shift, test_false_positives, test_sides_and_options, test_plot, test_record, test_record_options, test_record_outputs):
     print(f"== compare: {test.__name__}")
     test()
 print(f"compare: {passes} passed, {failures} failed")

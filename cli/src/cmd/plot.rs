@@ -56,10 +56,28 @@ const FONT_FILES: [&str; 4] = [
     "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
 ];
 
-/// A run's label: the file name without its directory.
-fn label(s: &str) -> String {
-    let base = std::path::Path::new(s).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| s.to_string());
-    short(&base, 32)
+/// The runs' labels: each source's file name without its directory, or,
+/// where two runs would share one, the fewest last path components that
+/// tell them apart (a source given twice: numbered).
+fn labels(sources: &[String]) -> Vec<String> {
+    let parts: Vec<Vec<String>> = sources
+        .iter()
+        .map(|s| std::path::Path::new(s).components().map(|c| c.as_os_str().to_string_lossy().into_owned()).filter(|c| c != "/" && c != ".").collect())
+        .collect();
+    let tail = |p: &Vec<String>, n: usize| p[p.len().saturating_sub(n)..].join("/");
+    let longest = parts.iter().map(Vec::len).max().unwrap_or(1).max(1);
+    let n = (1..=longest).find(|&n| {
+        let all: Vec<String> = parts.iter().map(|p| tail(p, n)).collect();
+        all.iter().enumerate().all(|(i, a)| !all[..i].contains(a))
+    });
+    parts
+        .iter()
+        .enumerate()
+        .map(|(k, p)| match n {
+            Some(n) => short(&tail(p, n), 32),
+            None => format!("{} (#{})", short(&tail(p, 1), 26), k + 1),
+        })
+        .collect()
 }
 
 fn short(s: &str, n: usize) -> String {
@@ -223,6 +241,14 @@ where
     let ys = YScale::of(pts.iter().map(|p| p.1));
     let (lo, hi) = (pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min), pts.iter().map(|p| p.1).fold(0.0, f64::max));
     let yr = ys.range(lo, hi);
+    // The time axis in the unit that gives its ticks distinct labels.
+    let (unit, scale) = if t_end < 1e-3 {
+        ("us", 1e6)
+    } else if t_end < 1.0 {
+        ("ms", 1e3)
+    } else {
+        ("s", 1.0)
+    };
     let mut chart = ChartBuilder::on(area)
         .caption(format!("{}: latency over time, {}", short(id, 20), short(run, 20)), (FONT, 17))
         .margin(12)
@@ -234,7 +260,7 @@ where
         .disable_mesh()
         .x_labels(6)
         .y_labels(6)
-        .x_label_formatter(&|s| format!("{s:.3} s"))
+        .x_label_formatter(&|t| format!("{:.1} {unit}", t * scale))
         .y_label_formatter(&|y| ys.label(y))
         .x_desc("time since the first sample (magenta: switched out)")
         .y_desc(ys.desc())
@@ -268,16 +294,17 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE)?;
+    let names = labels(&o.sources);
     let rows = root.split_evenly((ids.len(), 2));
     for (r, id) in ids.iter().enumerate() {
         let mut per_run = Vec::new();
-        for s in runs {
+        for (s, name) in runs.iter().zip(&names) {
             let mut v: Vec<f64> = match s.id(id) {
                 Some(x) => x.samples.iter().filter(|r| !(o.clean && samples::switched(r))).map(|r| samples::duration(r) as f64 / s.cycles_per_ns).collect(),
                 None => Vec::new(),
             };
             v.sort_unstable_by(|a, b| a.total_cmp(b));
-            per_run.push((label(&s.label), v));
+            per_run.push((name.clone(), v));
         }
         draw_spectrum(&rows[2 * r], id, &per_run)?;
         let s = &runs[o.heatmap_run];
@@ -292,9 +319,9 @@ where
             None => Vec::new(),
         };
         if pts.is_empty() {
-            rows[2 * r + 1].titled(&format!("{}: no samples in {}", short(id, 20), label(&s.label)), (FONT, 17))?;
+            rows[2 * r + 1].titled(&format!("{}: no samples in {}", short(id, 20), names[o.heatmap_run]), (FONT, 17))?;
         } else {
-            draw_heatmap(&rows[2 * r + 1], id, &label(&s.label), &pts)?;
+            draw_heatmap(&rows[2 * r + 1], id, &names[o.heatmap_run], &pts)?;
         }
     }
     root.present()?;
@@ -321,8 +348,11 @@ pub fn run(o: &PlotOpts) -> Result<(), ExitCode> {
     if ext != "svg" && ext != "png" {
         return Err(fail(&shown, "the output's name must end in .svg or .png", EXIT_USAGE));
     }
+    if o.sources.len() > PALETTE.len() {
+        return Err(fail("plot", &format!("{} runs given, at most {} in one picture (a colour each)", o.sources.len(), PALETTE.len()), EXIT_USAGE));
+    }
     if o.heatmap_run >= o.sources.len() {
-        return Err(fail("plot", &format!("--heatmap-run {} but {} run(s) given", o.heatmap_run, o.sources.len()), EXIT_USAGE));
+        return Err(fail("plot", &format!("--heatmap-run {} but {} run(s) given", o.heatmap_run + 1, o.sources.len()), EXIT_USAGE));
     }
     let runs: Vec<Source> = o.sources.iter().map(|s| samples::load(s)).collect::<Result<_, _>>()?;
     let mut ids: Vec<String> = Vec::new();
@@ -353,4 +383,19 @@ pub fn run(o: &PlotOpts) -> Result<(), ExitCode> {
         let _ = std::fs::remove_file(&o.output);
         fail(&shown, &format!("cannot draw: {e}"), EXIT_OUTPUT)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::labels;
+
+    #[test]
+    fn labels_tell_runs_apart() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(labels(&s(&["./a.rec", "/tmp/b.rec"])), ["a.rec", "b.rec"]);
+        assert_eq!(labels(&s(&["./run1/x.rec", "./run2/x.rec"])), ["run1/x.rec", "run2/x.rec"]);
+        assert_eq!(labels(&s(&["/a/b/x.rec", "/c/b/x.rec", "/c/d/y.rec"])), ["a/b/x.rec", "c/b/x.rec", "c/d/y.rec"]);
+        assert_eq!(labels(&s(&["./x.rec", "x.rec"])), ["x.rec (#1)", "x.rec (#2)"]);
+        assert_eq!(labels(&s(&["/latte-before", "/latte-after"])), ["latte-before", "latte-after"]);
+    }
 }

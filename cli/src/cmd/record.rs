@@ -165,6 +165,38 @@ impl Store {
     }
 }
 
+/// Opens `path` for the recording, emptied, and locked against a second
+/// `latte record` writing it: refused when it is standard output (`-`),
+/// not a regular file (a recording is written at offsets), the region
+/// being recorded, or another recording being written. Nothing is emptied
+/// before these checks.
+fn create_output(path: &std::path::Path, m: &latte::Mapping) -> Result<std::fs::File, ExitCode> {
+    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::unix::fs::FileTypeExt;
+    let shown = path.display().to_string();
+    let refuse = |why: &str| fail(&shown, why, EXIT_USAGE);
+    if path.as_os_str() == "-" {
+        return Err(refuse("a recording is written to a file, at offsets: standard output cannot hold one"));
+    }
+    if let Ok(meta) = std::fs::metadata(path) {
+        let t = meta.file_type();
+        if t.is_fifo() || t.is_socket() || t.is_char_device() || t.is_block_device() {
+            return Err(refuse("is not a regular file: a recording is written to a file, at offsets"));
+        }
+    }
+    let file =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).map_err(|e| fail(&shown, &output_error(path, &e), EXIT_OUTPUT))?;
+    if m.is_object_of(file.as_fd()) {
+        return Err(refuse("is the region being recorded"));
+    }
+    // SAFETY: an open descriptor; flock takes no memory.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(fail(&shown, "is being written by another latte record", EXIT_OUTPUT));
+    }
+    file.set_len(0).map_err(|e| fail(&shown, &output_error(path, &e), EXIT_OUTPUT))?;
+    Ok(file)
+}
+
 /// Records `o.target` into `o.output` until one of the ends of `RecordOpts`
 /// comes, then prints one line per ID and the totals.
 pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
@@ -174,7 +206,10 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
         return Err(fail(&o.target, "is a file: record follows a live region (diff, plot and stats read files as they are)", EXIT_USAGE));
     }
     let shown = o.output.display().to_string();
-    let file = std::fs::File::create(&o.output).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
+    if !o.from_start && !m.producer_alive() {
+        return Err(fail(&o.target, "its producer has exited: nothing more will be written to it (--from-start records what its rings hold)", EXIT_USAGE));
+    }
+    let file = create_output(&o.output, &m)?;
     let writer = Writer::create(file, v.geo().samples_per_slot).map_err(|e| fail(&shown, &e.to_string(), EXIT_OUTPUT))?;
     let (queue, rx) = mpsc::sync_channel(QUEUE_BATCHES);
     let (pool_tx, pool) = mpsc::channel();
@@ -204,6 +239,14 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     let name = |t: u32| v.id_name(t).map(|n| String::from_utf8_lossy(latte::name::name_bytes(&n)).into_owned()).unwrap_or_default();
     let ended = Ended { why, started_wall, seconds, stalled };
     let bytes = writer.finish(&v, &trailer(o, &incs, &name, &ended)).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
+    for w in &o.ids {
+        if !incs.iter().any(|i| &name(i.id_token) == w) {
+            crate::exit::say(
+                "record",
+                &format!("--id {}: nothing was recorded under it (no such ID, or none of its rings was written while followed)", crate::term::field(w)),
+            );
+        }
+    }
     crate::term::emit(&summary(&incs, &name, &ended, bytes, &shown))
 }
 

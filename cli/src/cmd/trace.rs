@@ -12,6 +12,8 @@ use std::process::ExitCode;
 /// Writes the trace of `raw` to `output` (`-`: standard output).
 pub fn run(raw: &OsStr, output: &std::path::Path, filter: &latte::trace::Filter) -> Result<(), ExitCode> {
     let m = open(raw)?;
+    // A recording's trailer is checked as every reader of it checks it.
+    m.recording().map_err(|e| crate::exit::fail(&crate::target::shown(raw.as_bytes()), &crate::recording::trailer_error(e), crate::exit::EXIT_NOT_REGION))?;
     let target = &shown(raw.as_bytes());
     let v = &m.view();
     let c = report::collect(v).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
