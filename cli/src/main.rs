@@ -17,6 +17,7 @@ mod cmd;
 mod diffstats;
 mod exit;
 mod export;
+mod output;
 mod recording;
 mod samples;
 mod serve;

@@ -7,6 +7,7 @@ messages and exit codes, and permission denied."""
 import fcntl
 import json
 import os
+import stat
 import pty
 import re
 import shutil
@@ -242,6 +243,29 @@ try:
     check(r.returncode == 6 and "/missing/dir/t.json" in r.stderr and "no such directory /missing/dir" in r.stderr, f"trace to a missing directory: {r.stderr!r}")
     r = latte("trace", NAME, "-o", "/tmp")
     check(r.returncode == 6 and "is a directory" in r.stderr, f"trace to a directory: {r.stderr!r}")
+    # A write that fails removes only a file trace made: not a file that was
+    # there, not a device (a node of /dev/full's numbers in a small tmpfs of
+    # this test's mount namespace).
+    small = tempfile.mkdtemp(prefix="latte-e2e-small.")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", small]).returncode == 0:
+        try:
+            keep, new, dev = (os.path.join(small, n) for n in ("keep.json", "new.json", "full"))
+            with open(keep, "w") as f:
+                f.write("kept")
+            os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+            r = latte("trace", NAME, "-o", keep)
+            check(r.returncode == 6 and "no space left" in r.stderr and os.path.exists(keep), f"trace into a full disk over a file that was there: the file stays ({r.stderr!r})")
+            os.remove(keep)
+            r = latte("trace", NAME, "-o", new)
+            check(r.returncode == 6 and not os.path.exists(new), f"trace into a full disk: its own partial file removed ({r.stderr!r})")
+            r = latte("trace", NAME, "-o", dev)
+            check(r.returncode == 6 and os.path.exists(dev) and stat.S_ISCHR(os.stat(dev).st_mode), f"trace to a full device: the device stays ({r.stderr!r})")
+            r = latte("plot", NAME, "-o", dev + ".svg")
+            check(r.returncode in (0, 6), f"plot into a full disk: exit {r.returncode}")
+            check(r.returncode == 0 or not os.path.exists(dev + ".svg"), "plot's own partial file removed")
+        finally:
+            subprocess.run(["umount", small])
+            os.rmdir(small)
     if os.path.exists("/dev/full"):
         with open("/dev/full", "w") as full:
             r = subprocess.run([LATTE, "stats", NAME], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)

@@ -370,7 +370,7 @@ pub fn run(o: &PlotOpts) -> Result<(), ExitCode> {
         return Err(fail("plot", &format!("{} IDs to draw, at most {MAX_IDS} in one picture: choose with --id", ids.len()), EXIT_USAGE));
     }
     // Created first, so that an unwritable path fails before the drawing.
-    std::fs::File::create(&o.output).map_err(|e| fail(&shown, &crate::exit::output_error(&o.output, &e), EXIT_OUTPUT))?;
+    let out = crate::output::Output::create(&o.output).map_err(|e| fail(&shown, &crate::exit::output_error(&o.output, &e), EXIT_OUTPUT))?;
     let size = (PANEL.0 * 2, PANEL.1 * ids.len() as u32);
     // Both backends measure text with the font (to place labels).
     load_font().map_err(|e| fail(&shown, &e, EXIT_OTHER))?;
@@ -380,7 +380,7 @@ pub fn run(o: &PlotOpts) -> Result<(), ExitCode> {
         draw(BitMapBackend::new(&o.output, size).into_drawing_area(), &ids, &runs, o)
     };
     r.map_err(|e| {
-        let _ = std::fs::remove_file(&o.output);
+        out.discard();
         fail(&shown, &format!("cannot draw: {e}"), EXIT_OUTPUT)
     })
 }

@@ -41,11 +41,12 @@ pub fn run(raw: &OsStr, output: &std::path::Path, filter: &latte::trace::Filter)
         };
     }
     let shown = output.display().to_string();
-    let f = std::fs::File::create(output).map_err(|e| fail(&shown, &output_error(output, &e), EXIT_OUTPUT))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    if let Err(e) = latte::trace::write_annotated(&mut w, &c, pid, v.anchor_tsc(), cpn, &names, filter) {
-        drop(w);
-        let _ = std::fs::remove_file(output);
+    let out = crate::output::Output::create(output).map_err(|e| fail(&shown, &output_error(output, &e), EXIT_OUTPUT))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, &out.file);
+    let written = latte::trace::write_annotated(&mut w, &c, pid, v.anchor_tsc(), cpn, &names, filter).and_then(|_| std::io::Write::flush(&mut w));
+    drop(w);
+    if let Err(e) = written {
+        out.discard();
         return Err(fail(&shown, &output_error(output, &e), EXIT_OUTPUT));
     }
     Ok(())
