@@ -46,6 +46,22 @@ def row(name, value, goal, ok):
     print(f"{name:<44} {value:>28}   goal {goal:<22} {'PASS' if ok else 'FAIL'}")
 
 
+def judge_loss(who, thread, written, recorded, lost, stalled):
+    """The row of `who`'s loss following the flat-out thread: 0 is the goal;
+    a loss no larger than what the writer wrote while `who`'s `thread` woke
+    up late (`stalled` seconds: the most those stalls could lose) is
+    UNJUDGED, a larger one FAILs."""
+    rate = written / SECONDS
+    explained = int(stalled * rate)
+    print(f"   a ring of {RING} samples laps in {RING / rate * 1e3:.2f} ms; {who}'s {thread} was stalled {stalled * 1e3:.1f} ms in all "
+          f"(wake-ups over 1 ms late), during which the writer wrote {explained} spans")
+    name = f"{who}: flat-out thread followed, lost"
+    if 0 < lost <= explained and recorded == written:
+        print(f"{name:<44} {f'{lost} of {recorded}':>28}   goal 0                      UNJUDGED ({who}'s {thread} was kept off its CPU longer than the ring laps)")
+    else:
+        row(name, f"{lost} of {recorded}", "0", lost == 0 and recorded == written)
+
+
 def run_record(producer_args, out):
     """The producer (its region, then argv producer_args) followed by
     `latte record --from-start -o out` until it exits; returns (the
@@ -107,15 +123,8 @@ recorded, read, lost = (int(m.group(k)) for k in (1, 2, 3))
 per_core = read / cpu if cpu > 0 else float("inf")
 copy = memcpy_rate(min(read * 16, 256 << 20)) / 16
 stalled = float(re.search(r"^total .*reader_stalled_seconds=(\S+)", text, re.M).group(1))
-rate = written / SECONDS
-explained = int(stalled * rate)
-print(f"   producer wrote {written} spans in {SECONDS} s ({rate / 1e6:.1f} M/s); record read {read}, lost {lost}, CPU {cpu:.3f} s")
-print(f"   a ring of {RING} samples laps in {RING / rate * 1e3:.2f} ms; record's following thread was stalled {stalled * 1e3:.1f} ms in all "
-      f"(wake-ups over 1 ms late), during which the writer wrote {explained} spans")
-if 0 < lost <= explained and recorded == written:
-    print(f"{'record: flat-out thread followed, lost':<44} {f'{lost} of {recorded}':>28}   goal 0                      UNJUDGED (record's following thread was kept off its CPU longer than the ring laps)")
-else:
-    row("record: flat-out thread followed, lost", f"{lost} of {recorded}", "0", lost == 0 and recorded == written)
+print(f"   producer wrote {written} spans in {SECONDS} s ({written / SECONDS / 1e6:.1f} M/s); record read {read}, lost {lost}, CPU {cpu:.3f} s")
+judge_loss("record", "following thread", written, recorded, lost, stalled)
 print(f"{'record: samples followed per reader core':<44} {per_core / 1e6:>24.1f} M/s   (figure)")
 print(f"{'  memcpy of the same bytes, one core':<44} {copy / 1e6:>24.1f} M/s   (figure: samples of 16 bytes)")
 os.remove(os.path.join(TMP, "flat.rec"))
@@ -170,17 +179,8 @@ def run_serve():
 written, recorded, lost, read, cpu, stalled = run_serve()
 rate = written / SECONDS
 share = cpu / SECONDS * SERVE_RATE / rate
-lap_ms = RING / rate * 1e3
-# What the writer wrote while serve's reading thread was stalled: the most
-# those stalls could have lost.
-explained = int(stalled * rate)
 print(f"   producer wrote {written} spans in {SECONDS} s ({rate / 1e6:.1f} M/s); serve recorded {recorded}, read {read}, lost {lost}, CPU {cpu:.2f} s")
-print(f"   a ring of {RING} samples laps in {lap_ms:.2f} ms; serve's reading thread was stalled {stalled * 1e3:.1f} ms in all "
-      f"(wake-ups over 1 ms late), during which the writer wrote {explained} spans")
-if 0 < lost <= explained and recorded == written:
-    print(f"{'serve: flat-out thread followed, lost':<44} {f'{lost} of {recorded}':>28}   goal 0                      UNJUDGED (serve's reading thread was kept off its CPU longer than the ring laps)")
-else:
-    row("serve: flat-out thread followed, lost", f"{lost} of {recorded}", "0", lost == 0 and recorded == written)
+judge_loss("serve", "reading thread", written, recorded, lost, stalled)
 row(f"serve: CPU to follow {SERVE_RATE / 1e6:.0f} M spans/s", f"{share * 100:.1f} % of one core", f"< {SERVE_SHARE_GOAL * 100:.0f} %", share < SERVE_SHARE_GOAL)
 print(f"{'serve: samples followed per reader core':<44} {read / cpu / 1e6 if cpu > 0 else float('inf'):>24.1f} M/s   (figure; memcpy above)")
 
