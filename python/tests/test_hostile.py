@@ -81,6 +81,10 @@ def test_files_that_are_not_images(tmp_path):
     p.write_bytes(b"LATTE")
     with pytest.raises(latte.FormatError, match="truncated"):
         latte.open(str(p))
+    # Too short, and not the magic's start: not latte's at all.
+    p.write_bytes(b"junk12")
+    with pytest.raises(latte.FormatError, match="not a latte region"):
+        latte.open(str(p))
     p = tmp_path / "magic-only"
     p.write_bytes(b"LATTEREG" + bytes(100))
     with pytest.raises(latte.FormatError, match="truncated"):

@@ -132,7 +132,12 @@ impl Mapping {
         }
         let len = st.st_size as usize;
         if len < LATTE_MAGIC.len() {
-            return Err(if len == 0 { Error::NotLatte } else { Error::Truncated });
+            // Truncated only when what is there is the start of the magic.
+            let mut head = [0u8; LATTE_MAGIC.len()];
+            // SAFETY: reads at most len (< head.len()) bytes into head.
+            let n = unsafe { libc::pread(fd.as_raw_fd(), head.as_mut_ptr().cast(), len, 0) };
+            let start = n == len as isize && len > 0 && head[..len] == LATTE_MAGIC[..len];
+            return Err(if start { Error::Truncated } else { Error::NotLatte });
         }
         // PROT_READ: a reader can never disturb the producer.
         let map = Mmap::shared(fd.as_fd(), len, false)?;

@@ -373,6 +373,8 @@ try:
     r = latte_b(b"trace", BNAME, b"-o", b"-", b"--id", b"svc.b", b"--id", b"svc.inner")
     got = [e["name"] for e in json.loads(r.stdout) if e["ph"] == "X"] if r.returncode == 0 else []
     check(got.count("svc.b") == 300 and got.count("svc.inner") == 100 and len(got) == 400, f"trace --id: {len(got)} events")
+    r = latte_b(b"trace", BNAME, b"-o", b"-", b"--id", b"svc.b", b"--id", b"no.such.id")
+    check(r.returncode == 2 and b"no ID named no.such.id" in r.stderr and not r.stdout, f"trace --id of no ID: a usage error ({r.returncode}, {r.stderr!r})")
     r = latte_b(b"trace", BNAME, b"-o", b"-", b"--thread", str(nsvc.pid).encode())
     evs = json.loads(r.stdout) if r.returncode == 0 else []
     xs = [e for e in evs if e["ph"] == "X"]

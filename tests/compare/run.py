@@ -374,6 +374,12 @@ def test_record():
     check(fj["cycles_per_ns"] == lj["cycles_per_ns"], "the file keeps the producer's frequency")
     check(fs["rec.fast"]["read"] == n_fast - lost_fast and fs["rec.fast"]["lost"] == lost_fast,
           f"stats on the file: rec.fast read {fs['rec.fast']['read']}, lost {fs['rec.fast']['lost']} (record's figures)")
+    r, doc = diff_json(rec_file, rec_file)
+    fast = by_id(doc)["rec.fast"] if doc else {}
+    check(fast.get("a", {}).get("lost") == lost_fast == fast.get("b", {}).get("lost"), f"diff --json: each side's lost is the recording's ({fast.get('a', {}).get('lost')})")
+    r = latte("diff", rec_file, rec_file, "--wide")
+    row = [l for l in r.stdout.splitlines() if l.startswith("rec.fast")]
+    check("LOST A/B" in r.stdout and row and f"{lost_fast}/{lost_fast}" in row[0], "diff's table says each side's lost")
     r = latte("diff", rec_file, region)
     check(r.returncode == 3, "diff of a region that is gone: exit 3")
     r = latte("record", rec_file, "-o", path("x.rec"))

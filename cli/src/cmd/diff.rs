@@ -188,9 +188,11 @@ pub fn run(o: &DiffOpts, style: Style) -> Result<(), ExitCode> {
     Ok(())
 }
 
-fn side_json(s: &Option<Side>) -> serde_json::Value {
+/// A side in JSON; `lost` is what its source knows it lost (also when it
+/// has no samples of the ID).
+fn side_json(s: &Option<Side>, lost: u64) -> serde_json::Value {
     match s {
-        None => serde_json::json!({"count": 0}),
+        None => serde_json::json!({"count": 0, "lost": lost}),
         Some(s) => {
             let mut m = serde_json::Map::new();
             m.insert("count".into(), s.count.into());
@@ -213,7 +215,7 @@ fn json(o: &DiffOpts, a: &Source, b: &Source, unit: &Unit, diffs: &[IdDiff], met
                 ch.insert((*key).into(), change(d.a.as_ref(), d.b.as_ref(), k).map(Into::into).unwrap_or(serde_json::Value::Null));
             }
             serde_json::json!({
-                "id": d.name, "verdict": d.verdict, "a": side_json(&d.a), "b": side_json(&d.b), "change": ch,
+                "id": d.name, "verdict": d.verdict, "a": side_json(&d.a, lost(a, &d.name)), "b": side_json(&d.b, lost(b, &d.name)), "change": ch,
                 "median_change_ci": ci(d.median_ci), "p99_change_ci": ci(d.p99_ci),
                 "p_value": d.test.map(|t| t.p), "u_a": d.test.map(|t| t.u_a), "z": d.test.map(|t| t.z),
             })
@@ -255,6 +257,8 @@ fn table(a: &Source, b: &Source, unit: &Unit, diffs: &[IdDiff], method: &str, st
                 format!("{} {}", pct(change(d.a.as_ref(), d.b.as_ref(), 2)), ci_text(d.p99_ci)),
                 p_text(d.test),
                 format!("{}/{}", count(&d.a), count(&d.b)),
+                // Not compared, but said: what each source knows it lost.
+                format!("{}/{}", lost(a, &d.name), lost(b, &d.name)),
                 pct(change(d.a.as_ref(), d.b.as_ref(), 1)),
                 pct(change(d.a.as_ref(), d.b.as_ref(), 3)),
                 pct(change(d.a.as_ref(), d.b.as_ref(), 4)),
@@ -272,8 +276,8 @@ fn table(a: &Source, b: &Source, unit: &Unit, diffs: &[IdDiff], method: &str, st
         }
     );
     t.push_str(&crate::term::table(
-        &["ID", "VERDICT", "P50 A -> B", "P50 CHANGE [CI]", "P99 A -> B", "P99 CHANGE [CI]", "P-VALUE", "N A/B", "P90", "P99.9", "MAX"],
-        "llrrrrrrrrr",
+        &["ID", "VERDICT", "P50 A -> B", "P50 CHANGE [CI]", "P99 A -> B", "P99 CHANGE [CI]", "P-VALUE", "N A/B", "LOST A/B", "P90", "P99.9", "MAX"],
+        "llrrrrrrrrrr",
         &rows,
         style.width,
     ));

@@ -17,6 +17,13 @@ pub fn run(raw: &OsStr, output: &std::path::Path, filter: &latte::trace::Filter)
     let target = &shown(raw.as_bytes());
     let v = &m.view();
     let c = report::collect(v).map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
+    // An --id that names no ID of the target is a mistake to say, not an
+    // empty trace.
+    for id in filter.ids.unwrap_or_default() {
+        if !c.names.iter().zip(&c.hidden).any(|(n, &h)| !h && n == id) {
+            return Err(fail(target, &format!("no ID named {}", crate::term::field(id)), crate::exit::EXIT_USAGE));
+        }
+    }
     let cpn = cycles_per_ns(v);
     let pid = v.producer_pid();
     // Names are read while the producer runs: a pid of an exited producer
