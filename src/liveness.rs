@@ -68,6 +68,9 @@ pub fn hold(fd: BorrowedFd<'_>) -> Result<(), Error> {
 /// The prefix of the L1 names (`/.latte-new-PID-N`), as files in `/dev/shm`.
 const NEW_OBJECT_PREFIX: &str = ".latte-new-";
 
+/// L1 names tried before giving up (`-EEXIST`).
+const NEW_OBJECT_TRIES: u32 = 64;
+
 /// Seconds after its last modification that an unlocked L1 object counts
 /// as abandoned (L0).
 const ABANDONED_AFTER_S: i64 = 60;
@@ -129,13 +132,23 @@ fn remove_if_abandoned(file: &[u8]) -> bool {
 pub fn new_object(mode: u32) -> Result<(CString, OwnedFd), Error> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     sweep_abandoned();
-    // Relaxed: only a distinct number is needed.
-    let tmp = CString::new(format!("/{NEW_OBJECT_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))).map_err(|_| Error::INVAL)?;
-    // SAFETY: tmp is a valid NUL-terminated string.
-    let fd = unsafe { libc::shm_open(tmp.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, mode as libc::mode_t) };
-    if fd < 0 {
-        return Err(Error::last_os());
-    }
+    // A name another process holds (one in another PID namespace with the
+    // same pid, or anyone who made it first) is passed over for the next.
+    let (tmp, fd) = (|| {
+        for _ in 0..NEW_OBJECT_TRIES {
+            // Relaxed: only a distinct number is needed.
+            let tmp = CString::new(format!("/{NEW_OBJECT_PREFIX}{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))).map_err(|_| Error::INVAL)?;
+            // SAFETY: tmp is a valid NUL-terminated string.
+            let fd = unsafe { libc::shm_open(tmp.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, mode as libc::mode_t) };
+            if fd >= 0 {
+                return Ok((tmp, fd));
+            }
+            if Error::last_os() != Error::Os(libc::EEXIST) {
+                return Err(Error::last_os());
+            }
+        }
+        Err(Error::Os(libc::EEXIST))
+    })()?;
     // SAFETY: a fresh descriptor nobody else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     if let Err(e) = hold(fd.as_fd()) {

@@ -242,8 +242,9 @@ impl Writer {
 /// none). Nothing for a region or an image.
 pub fn add_lost(m: &latte::Mapping, rows: &mut [latte::report::Row]) -> Result<(), String> {
     let Some(rec) = m.recording().map_err(trailer_error)? else { return Ok(()) };
+    let lost = rec.lost_by_token(None);
     for r in rows.iter_mut() {
-        r.lost = r.lost.saturating_add(rec.lost(r.name.as_bytes(), None));
+        r.lost = r.lost.saturating_add(lost.get(r.token as usize).copied().unwrap_or(0));
     }
     Ok(())
 }

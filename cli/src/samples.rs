@@ -76,8 +76,10 @@ pub fn load(target: &str) -> Result<Source, ExitCode> {
         ids[t].lost = ids[t].lost.saturating_add(s.write_idx.saturating_sub(r.read));
     }
     if let Some(rec) = m.recording().map_err(|e| fail(target, &crate::recording::trailer_error(e), EXIT_NOT_REGION))? {
-        for id in ids.iter_mut() {
-            id.lost = id.lost.saturating_add(rec.lost(id.name.as_bytes(), None));
+        // `ids` is by token.
+        let lost = rec.lost_by_token(None);
+        for (id, l) in ids.iter_mut().zip(lost) {
+            id.lost = id.lost.saturating_add(l);
         }
     }
     let own = v.calibration().cycles_per_ns;

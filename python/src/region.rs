@@ -58,15 +58,15 @@ impl Region {
     /// an image.
     pub fn recording_lost(&self, view: &View, filter: &Filter) -> Result<u64, Error> {
         let Some(rec) = &self.recording else { return Ok(0) };
+        let by_token = rec.lost_by_token(filter.thread);
         let mut lost = 0u64;
         for id in view.ids()? {
-            let name = latte::name::name_bytes(&id.name);
             let wanted = match &filter.tokens {
                 Some(t) => t.contains(&id.token),
-                None => !latte::name::is_reserved_name(name),
+                None => !latte::name::is_reserved_name(latte::name::name_bytes(&id.name)),
             };
             if wanted {
-                lost = lost.saturating_add(rec.lost(name, filter.thread));
+                lost = lost.saturating_add(by_token.get(id.token as usize).copied().unwrap_or(0));
             }
         }
         Ok(lost)

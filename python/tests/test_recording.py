@@ -8,6 +8,7 @@ import os
 import signal
 import struct
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -179,3 +180,31 @@ def test_damaged_trailers_are_refused(recording, tmp_path):
     with latte.open(str(p)) as r:
         assert r.kind == "image" and r.recording is None and r.samples().lost == 0
     os.remove(p)
+
+
+def test_ids_whose_names_read_alike_stay_apart(latte_bin, tmp_path):
+    """Names are bytes: three IDs that read alike as UTF-8 are three IDs in
+    the recording, the command's summary and Python."""
+    lib = os.path.join(os.path.dirname(latte_bin), "liblatte.so")
+    name = region_name()
+    path = str(tmp_path / "alike.rec")
+    here = os.path.dirname(__file__)
+    p = subprocess.Popen([sys.executable, os.path.join(here, "nonutf8_producer.py"), lib, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "READY"
+        rec = subprocess.Popen([latte_bin, "record", name, "-o", path, "--from-start"], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "DONE"
+        p.stdin.close()
+        p.wait(timeout=30)
+        out, _ = rec.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        unlink_region(name)
+    assert sorted(int(line.split("recorded=")[1].split()[0]) for line in out.splitlines() if line.startswith("id=")) == [1000, 2000, 3000]
+    with latte.open(path) as r:
+        assert r.kind == "recording"
+        assert sorted(len(r.samples(id=t)) for t in r.ids) == [1000, 2000, 3000]

@@ -45,6 +45,13 @@ impl Mapping {
         self.view.flags() & LATTE_REGION_FLUSHED == 0 && crate::liveness::held(self.fd.as_fd())
     }
 
+    /// Whether a process holds a lock on any part of the file open as `fd`
+    /// (a producer's liveness lock on its region, or any other `fcntl`
+    /// lock): a writer that must not empty another program's file asks.
+    pub fn file_is_locked(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+        crate::liveness::held(fd)
+    }
+
     /// Whether `other` is open on this mapping's object (the same device
     /// and inode): a writer that must never write into what it reads asks.
     pub fn is_object_of(&self, other: std::os::fd::BorrowedFd<'_>) -> bool {

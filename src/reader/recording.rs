@@ -31,6 +31,10 @@ const TRAILER_FOOTER: u64 = (size_of::<u64>() + RECORDING_MAGIC.len()) as u64;
 pub struct RecordedRing {
     /// The ID's name (as the trailer spells it: UTF-8, lossy).
     pub id: String,
+    /// The ID's token in the file (the trailer's `token`; for a trailer
+    /// without one, the token of the one ID so named). Set when the
+    /// trailer is checked against its image.
+    pub token: u32,
     /// The producer's index of the thread that owned the ring.
     pub thread_idx: u32,
     /// The OS thread id of that thread.
@@ -63,13 +67,24 @@ impl Recording {
         self.rings.iter().try_fold((0u64, 0u64, 0u64), |(a, b, c), r| Ok((sum(a, r.recorded)?, sum(b, r.read)?, sum(c, r.lost)?)))
     }
 
-    /// Samples lost of the ID named `id` (by its name bytes), of the OS
-    /// thread `os_tid` (None: every thread).
-    pub fn lost(&self, id: &[u8], os_tid: Option<u32>) -> u64 {
-        let name = String::from_utf8_lossy(id);
-        self.rings.iter().filter(|r| r.id == name && os_tid.is_none_or(|t| t == r.os_tid)).fold(0u64, |n, r| n.saturating_add(r.lost))
+    /// Samples lost per ID token (indexed by token, as long as the largest
+    /// token a ring names), of the OS thread `os_tid` (None: every thread):
+    /// one pass over the rings.
+    pub fn lost_by_token(&self, os_tid: Option<u32>) -> Vec<u64> {
+        let mut lost = Vec::new();
+        for r in self.rings.iter().filter(|r| os_tid.is_none_or(|t| t == r.os_tid)) {
+            let t = r.token as usize;
+            if lost.len() <= t {
+                lost.resize(t + 1, 0u64);
+            }
+            lost[t] = lost[t].saturating_add(r.lost);
+        }
+        lost
     }
 }
+
+/// A ring's token before the check resolves it (a trailer without tokens).
+const NO_TOKEN: u32 = u32::MAX;
 
 /// Reads `buf.len()` bytes at `off` of the file behind `fd`.
 fn pread_exact(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64) -> Result<(), Error> {
@@ -95,8 +110,8 @@ fn pread_exact(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64) -> Result<(), Error
 /// without a whole trailer, or the trailer is damaged or disagrees with the
 /// image (`check`); `Error::Version` for another version of the format.
 pub(super) fn read_trailer(fd: BorrowedFd<'_>, view: &View<'_>) -> Result<Option<Recording>, Error> {
-    let Some(rec) = trailer_of(fd, view.published_size())? else { return Ok(None) };
-    check(&rec, view)?;
+    let Some(mut rec) = trailer_of(fd, view.published_size())? else { return Ok(None) };
+    check(&mut rec, view)?;
     Ok(Some(rec))
 }
 
@@ -131,15 +146,26 @@ fn trailer_of(fd: BorrowedFd<'_>, image_len: u64) -> Result<Option<Recording>, E
     parse(json)
 }
 
-/// The trailer against the image: every ring's ID is one of the image's,
-/// no ring is listed twice, the totals are the rings' sums, and per ID the
-/// rings' `read` is what the image's slots hold.
-fn check(rec: &Recording, view: &View<'_>) -> Result<(), Error> {
+/// The trailer against the image: every ring's ID is one of the image's
+/// (by token, its name agreeing; a trailer without tokens, by a name that
+/// one ID alone has), no ring is listed twice, the totals are the rings'
+/// sums, and per ID the rings' `read` is what the image's slots hold. Sets
+/// each ring's token.
+fn check(rec: &mut Recording, view: &View<'_>) -> Result<(), Error> {
     let names: Vec<String> = view.ids()?.iter().map(|i| String::from_utf8_lossy(crate::name::name_bytes(&i.name)).into_owned()).collect();
+    // Name to token; None for a name two IDs share once made UTF-8.
+    let mut by_name: std::collections::HashMap<&str, Option<u32>> = std::collections::HashMap::new();
+    for (t, n) in names.iter().enumerate() {
+        by_name.entry(n.as_str()).and_modify(|e| *e = None).or_insert(Some(t as u32));
+    }
     let mut read_by_id = vec![0u64; names.len()];
-    for r in &rec.rings {
-        let t = names.iter().position(|n| *n == r.id).ok_or(Error::Corrupt)?;
-        read_by_id[t] = read_by_id[t].checked_add(r.read).ok_or(Error::Corrupt)?;
+    for r in &mut rec.rings {
+        let t = if r.token != NO_TOKEN { r.token } else { by_name.get(r.id.as_str()).copied().flatten().ok_or(Error::Corrupt)? };
+        if names.get(t as usize) != Some(&r.id) {
+            return Err(Error::Corrupt);
+        }
+        r.token = t;
+        read_by_id[t as usize] = read_by_id[t as usize].checked_add(r.read).ok_or(Error::Corrupt)?;
     }
     let mut held_by_id = vec![0u64; names.len()];
     for s in view.slots()? {
@@ -175,8 +201,13 @@ fn parse(json: Vec<u8>) -> Result<Option<Recording>, Error> {
         }
         let u = |k: &str| inc[k].as_u64().ok_or(Error::Corrupt);
         let u32_of = |k: &str| u(k).and_then(|v| u32::try_from(v).map_err(|_| Error::Corrupt));
+        let token = match &inc["token"] {
+            serde_json::Value::Null => NO_TOKEN,
+            v => v.as_u64().and_then(|t| u32::try_from(t).ok()).filter(|&t| t != NO_TOKEN).ok_or(Error::Corrupt)?,
+        };
         let ring = RecordedRing {
             id: inc["id"].as_str().ok_or(Error::Corrupt)?.to_string(),
+            token,
             thread_idx: u32_of("thread_idx")?,
             os_tid: u32_of("os_tid")?,
             recorded: u("recorded")?,
@@ -222,11 +253,14 @@ mod tests {
 
     #[test]
     fn lost_by_id_and_thread() {
-        let r = parsed(&doc(&[("a", 1, 5, 3), ("a", 2, 5, 4), ("b", 1, 5, 7)])).unwrap().unwrap();
-        assert_eq!(r.lost(b"a", None), 7);
-        assert_eq!(r.lost(b"a", Some(2)), 4);
-        assert_eq!(r.lost(b"b", Some(2)), 0);
-        assert_eq!(r.lost(b"c", None), 0);
+        let mut r = parsed(&doc(&[("a", 1, 5, 3), ("a", 2, 5, 4), ("b", 1, 5, 7)])).unwrap().unwrap();
+        // The check against the image sets the tokens: a 0, b 1.
+        for ring in &mut r.rings {
+            ring.token = (ring.id == "b") as u32;
+        }
+        assert_eq!(r.lost_by_token(None), [7, 7]);
+        assert_eq!(r.lost_by_token(Some(2)), [4]);
+        assert_eq!(r.lost_by_token(Some(3)), Vec::<u64>::new());
         assert_eq!(r.sums(), Ok((29, 15, 14)));
         assert_eq!(r.totals, (29, 15, 14));
     }

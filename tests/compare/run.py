@@ -456,6 +456,14 @@ def test_record_outputs():
         r = latte("record", region, "-o", "/dev/shm" + region, "--for", "100ms")
         check(r.returncode == 2 and "is the region being recorded" in r.stderr and os.stat("/dev/shm" + region).st_size == size,
               f"-o the region's own file: refused, the region untouched ({r.returncode}, {r.stderr.strip()})")
+        other = f"/latte-compare-other-{os.getpid()}"
+        prod2 = subprocess.Popen([PRODUCER, other, "10", "10"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        check(prod2.stdout.readline().strip() == "READY", "a second producer ready")
+        size2 = os.stat("/dev/shm" + other).st_size
+        r = latte("record", region, "-o", "/dev/shm" + other, "--for", "100ms")
+        check(r.returncode == 2 and "is locked by another process" in r.stderr and os.stat("/dev/shm" + other).st_size == size2,
+              f"-o another producer's live region: refused, untouched ({r.stderr.strip()})")
+        stop_producer(prod2, other)
         r = latte("record", region, "-o", "-", "--for", "100ms")
         check(r.returncode == 2 and "standard output" in r.stderr and not os.path.exists("-"), f"-o -: refused ({r.stderr.strip()})")
         fifo = path("fifo")
@@ -465,7 +473,7 @@ def test_record_outputs():
         first = subprocess.Popen([LATTE, "record", region, "-o", path("same.rec"), "--for", "2s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(0.3)
         r = latte("record", region, "-o", path("same.rec"), "--for", "100ms")
-        check(r.returncode == 6 and "being written by another latte record" in r.stderr, f"a second record into the same file: refused ({r.stderr.strip()})")
+        check(r.returncode == 6 and "locked by another writer" in r.stderr, f"a second record into the same file: refused ({r.stderr.strip()})")
         first.communicate(timeout=30)
         check(first.returncode == 0 and latte("stats", path("same.rec")).returncode == 0, "the first record's file is whole")
         r = latte("record", region, "-o", path("nope.rec"), "--for", "100ms", "--id", "no.such.id")

@@ -172,26 +172,34 @@ impl Store {
 /// before these checks.
 fn create_output(path: &std::path::Path, m: &latte::Mapping) -> Result<std::fs::File, ExitCode> {
     use std::os::fd::{AsFd, AsRawFd};
-    use std::os::unix::fs::FileTypeExt;
+    use std::os::unix::fs::OpenOptionsExt;
     let shown = path.display().to_string();
     let refuse = |why: &str| fail(&shown, why, EXIT_USAGE);
     if path.as_os_str() == "-" {
         return Err(refuse("a recording is written to a file, at offsets: standard output cannot hold one"));
     }
-    if let Ok(meta) = std::fs::metadata(path) {
-        let t = meta.file_type();
-        if t.is_fifo() || t.is_socket() || t.is_char_device() || t.is_block_device() {
-            return Err(refuse("is not a regular file: a recording is written to a file, at offsets"));
-        }
-    }
+    // O_NONBLOCK: a FIFO must not block the open; O_NOCTTY: a terminal must
+    // not become ours. What was opened is judged by its descriptor.
     let file =
-        std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).map_err(|e| fail(&shown, &output_error(path, &e), EXIT_OUTPUT))?;
+        std::fs::OpenOptions::new().write(true).create(true).truncate(false).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path).map_err(|e| match e
+            .raw_os_error()
+        {
+            // A FIFO without a reader.
+            Some(libc::ENXIO) => refuse("is not a regular file: a recording is written to a file, at offsets"),
+            _ => fail(&shown, &output_error(path, &e), EXIT_OUTPUT),
+        })?;
+    if !file.metadata().map(|md| md.file_type().is_file()).unwrap_or(false) {
+        return Err(refuse("is not a regular file: a recording is written to a file, at offsets"));
+    }
     if m.is_object_of(file.as_fd()) {
         return Err(refuse("is the region being recorded"));
     }
+    if latte::Mapping::file_is_locked(file.as_fd()) {
+        return Err(refuse("is locked by another process (a running producer's region, or a file in use)"));
+    }
     // SAFETY: an open descriptor; flock takes no memory.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(fail(&shown, "is being written by another latte record", EXIT_OUTPUT));
+        return Err(fail(&shown, "is locked by another writer (another latte record?)", EXIT_OUTPUT));
     }
     file.set_len(0).map_err(|e| fail(&shown, &output_error(path, &e), EXIT_OUTPUT))?;
     Ok(file)
@@ -327,7 +335,7 @@ fn trailer(o: &RecordOpts, incs: &[Incarnation], name: &dyn Fn(u32) -> String, e
         .iter()
         .map(|i| {
             serde_json::json!({
-                "id": name(i.id_token), "slot": i.slot, "generation": i.generation, "thread_idx": i.thread_idx, "os_tid": i.os_tid,
+                "id": name(i.id_token), "token": i.id_token, "slot": i.slot, "generation": i.generation, "thread_idx": i.thread_idx, "os_tid": i.os_tid,
                 "start_idx": i.start_idx, "end_idx": i.end_idx, "recorded": i.recorded(), "read": i.read, "lost": i.lost,
                 "closed": i.closed, "tail_unknown": i.tail_unknown,
             })
@@ -349,15 +357,21 @@ fn trailer(o: &RecordOpts, incs: &[Incarnation], name: &dyn Fn(u32) -> String, e
 /// One line per ID, then the totals (`key=value`, like `watch --plain`).
 fn summary(incs: &[Incarnation], name: &dyn Fn(u32) -> String, e: &Ended, bytes: u64, shown: &str) -> String {
     let (read, lost): (u64, u64) = (incs.iter().map(|i| i.read).sum(), incs.iter().map(|i| i.lost).sum());
-    let mut ids: Vec<String> = incs.iter().map(|i| name(i.id_token)).collect();
-    ids.sort();
-    ids.dedup();
+    // Per ID token (two IDs whose names read alike stay apart): read, lost,
+    // rings of unknown tail, threads; one pass.
+    let mut per: std::collections::BTreeMap<u32, (u64, u64, usize, std::collections::BTreeSet<u32>)> = Default::default();
+    for i in incs {
+        let e = per.entry(i.id_token).or_default();
+        e.0 += i.read;
+        e.1 += i.lost;
+        e.2 += i.tail_unknown as usize;
+        e.3.insert(i.thread_idx);
+    }
+    let mut rows: Vec<(String, u32)> = per.keys().map(|&t| (name(t), t)).collect();
+    rows.sort();
     let mut text = String::new();
-    for id in &ids {
-        let of: Vec<&Incarnation> = incs.iter().filter(|i| &name(i.id_token) == id).collect();
-        let (r, l) = (of.iter().map(|i| i.read).sum::<u64>(), of.iter().map(|i| i.lost).sum::<u64>());
-        let unknown = of.iter().filter(|i| i.tail_unknown).count();
-        let threads: std::collections::BTreeSet<u32> = of.iter().map(|i| i.thread_idx).collect();
+    for (id, t) in &rows {
+        let (r, l, unknown, threads) = &per[t];
         text.push_str(&format!("id={} recorded={} read={r} lost={l} threads={} tail_unknown={unknown}\n", crate::term::field(id), r + l, threads.len()));
     }
     text.push_str(&format!(
