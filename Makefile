@@ -25,6 +25,8 @@ SAN        := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 TSAN       := -fsanitize=thread
 
 C_TESTS   := $(basename $(notdir $(wildcard tests/c/*.c)))
+# Compilers run side by side when the test programs are built (one per CPU).
+JOBS      := $(shell nproc 2>/dev/null || echo 2)
 CXX_TESTS := $(basename $(notdir $(wildcard tests/cpp/*.cpp)))
 SRCS      := $(shell find src cli/src -name '*.rs') Cargo.toml cli/Cargo.toml build.rs
 
@@ -227,7 +229,9 @@ rust-test: tools
 
 # Every C test program, built four ways: against liblatte.so, against
 # liblatte.a, with -DLATTE_DISABLE and no liblatte, and with ASan+UBSan.
-c-test: lib $(foreach t,$(C_TESTS),$(B)/c/$(t).so $(B)/c/$(t).static $(B)/c/$(t).disabled $(B)/c/$(t).asan) $(B)/dl/dlclose $(B)/seccomp/no_uffd
+C_BINS := $(foreach t,$(C_TESTS),$(B)/c/$(t).so $(B)/c/$(t).static $(B)/c/$(t).disabled $(B)/c/$(t).asan) $(B)/dl/dlclose $(B)/seccomp/no_uffd
+c-test: lib
+	@$(MAKE) --no-print-directory -j$(JOBS) -Otarget $(C_BINS)
 	@set -e; for t in $(C_TESTS); do for v in so static disabled asan; do \
 	  echo "== C $$t ($$v)"; ASAN_OPTIONS=detect_leaks=0 ./$(B)/c/$$t.$$v; done; done
 	@echo "== C dlclose (liblatte.so loaded with dlopen)"; ./$(B)/dl/dlclose $(CURDIR)/$(LIB_SO)
@@ -266,7 +270,9 @@ $(B)/c/%.asan: tests/c/%.c tests/c/*.h include/*.h $(LIB_SO)
 CXX_TU := tests/cpp/api_other_tu.cpp
 # The TSan builds fail on any report (TSan's exit status 66); the
 # deliberate-race program shows that TSan does report in this setup.
-cpp-test: lib $(foreach t,$(filter-out api_other_tu,$(CXX_TESTS)),$(B)/cpp/$(t).so $(B)/cpp/$(t).static $(B)/cpp/$(t).disabled $(B)/cpp/$(t).asan $(B)/cpp/$(t).tsan) $(B)/tsan/race $(B)/seccomp/no_uffd
+CPP_BINS := $(foreach t,$(filter-out api_other_tu,$(CXX_TESTS)),$(B)/cpp/$(t).so $(B)/cpp/$(t).static $(B)/cpp/$(t).disabled $(B)/cpp/$(t).asan $(B)/cpp/$(t).tsan) $(B)/tsan/race $(B)/seccomp/no_uffd
+cpp-test: lib
+	@$(MAKE) --no-print-directory -j$(JOBS) -Otarget $(CPP_BINS)
 	@set -e; for t in $(filter-out api_other_tu,$(CXX_TESTS)); do for v in so static disabled asan tsan; do \
 	  echo "== C++ $$t ($$v)"; ASAN_OPTIONS=detect_leaks=0 ./$(B)/cpp/$$t.$$v $(B); done; done
 	@echo "== C++ api (so, userfaultfd refused: a late shared region is -EBUSY)"; ./$(B)/seccomp/no_uffd ./$(B)/cpp/api.so $(B)
@@ -277,26 +283,43 @@ $(B)/tsan/race: tests/tsan/race.cpp cpp_compat/Latte.hpp include/*.h $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_T) $(TSAN) $< -o $@ -L$(REL) -llatte $(RPATH)
 
-CXX_DEPS := tests/c/*.h $(CXX_TU) cpp_compat/Latte.hpp include/*.h tests/cpp/golden/* tests/cpp/golden_check.py
-$(B)/cpp/%.so: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_SO)
+# The second translation unit, compiled once for each kind of build.
+CXX_DEPS := tests/c/*.h cpp_compat/Latte.hpp include/*.h tests/cpp/golden/* tests/cpp/golden_check.py
+$(B)/cpp/tu.plain.o: $(CXX_TU) $(CXX_DEPS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS_T) $< $(CXX_TU) -o $@ -L$(REL) -llatte $(RPATH)
+	$(CXX) $(CXXFLAGS_T) -c $< -o $@
 
-$(B)/cpp/%.static: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_A)
+$(B)/cpp/tu.disabled.o: $(CXX_TU) $(CXX_DEPS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS_T) $< $(CXX_TU) -o $@ $(LIB_A) $(STATIC_LIBS)
+	$(CXX) $(CXXFLAGS_T) -DLATTE_DISABLE -c $< -o $@
 
-$(B)/cpp/%.disabled: tests/cpp/%.cpp $(CXX_DEPS)
+$(B)/cpp/tu.asan.o: $(CXX_TU) $(CXX_DEPS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS_T) -DLATTE_DISABLE $< $(CXX_TU) -o $@
+	$(CXX) $(CXXFLAGS_T) $(SAN) -c $< -o $@
 
-$(B)/cpp/%.asan: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_SO)
+$(B)/cpp/tu.tsan.o: $(CXX_TU) $(CXX_DEPS)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS_T) $(SAN) $< $(CXX_TU) -o $@ -L$(REL) -llatte $(RPATH)
+	$(CXX) $(CXXFLAGS_T) $(TSAN) -c $< -o $@
 
-$(B)/cpp/%.tsan: tests/cpp/%.cpp $(CXX_DEPS) $(LIB_SO)
+$(B)/cpp/%.so: tests/cpp/%.cpp $(CXX_DEPS) $(B)/cpp/tu.plain.o $(LIB_SO)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS_T) $(TSAN) $< $(CXX_TU) -o $@ -L$(REL) -llatte $(RPATH)
+	$(CXX) $(CXXFLAGS_T) $< $(B)/cpp/tu.plain.o -o $@ -L$(REL) -llatte $(RPATH)
+
+$(B)/cpp/%.static: tests/cpp/%.cpp $(CXX_DEPS) $(B)/cpp/tu.plain.o $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $< $(B)/cpp/tu.plain.o -o $@ $(LIB_A) $(STATIC_LIBS)
+
+$(B)/cpp/%.disabled: tests/cpp/%.cpp $(CXX_DEPS) $(B)/cpp/tu.disabled.o
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) -DLATTE_DISABLE $< $(B)/cpp/tu.disabled.o -o $@
+
+$(B)/cpp/%.asan: tests/cpp/%.cpp $(CXX_DEPS) $(B)/cpp/tu.asan.o $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $(SAN) $< $(B)/cpp/tu.asan.o -o $@ -L$(REL) -llatte $(RPATH)
+
+$(B)/cpp/%.tsan: tests/cpp/%.cpp $(CXX_DEPS) $(B)/cpp/tu.tsan.o $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) $(TSAN) $< $(B)/cpp/tu.tsan.o -o $@ -L$(REL) -llatte $(RPATH)
 
 # make speedtest: speedtest/run.py runs speedtest/hot.cpp built against our
 # header (and, with ORIGINAL=/path/to/Latte.hpp, a second time against that
