@@ -17,10 +17,11 @@ use core::sync::atomic::{compiler_fence, Ordering};
 
 /// An open-addressing map from ID pointers to rings, thread-private.
 pub(super) struct PtrMap {
-    /// `keys.len()` is a power of two; `PTR_MAP_EMPTY` marks a free entry.
-    keys: Vec<usize>,
-    slots: Vec<u64>,
-    /// Entries in use, at most half of `keys.len()`.
+    /// (key, tagged ring) pairs, side by side so that a probe reads one
+    /// cache line; `entries.len()` is a power of two; a key of
+    /// `PTR_MAP_EMPTY` marks a free entry.
+    entries: Vec<(usize, u64)>,
+    /// Entries in use, at most half of `entries.len()`.
     len: usize,
     /// Set while the map changes (the module doc); read and written
     /// volatile, as a signal handler on the thread may read it.
@@ -33,10 +34,12 @@ const PTR_MAP_SIZE: usize = 512;
 const PTR_MAP_MAX: usize = 1 << 21;
 /// Key of an empty entry (no string lives at address 0: NULL IDs are not cached).
 const PTR_MAP_EMPTY: usize = 0;
+/// A free entry.
+const EMPTY_ENTRY: (usize, u64) = (PTR_MAP_EMPTY, 0);
 
 impl PtrMap {
     pub(super) fn new() -> PtrMap {
-        PtrMap { keys: vec![PTR_MAP_EMPTY; PTR_MAP_SIZE], slots: vec![0; PTR_MAP_SIZE], len: 0, writing: false }
+        PtrMap { entries: vec![EMPTY_ENTRY; PTR_MAP_SIZE], len: 0, writing: false }
     }
 
     /// Runs `f` with `writing` set.
@@ -56,22 +59,20 @@ impl PtrMap {
     }
 
     fn clear_now(&mut self) {
-        if self.keys.len() > PTR_MAP_SIZE {
-            // Field by field: `writing` stays set while the tables are replaced.
-            self.keys = vec![PTR_MAP_EMPTY; PTR_MAP_SIZE];
-            self.slots = vec![0; PTR_MAP_SIZE];
-            self.len = 0;
+        if self.entries.len() > PTR_MAP_SIZE {
+            // Field by field: `writing` stays set while the table is replaced.
+            self.entries = vec![EMPTY_ENTRY; PTR_MAP_SIZE];
         } else {
-            self.keys.fill(PTR_MAP_EMPTY);
-            self.len = 0;
+            self.entries.fill(EMPTY_ENTRY);
         }
+        self.len = 0;
     }
 
-    /// The entry `key` is looked up at first: the top log2(`keys.len()`)
+    /// The entry `key` is looked up at first: the top log2(`entries.len()`)
     /// bits of its product with the hot cache's multiplier
     /// ([`LATTE_CACHE_HASH`]).
     fn home(&self, key: usize) -> usize {
-        let shift = u64::BITS - self.keys.len().trailing_zeros();
+        let shift = u64::BITS - self.entries.len().trailing_zeros();
         ((key as u64).wrapping_mul(LATTE_CACHE_HASH) >> shift) as usize
     }
 
@@ -83,12 +84,12 @@ impl PtrMap {
             return None;
         }
         compiler_fence(Ordering::SeqCst);
-        let mask = self.keys.len() - 1;
+        let mask = self.entries.len() - 1;
         let mut i = self.home(key);
         loop {
-            match self.keys[i] {
-                PTR_MAP_EMPTY => return None,
-                k if k == key => return Some(self.slots[i]),
+            match self.entries[i] {
+                (PTR_MAP_EMPTY, _) => return None,
+                (k, ring) if k == key => return Some(ring),
                 _ => i = (i + 1) & mask,
             }
         }
@@ -100,8 +101,8 @@ impl PtrMap {
         }
         self.changing(|m| {
             // At most half full, so probes stay short and `get` always ends.
-            if m.len >= m.keys.len() / 2 {
-                if m.keys.len() >= PTR_MAP_MAX {
+            if m.len >= m.entries.len() / 2 {
+                if m.entries.len() >= PTR_MAP_MAX {
                     m.clear_now();
                 } else {
                     m.grow();
@@ -112,25 +113,23 @@ impl PtrMap {
     }
 
     fn put(&mut self, key: usize, slot: u64) {
-        let mask = self.keys.len() - 1;
+        let mask = self.entries.len() - 1;
         let mut i = self.home(key);
-        while self.keys[i] != PTR_MAP_EMPTY && self.keys[i] != key {
+        while self.entries[i].0 != PTR_MAP_EMPTY && self.entries[i].0 != key {
             i = (i + 1) & mask;
         }
-        if self.keys[i] == PTR_MAP_EMPTY {
+        if self.entries[i].0 == PTR_MAP_EMPTY {
             self.len += 1;
         }
-        self.keys[i] = key;
-        self.slots[i] = slot;
+        self.entries[i] = (key, slot);
     }
 
     /// Twice the entries, every key placed again.
     fn grow(&mut self) {
-        let n = self.keys.len() * 2;
-        let keys = core::mem::replace(&mut self.keys, vec![PTR_MAP_EMPTY; n]);
-        let slots = core::mem::replace(&mut self.slots, vec![0; n]);
+        let n = self.entries.len() * 2;
+        let old = core::mem::replace(&mut self.entries, vec![EMPTY_ENTRY; n]);
         self.len = 0;
-        for (k, s) in keys.into_iter().zip(slots) {
+        for (k, s) in old {
             if k != PTR_MAP_EMPTY {
                 self.put(k, s);
             }
@@ -167,19 +166,18 @@ mod tests {
             m.insert(k * 0x1000, slot(k));
         }
         assert_eq!(m.len, 10_000);
-        assert!(m.keys.len() >= 20_000);
+        assert!(m.entries.len() >= 20_000);
         for k in 2..=10_000usize {
             assert_eq!(m.get(k * 0x1000), Some(slot(k)));
         }
         m.clear();
-        assert_eq!((m.len, m.keys.len()), (0, PTR_MAP_SIZE));
+        assert_eq!((m.len, m.entries.len()), (0, PTR_MAP_SIZE));
         assert_eq!(m.get(0x2000), None);
         // Emptying a grown map replaces its tables and leaves the flag as it was.
         m.writing = true;
-        m.keys = vec![PTR_MAP_EMPTY; PTR_MAP_SIZE * 4];
-        m.slots = vec![0; PTR_MAP_SIZE * 4];
+        m.entries = vec![EMPTY_ENTRY; PTR_MAP_SIZE * 4];
         m.clear_now();
-        assert!(m.writing && m.keys.len() == PTR_MAP_SIZE && m.slots.len() == PTR_MAP_SIZE);
+        assert!(m.writing && m.entries.len() == PTR_MAP_SIZE);
         m.writing = false;
         // While it changes, a lookup (a signal handler's) finds nothing.
         m.insert(0x3000, slot(3));
