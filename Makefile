@@ -438,12 +438,13 @@ $(B)/python/producer: python/tests/producer.c include/*.h $(LIB_SO)
 
 # The pytest suite (python/tests) in a mount namespace with a tmpfs of its
 # own on /dev/shm, as cli-test: its hostile objects never reach the
-# machine's. Ends with "python: N passed, M failed".
+# machine's; the temporary files of a test that passed are removed.
+# Ends with "python: N passed, M failed".
 python-test: lib $(B)/python/producer $(PYVENV)/.installed
 	@[ "$$(id -u)" = 0 ] || { echo "make: python-test mounts a private /dev/shm in a mount namespace: run it as root"; exit 1; }
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm && \
 	  LATTE_PRIVATE_SHM=1 LATTE_BIN=$(CURDIR)/$(REL)/latte LATTE_PRODUCER=$(CURDIR)/$(B)/python/producer \
-	  exec $(PYV) -m pytest -q -p no:cacheprovider --color=no python/tests'
+	  exec $(PYV) -m pytest -q -p no:cacheprovider -o tmp_path_retention_policy=failed --color=no python/tests'
 
 # ------------------------------------------------------------ install ----
 # make install PREFIX=/usr/local DESTDIR= (LIBDIR, INCLUDEDIR, BINDIR, MANDIR,

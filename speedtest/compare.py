@@ -24,7 +24,7 @@ usage: compare.py LATTE PRODUCER
 
 Prints one row per figure with its goal and PASS or FAIL; exits 1 when a
 goal failed."""
-import os, re, subprocess, sys, tempfile, time, urllib.request
+import atexit, os, re, shutil, subprocess, sys, tempfile, time, urllib.request
 
 LATTE, PRODUCER = sys.argv[1], sys.argv[2]
 SECONDS = 2.0
@@ -37,6 +37,8 @@ SERVE_SHARE_GOAL = 0.25
 # Samples per ring of the producer's region (the default).
 RING = 65536
 TMP = tempfile.mkdtemp(prefix="latte-speed-compare-")
+# Hundreds of MiB of recordings: gone however the run ends.
+atexit.register(shutil.rmtree, TMP, True)
 failed = 0
 
 
@@ -199,7 +201,4 @@ for _ in range(3):
     best = dt if best is None else min(best, dt)
 print("   " + "\n   ".join(r.stdout.strip().splitlines()))
 row("diff: two recordings of 10 M samples", f"{best:.2f} s (best of 3)", f"< {DIFF_GOAL_S} s", best < DIFF_GOAL_S and r.returncode in (0, 8))
-for f in files:
-    os.remove(f)
-os.rmdir(TMP)
 sys.exit(1 if failed else 0)

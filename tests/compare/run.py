@@ -20,7 +20,7 @@ record: against tests/compare/producer.cpp writing a known number of spans
 what it says it read, the last ring's samples are in the file as they were
 in the region, and `latte stats` on the file and on the live region agree
 for an ID both hold whole."""
-import collections, json, math, os, pty, re, select, struct, subprocess, sys, tempfile, time, zlib
+import collections, json, math, os, pty, re, select, shutil, struct, subprocess, sys, tempfile, time, zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from latte_file import lognormal, read_slots, trailer, write_recording  # noqa: E402
@@ -494,8 +494,18 @@ def test_record_outputs():
     print(f"     ({time.time() - t0:.1f} s)")
 
 
-for test in (test_shift, test_false_positives, test_sides_and_options, test_plot, test_record, test_record_options, test_record_outputs):
-    print(f"== compare: {test.__name__}")
-    test()
+# The recordings are removed after a run that passed, kept (and named)
+# after one that failed or broke off.
+passed = False
+try:
+    for test in (test_shift, test_false_positives, test_sides_and_options, test_plot, test_record, test_record_options, test_record_outputs):
+        print(f"== compare: {test.__name__}")
+        test()
+    passed = failures == 0
+finally:
+    if passed:
+        shutil.rmtree(TMP, ignore_errors=True)
+    else:
+        print(f"compare: the run's files are kept in {TMP}")
 print(f"compare: {passes} passed, {failures} failed")
 sys.exit(1 if failures else 0)
