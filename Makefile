@@ -323,7 +323,8 @@ $(B)/cpp/%.tsan: tests/cpp/%.cpp $(CXX_DEPS) $(B)/cpp/tu.tsan.o $(LIB_SO)
 
 # make speedtest: speedtest/run.py runs speedtest/hot.cpp built against our
 # header (and, with ORIGINAL=/path/to/Latte.hpp, a second time against that
-# header, alternately), then the latte-only extraction and flush goals of
+# header, alternately), then Start+Stop in a plain loop (speedtest/plain.py,
+# the same two ways), then the latte-only extraction and flush goals of
 # speedtest/speedtest.cpp and the Python package's read of a flushed image
 # into numpy (speedtest/python_read.py, in build/python/venv); it prints
 # every goal row with PASS or FAIL and
@@ -361,6 +362,17 @@ $(B)/hot.original.%: speedtest/hot.cpp FORCE
 	@mkdir -p $(@D)
 	$(CXX) -O3 -march=native -std=c++17 -pthread -DLATTE_BENCH_PLACEMENT=$* -DLATTE_BENCH_HEADER='"$(abspath $(ORIGINAL))"' $< -o $@
 
+# plain.cpp (Start+Stop in a plain loop), ours and, with ORIGINAL=, the
+# original's; speedtest/plain.py runs them as one of run.py's extras.
+$(B)/speed/plain: speedtest/plain.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
+	@mkdir -p $(@D)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
+
+$(B)/plain.original: speedtest/plain.cpp FORCE
+	@test -f "$(ORIGINAL)" || { echo "make: ORIGINAL=$(ORIGINAL) is not a file"; exit 1; }
+	@mkdir -p $(@D)
+	$(CXX) -O3 -march=native -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(abspath $(ORIGINAL))"' $< -o $@
+
 # speedtest.cpp, run twice: the extraction goals, then the flush goals.
 $(B)/speed/speedtest: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
 	@mkdir -p $(@D)
@@ -376,14 +388,18 @@ $(B)/speed/compare_producer: tests/compare/producer.cpp cpp_compat/Latte.hpp inc
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_T) $< -o $@ $(URING_A) $(STATIC_LIBS)
 
-# Then `latte record` following a thread that records flat out and `latte
-# diff` of two 10 M-sample recordings (speedtest/compare.py: figures with
-# their goals; exit 1 when one fails).
-speedtest: tools $(HOT_OURS) $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL))
-	$(SPEED_RUN) --ours $(B)/speed/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
+# Then, whatever run.py's verdict, `latte record` following a thread that
+# records flat out and `latte diff` of two 10 M-sample recordings
+# (speedtest/compare.py: figures with their goals; exit 1 when one fails).
+# The recipe exits 1 when either failed, else run.py's 0 or 3.
+speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL) $(B)/plain.original)
+	rc=0; $(SPEED_RUN) --ours $(B)/speed/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
+	  --extra "$(PYTHON) speedtest/plain.py --ours $(B)/speed/plain $(if $(ORIGINAL),--original $(B)/plain.original)" \
 	  --extra "./$(B)/speed/speedtest --shared /latte-speedtest-$$$$" --extra "./$(B)/speed/speedtest --flush-only" \
-	  --extra "$(PYV) speedtest/python_read.py $(B)/speed/producer"
-	$(PYTHON) speedtest/compare.py $(URING_LATTE) $(B)/speed/compare_producer
+	  --extra "$(PYV) speedtest/python_read.py $(B)/speed/producer" \
+	  || rc=$$?; \
+	  $(PYTHON) speedtest/compare.py $(URING_LATTE) $(B)/speed/compare_producer || { c=$$?; [ "$$rc" = 1 ] || rc=$$c; }; \
+	  exit $${rc:-0}
 
 # hot.cpp against `make lib`'s library, for the mechanism check below.
 $(B)/hot.ours.%: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -398,8 +414,16 @@ $(B)/hot.standin.%: speedtest/hot.cpp tests/speedtest/standin/Latte.hpp
 	@mkdir -p $(@D)
 	$(CXX) -O2 -std=c++17 -pthread -DLATTE_BENCH_PLACEMENT=$* -DLATTE_BENCH_HEADER='"$(CURDIR)/tests/speedtest/standin/Latte.hpp"' $< -o $@
 
-speedtest-test: lib $(B)/hot.ours.0 $(B)/hot.ours.1 $(B)/hot.standin.0 $(B)/hot.standin.1
-	$(PYTHON) tests/speedtest/check_mechanism.py $(B)/hot.ours $(B)/hot.standin
+$(B)/plain.ours: speedtest/plain.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+$(B)/plain.standin: speedtest/plain.cpp tests/speedtest/standin/Latte.hpp
+	@mkdir -p $(@D)
+	$(CXX) -O2 -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(CURDIR)/tests/speedtest/standin/Latte.hpp"' $< -o $@
+
+speedtest-test: lib $(B)/hot.ours.0 $(B)/hot.ours.1 $(B)/hot.standin.0 $(B)/hot.standin.1 $(B)/plain.ours $(B)/plain.standin
+	$(PYTHON) tests/speedtest/check_mechanism.py $(B)/hot.ours $(B)/hot.standin $(B)/plain.ours $(B)/plain.standin
 
 # ------------------------------------------------------------- python ----
 # The Python package `latte` (python/: pyo3 and rust-numpy over the

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Tests `make speedtest ORIGINAL=...` end to end against a stand-in engine:
-speedtest/run.py, given our build and the stand-in's, prints every row with
+speedtest/run.py (with speedtest/plain.py as its extra, as make speedtest
+runs it), given our builds and the stand-in's, prints every row with
 its ours/original column and a verdict, and exits 0, 1 or 3. Speed is not
 judged here (a quick run on any machine): only that the mechanism works."""
 import subprocess
 import sys
 
-ours, standin = sys.argv[1], sys.argv[2]
+ours, standin, plain_ours, plain_standin = sys.argv[1:5]
+# speedtest/plain.py as make speedtest runs it: one of run.py's extras.
+plain = f"{sys.executable} speedtest/plain.py --ours {plain_ours} --original {plain_standin} --runs 2 --calls 20000"
 cmd = [sys.executable, "speedtest/run.py", "--ours", ours, "--original", standin, "--original-path", "stand-in",
-       "--placements", "2", "--passes", "2", "--repeats", "2", "--iters", "2000", "--stall-repeats", "1", "--no-warmup"]
+       "--placements", "2", "--passes", "2", "--repeats", "2", "--iters", "2000", "--stall-repeats", "1", "--no-warmup",
+       "--extra", plain]
 p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
 out = p.stdout
 # The run's own verdict judges a stand-in engine in a run far too short to
@@ -32,6 +36,17 @@ for r in rows:
         fails.append(f"row {r!r} has no verdict: {line}")
     elif line.count(".") < 4:
         fails.append(f"row {r!r} lacks figures: {line}")
+# The plain loop's judged rows (a GOAL line each, printed by run.py with
+# its verdict last) and its sweep over 1 to 64 literals.
+lines = out.splitlines()
+for r in ("Fast Start+Stop, one ID", "Mid Start+Stop, one ID", "Hard Start+Stop, one ID"):
+    line = next((l for l in lines if l.startswith(r)), None)
+    if line is None or not line.rstrip().endswith(("PASS", "FAIL", "BUSY")) or "goal <= 1.05" not in line:
+        fails.append(f"plain-loop row {r!r} missing or without its verdict: {line}")
+head = next((i for i, l in enumerate(lines) if l.startswith("Fast Start+Stop round-robin over N consecutive")), None)
+sweep = [l.split() for l in lines[head + 2:head + 10]] if head is not None else []
+if [int(f[0]) for f in sweep if f and f[0].isdigit()] != [1, 8, 16, 24, 32, 40, 48, 64] or any(len(f) != 6 for f in sweep):
+    fails.append(f"the plain loop's literal sweep is not N = 1..64 with ours, original and ours/orig: {sweep}")
 for needle in ("Snapshot of 65,536 samples", "the disturbance ours/original", "verdict:"):
     if needle not in out:
         fails.append(f"missing {needle!r}")
