@@ -1062,7 +1062,9 @@ void latte_pulse(struct latte_pulse_site *site, const char *id);
 // The calling thread's counters. -EINVAL on NULL.
 int latte_thread_get_counters(struct latte_thread_counters *out);
 
-// Process-wide counters of this process's region. -EINVAL on NULL.
+// Process-wide counters of this process's region (all 0 before it has
+// one). -EINVAL on NULL; -ENOMEM (or the reason) when no region could be
+// made at all, so that nothing was counted (said once on standard error).
 int latte_region_get_counters(struct latte_counters *out);
 
 // Interns `id` by content and returns its stable token; LATTE_INVALID_ID

@@ -82,7 +82,9 @@ impl Span {
     #[inline]
     pub fn start_with(id: &'static CStr, mode: Mode) -> Span {
         let t = crate::recorder::current();
-        if !t.is_null() {
+        if t.is_null() {
+            crate::recorder::note_unavailable();
+        } else {
             // SAFETY: the calling thread's own state; `id` is a static
             // NUL-terminated string.
             unsafe { crate::recorder::start(&mut *t, id.as_ptr(), mode.raw()) };
@@ -143,7 +145,9 @@ impl Default for PulseSite {
 pub fn pulse_at(site: &PulseSite, id: &'static CStr) {
     let Ok(mut s) = site.0.try_borrow_mut() else { return };
     let t = crate::recorder::current();
-    if !t.is_null() {
+    if t.is_null() {
+        crate::recorder::note_unavailable();
+    } else {
         // SAFETY: the calling thread's own state and site; `id` is static.
         unsafe { crate::recorder::pulse(&mut *t, &mut s, id.as_ptr()) };
     }

@@ -11,11 +11,13 @@ use core::ffi::{c_char, c_int};
 pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
     guard((), || {
         let t = recorder::current();
-        if !t.is_null() {
-            // SAFETY: the calling thread's own state; the C API takes NULL
-            // or a NUL-terminated string as an ID.
-            unsafe { recorder::start(&mut *t, id, mode) }
+        if t.is_null() {
+            recorder::note_unavailable();
+            return;
         }
+        // SAFETY: the calling thread's own state; the C API takes NULL or a
+        // NUL-terminated string as an ID.
+        unsafe { recorder::start(&mut *t, id, mode) }
     })
 }
 
@@ -44,7 +46,7 @@ pub extern "C" fn latte_stop(id: *const c_char, mode: latte_mode) -> u64 {
         let now = crate::tsc::read_stop(mode);
         let t = recorder::current();
         if t.is_null() {
-            return 0;
+            return 0; // its Start was refused, and counted there
         }
         // SAFETY: the calling thread's own state.
         recorder::stop_at(unsafe { &mut *t }, mode, now)
@@ -57,8 +59,12 @@ pub extern "C" fn latte_stop(id: *const c_char, mode: latte_mode) -> u64 {
 #[no_mangle]
 pub extern "C" fn latte_pulse(site: *mut latte_pulse_site, id: *const c_char) {
     guard((), || {
+        if site.is_null() {
+            return;
+        }
         let t = recorder::current();
-        if t.is_null() || site.is_null() {
+        if t.is_null() {
+            recorder::note_unavailable();
             return;
         }
         // SAFETY: own state; site checked non-null and owned by the
@@ -73,10 +79,19 @@ pub extern "C" fn latte_thread_get_counters(out: *mut latte_thread_counters) -> 
     guard(PANICKED, || put_out(out, || Ok(recorder::thread_counters())))
 }
 
-/// Process-wide counters of this process's region. -EINVAL on NULL.
+/// Process-wide counters of this process's region (all 0 before it has
+/// one). -EINVAL on NULL; -ENOMEM (or the reason) when no region could be
+/// made at all, so that nothing was counted (said once on standard error).
 #[no_mangle]
 pub extern "C" fn latte_region_get_counters(out: *mut latte_counters) -> c_int {
-    guard(PANICKED, || put_out(out, || Ok(recorder::region_if_any().map(|r| counters_of(r.header())).unwrap_or_default())))
+    guard(PANICKED, || {
+        put_out(out, || match recorder::region_if_any() {
+            Some(r) => Ok(counters_of(r.header())),
+            // Before any region: nothing counted yet. Where none could be
+            // made, the counts were never kept: the reason, not zeros.
+            None => recorder::REGISTRY.lock().unavailable().map_or(Ok(latte_counters::default()), Err),
+        })
+    })
 }
 
 /// Interns `id` by content and returns its stable token; LATTE_INVALID_ID

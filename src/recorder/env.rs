@@ -7,7 +7,7 @@
 //! When the region cannot be made (a bad name, a live producer holding the
 //! name, a full `/dev/shm`), the process records into private memory as
 //! without the variable, and says so once on standard error, unless
-//! `LATTE_QUIET=1`.
+//! `LATTE_QUIET=1`; the variable is not looked at again.
 //!
 //! A program's own `latte_init_shared_region` before its first span takes
 //! precedence: it replaces the region made here (whose name it removes),
@@ -92,6 +92,17 @@ pub(super) fn say_private(name: &[u8], e: Error) {
         "latte: {LATTE_REGION_ENV}: cannot make the shared region {}: {e}; recording into private memory instead",
         String::from_utf8_lossy(name)
     );
+}
+
+/// The one line on standard error when no region at all can be made (not
+/// even a private one of one ring): nothing is recorded from then on.
+pub(super) fn say_no_region(e: Error) {
+    if crate::region::quiet() {
+        return;
+    }
+    use std::io::Write;
+    // A failed write (standard error closed) is ignored.
+    let _ = writeln!(std::io::stderr().lock(), "latte: no memory for a region to record into ({e}): nothing is recorded in this process");
 }
 
 #[cfg(test)]

@@ -49,6 +49,13 @@ pub struct Registry {
     /// Set once a thread recorded: the region can no longer be replaced.
     pub recording_began: bool,
     atfork_installed: bool,
+    /// Set once `LATTE_REGION` was looked at: a region it names that could
+    /// not be made is not tried again (nor said again).
+    env_tried: bool,
+    /// Why no region at all could be made (not even a private one of one
+    /// ring): said once, then every call that needs a region gets it back
+    /// at once, with no system call.
+    unavailable: Option<Error>,
 }
 
 // SAFETY: the raw pointers are thread states and slots that live for the
@@ -65,6 +72,8 @@ pub static REGISTRY: Lock<Registry> = Lock::new(Registry {
     reusable: VecDeque::new(),
     recording_began: false,
     atfork_installed: false,
+    env_tried: false,
+    unavailable: None,
 });
 
 thread_local! {
@@ -115,21 +124,48 @@ impl Registry {
         if let Some(r) = self.region {
             return Ok(r);
         }
-        if let Some((shared, name)) = super::env::shared_region() {
-            match self.install(shared) {
-                Ok(()) => {
-                    super::env::note_installed(true);
-                    return Ok(self.region.unwrap());
-                }
-                Err((e, r)) => {
-                    r.discard(); // no memory for the sink: private, as below
-                    super::env::say_private(&name, e);
+        if let Some(e) = self.unavailable {
+            return Err(e);
+        }
+        if !core::mem::replace(&mut self.env_tried, true) {
+            if let Some((shared, name)) = super::env::shared_region() {
+                match self.install(shared) {
+                    Ok(()) => {
+                        super::env::note_installed(true);
+                        return Ok(self.region.unwrap());
+                    }
+                    Err((e, r)) => {
+                        r.discard(); // no memory for the sink: private, as below
+                        super::env::say_private(&name, e);
+                    }
                 }
             }
         }
-        let r = Region::create_private(LATTE_DEFAULT_PRIVATE_SLOTS, LATTE_DEFAULT_SAMPLES, 0)?;
-        self.install(r).map_err(|(e, _)| e)?;
+        if let Err(e) = self.install_private() {
+            self.unavailable = Some(e);
+            super::env::say_no_region(e);
+            return Err(e);
+        }
         Ok(self.region.unwrap())
+    }
+
+    /// Installs a private region: its first chunk of the default slots, or,
+    /// where the address space is short (`ulimit -v`), of the most slots
+    /// that fit, halving down to one; the region grows later as it can.
+    fn install_private(&mut self) -> Result<(), Error> {
+        let mut slots = LATTE_DEFAULT_PRIVATE_SLOTS;
+        loop {
+            let made = Region::create_private(slots, LATTE_DEFAULT_SAMPLES, 0).and_then(|r| self.install(r).map_err(|(e, _)| e));
+            match made {
+                Err(Error::Os(libc::ENOMEM)) if slots > 1 => slots /= 2,
+                other => return other,
+            }
+        }
+    }
+
+    /// Why no region could be made, once that was tried and failed.
+    pub fn unavailable(&self) -> Option<Error> {
+        self.unavailable
     }
 
     /// Makes `r` the region everything records into and readers read.

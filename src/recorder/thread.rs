@@ -127,8 +127,10 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
 }
 
 /// The calling thread's active state, creating one (Rust's own) on first
-/// use. NULL when it cannot be created (during thread teardown, or the
-/// region could not be made).
+/// use. NULL when it cannot be created (during thread teardown, in a
+/// signal handler that interrupted latte's slow path, or when no region
+/// could be made); a caller that refuses a span or pulse for that counts
+/// it (`note_unavailable`), once per span: at its Start, not its Stop.
 #[inline(always)]
 pub fn current() -> *mut latte_thread {
     let t = STATE.with(|c| c.get());
@@ -142,7 +144,6 @@ pub fn current() -> *mut latte_thread {
 #[inline(never)]
 fn current_slow() -> *mut latte_thread {
     if registry_held_here() || cold_or_create().is_none() {
-        note_unavailable();
         return core::ptr::null_mut();
     }
     let h = REGISTRY.lock().new_hot();
@@ -163,7 +164,9 @@ pub fn note_late_drop() {
 
 /// A span or pulse whose thread state could not be had: refused inside a
 /// signal handler that interrupted the registry lock's holder, or after
-/// the thread's recorder was torn down. Counted as one or the other.
+/// the thread's recorder was torn down. Counted as one or the other. (In
+/// a process where no region could be made there is nowhere to count it:
+/// `latte_region_get_counters` then fails with the reason.)
 pub fn note_unavailable() {
     if registry_held_here() {
         // Relaxed: a statistic.
