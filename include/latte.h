@@ -1079,7 +1079,9 @@ uint32_t latte_intern_id(const char *id);
 int latte_id_name(uint32_t token, char *buf, size_t len);
 
 // Moves recording into a new POSIX shared-memory object `shm_name` (one
-// leading '/', no other) with the defaults (a first chunk of 16 slots of
+// leading '/', no other; not `/.`, `/..` or `/.latte-new-`..., the form of
+// the names latte makes a region under before it publishes it: -EINVAL)
+// with the defaults (a first chunk of 16 slots of
 // 65,536 samples, growing as needed; mode 0600). -EALREADY when a shared
 // region is installed, -ENOSPC when /dev/shm cannot hold it. A region of
 // that name whose producer is gone (exited or killed) is replaced;

@@ -65,8 +65,7 @@ pub fn hold(fd: BorrowedFd<'_>) -> Result<(), Error> {
     }
 }
 
-/// The prefix of the L1 names (`/.latte-new-PID-N`), as files in `/dev/shm`.
-const NEW_OBJECT_PREFIX: &str = ".latte-new-";
+use crate::shm::NEW_OBJECT_PREFIX;
 
 /// L1 names tried before giving up (`-EEXIST`).
 const NEW_OBJECT_TRIES: u32 = 64;

@@ -8,10 +8,21 @@ use std::ffi::CString;
 /// `/dev/shm` stays within `NAME_MAX`, 255).
 pub const LATTE_MAX_REGION_NAME: u32 = 250;
 
+/// The prefix of the names `liveness` gives the objects it is still making
+/// (L1: `/.latte-new-PID-N`), as files in `/dev/shm`: refused as region
+/// names, and not listed as regions.
+pub const NEW_OBJECT_PREFIX: &str = ".latte-new-";
+
 /// Validates a region name: one leading '/', no other '/', 1 to
-/// [`LATTE_MAX_REGION_NAME`] bytes after it, no NUL.
+/// [`LATTE_MAX_REGION_NAME`] bytes after it, no NUL; not `/.` or `/..`
+/// (no file of `/dev/shm` can have them), and not a name of the form the
+/// library gives the objects it is still making (`/.latte-new-`…), which
+/// it removes once abandoned (`liveness`, L0).
 pub fn validate_name(name: &[u8]) -> Result<(), Error> {
     if name.len() < 2 || name.len() > 1 + LATTE_MAX_REGION_NAME as usize || name[0] != b'/' || name[1..].contains(&b'/') || name.contains(&0) {
+        return Err(Error::INVAL);
+    }
+    if name == b"/." || name == b"/.." || name[1..].starts_with(NEW_OBJECT_PREFIX.as_bytes()) {
         return Err(Error::INVAL);
     }
     Ok(())
@@ -55,7 +66,8 @@ mod tests {
     #[test]
     fn names() {
         assert!(validate_name(b"/a").is_ok());
-        for bad in [&b""[..], b"/", b"a", b"/a/b", b"/a\0"] {
+        assert!(validate_name(b"/.a").is_ok() && validate_name(b"/...").is_ok() && validate_name(b"/.latte-new").is_ok());
+        for bad in [&b""[..], b"/", b"a", b"/a/b", b"/a\0", b"/.", b"/..", b"/.latte-new-1-0", b"/.latte-new-"] {
             assert_eq!(validate_name(bad), Err(Error::INVAL));
         }
         let name = |len: usize| [&b"/"[..], &vec![b'a'; len]].concat();

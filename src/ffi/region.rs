@@ -4,7 +4,9 @@ use crate::region::latte_region_config;
 use core::ffi::{c_char, c_int, CStr};
 
 /// Moves recording into a new POSIX shared-memory object `shm_name` (one
-/// leading '/', no other) with the defaults (a first chunk of 16 slots of
+/// leading '/', no other; not `/.`, `/..` or `/.latte-new-`..., the form of
+/// the names latte makes a region under before it publishes it: -EINVAL)
+/// with the defaults (a first chunk of 16 slots of
 /// 65,536 samples, growing as needed; mode 0600). -EALREADY when a shared
 /// region is installed, -ENOSPC when /dev/shm cannot hold it. A region of
 /// that name whose producer is gone (exited or killed) is replaced;

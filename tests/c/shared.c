@@ -622,6 +622,11 @@ static void names_and_collisions(void) {
   CHECK(latte_init_shared_region("no-slash") == -EINVAL);
   CHECK(latte_init_shared_region("/a/b") == -EINVAL);
   CHECK(latte_init_shared_region("/") == -EINVAL);
+  CHECK(latte_init_shared_region("/.") == -EINVAL);
+  CHECK(latte_init_shared_region("/..") == -EINVAL);
+  /* The form of the names latte makes regions under before publishing them. */
+  CHECK(latte_init_shared_region("/.latte-new-1-0") == -EINVAL);
+  CHECK(latte_region_unlink("/..") == -EINVAL);
   /* Owner-only. */
   snprintf(n2, sizeof n2, "/dev/shm%s", region_name);
   CHECK(stat(n2, &st) == 0 && (st.st_mode & 0777) == 0600);

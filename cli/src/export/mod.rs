@@ -242,10 +242,6 @@ pub struct State {
 /// The directory shared-memory names live in (glibc's `shm_open`).
 const SHM_DIR: &str = "/dev/shm";
 
-/// Names `latte_init_shared_region` builds an object under before
-/// publishing it (`liveness`, L1): never a region yet.
-const UNPUBLISHED_PREFIX: &[u8] = b".latte-new-";
-
 /// Step 6 for a region found under a name: the regions of the chain the
 /// exporter never saw between the last one it let go of and this one. A
 /// name first found after the exporter started has a chain that began
@@ -384,7 +380,7 @@ impl State {
             let name = name.as_bytes();
             // Regular files only (a latte region is one; shm_open does not
             // follow links), read from the directory entry where it can.
-            if name.starts_with(UNPUBLISHED_PREFIX) || !e.file_type().is_ok_and(|t| t.is_file()) {
+            if name.starts_with(latte::shm::NEW_OBJECT_PREFIX.as_bytes()) || !e.file_type().is_ok_and(|t| t.is_file()) {
                 continue;
             }
             if let Ok(m) = e.metadata() {
