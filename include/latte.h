@@ -87,7 +87,8 @@
 #define LATTE_FIRST_NAME_BYTES 65536
 
 // Longest ID name stored whole, in bytes; a longer one is stored as its
-// first bytes, `~` and a hash of the whole text (`name`).
+// first bytes, `~` and 16 hex digits of a 64-bit hash of the whole text
+// (`name`).
 #define LATTE_MAX_NAME_LEN 4096
 
 // Alignment of a name record (its length word, then its bytes).

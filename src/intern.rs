@@ -144,7 +144,12 @@ mod tests {
         let (na, nb) = (normalize_bytes(&a), normalize_bytes(&b));
         assert_ne!(na, nb);
         assert_eq!(na.len(), crate::layout::LATTE_MAX_NAME_LEN as usize);
-        assert_eq!(na[na.len() - 5], b'~');
+        assert_eq!(na[na.len() - 17], b'~');
+        // Texts alike but for their last bytes, as many as it took to find
+        // two 16-bit hashes alike: 64-bit hashes keep them apart.
+        let prefix = vec![b'p'; 4995];
+        let cut: std::collections::HashSet<Vec<u8>> = (0..2000).map(|k| normalize_bytes(&[&prefix[..], format!("{k:05}").as_bytes()].concat())).collect();
+        assert_eq!(cut.len(), 2000);
     }
 
     #[test]

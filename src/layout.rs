@@ -64,7 +64,8 @@ pub const LATTE_CHUNKS: u32 = 32;
 /// Bytes of a region's first chunk of ID names; chunk `k` has `<< k`.
 pub const LATTE_FIRST_NAME_BYTES: u32 = 65536;
 /// Longest ID name stored whole, in bytes; a longer one is stored as its
-/// first bytes, `~` and a hash of the whole text (`name`).
+/// first bytes, `~` and 16 hex digits of a 64-bit hash of the whole text
+/// (`name`).
 pub const LATTE_MAX_NAME_LEN: u32 = 4096;
 /// Alignment of a name record (its length word, then its bytes).
 pub const LATTE_NAME_ALIGN: u32 = 4;

@@ -6,9 +6,12 @@
 //! - A NULL id is the name `<null-id>`.
 //! - A name of up to `LATTE_MAX_NAME_LEN` (4,096) bytes is stored whole.
 //! - A longer one is stored as its first bytes (cut at a UTF-8 boundary, at
-//!   most `LATTE_MAX_NAME_LEN` less the 5 of the suffix,
-//!   `CUT_SUFFIX_LEN`), `~`, and 4 hex digits of a hash of the whole
-//!   text: long IDs stay distinct and recognisable.
+//!   most `LATTE_MAX_NAME_LEN` less the 17 of the suffix,
+//!   `CUT_SUFFIX_LEN`), `~`, and 16 hex digits of a 64-bit hash of the
+//!   whole text: long IDs stay recognisable, and two that differ stay
+//!   distinct unless their hashes agree (odds of 2^-64 for a pair). A text
+//!   that is itself such a stored form merges with the long ID it stands
+//!   for.
 
 use crate::layout::LATTE_MAX_NAME_LEN;
 use core::ffi::c_char;
@@ -28,18 +31,17 @@ pub fn is_reserved_name(name: &[u8]) -> bool {
     name == CALIBRATION_ID.to_bytes()
 }
 
-/// FNV-1a's 32-bit offset basis.
-const FNV_OFFSET_BASIS: u32 = 0x811c_9dc5;
-/// FNV-1a's 32-bit prime.
-const FNV_PRIME: u32 = 0x0100_0193;
-/// Bytes a cut name ends with: `~`, then its hash folded to 16 bits in 4
-/// hex digits.
-const CUT_SUFFIX_LEN: usize = 1 + 4;
+/// FNV-1a's 64-bit offset basis.
+const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+/// FNV-1a's 64-bit prime.
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+/// Bytes a cut name ends with: `~`, then its 64-bit hash in 16 hex digits.
+const CUT_SUFFIX_LEN: usize = 1 + 16;
 
-fn fnv1a(bytes: &[u8]) -> u32 {
+fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h = FNV_OFFSET_BASIS;
     for &b in bytes {
-        h ^= b as u32;
+        h ^= b as u64;
         h = h.wrapping_mul(FNV_PRIME);
     }
     h
@@ -56,10 +58,8 @@ pub fn normalize_bytes(text: &[u8]) -> Name {
     while cut > 0 && (text[cut] & 0xC0) == 0x80 {
         cut -= 1;
     }
-    let h = fnv1a(text);
-    let folded = (h ^ (h >> 16)) as u16;
     let mut out = text[..cut].to_vec();
-    out.extend_from_slice(format!("~{folded:04x}").as_bytes());
+    out.extend_from_slice(format!("~{:016x}", fnv1a(text)).as_bytes());
     out
 }
 
