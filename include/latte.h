@@ -1110,7 +1110,8 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // its environment names a region: `LATTE_REGION=/name` makes that region
 // (default capacities) when the process first records, and an empty value
 // or `auto` names it `/latte-PROGRAM-PID` (PROGRAM: the last component of
-// `argv[0]`, bytes other than `[A-Za-z0-9._-]` made '_'). Should that
+// `argv[0]`, bytes other than `[A-Za-z0-9._-]` made '_'; `-2` ... `-16`
+// after it while that is a live producer's or not a region). Should that
 // region not be made (a bad name, a live producer holding it, a full
 // /dev/shm), recording goes to private memory and one line on standard
 // error says why, unless `LATTE_QUIET=1`. The variable is read once, and

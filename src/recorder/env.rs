@@ -1,6 +1,7 @@
 //! The shared region an unchanged program records into when its
 //! environment names one: `LATTE_REGION=/name` (or `name`), or an empty
-//! value or `auto` for `/latte-PROGRAM-PID`. Read once, where the process
+//! value or `auto` for `/latte-PROGRAM-PID` (with `-2`, `-3`, ... after it
+//! while that is a live producer's or not a region's). Read once, where the process
 //! would otherwise make its private region (its first span, or the first
 //! call that needs a region); never on the recording path.
 //!
@@ -23,6 +24,9 @@ pub const LATTE_REGION_ENV: &str = "LATTE_REGION";
 const AUTO: &[u8] = b"auto";
 /// Bytes of the program name kept in the default name.
 const PROGRAM_NAME_MAX: usize = 64;
+/// Names tried for the default: `/latte-PROGRAM-PID`, then with `-2` ...
+/// `-16` after it, while each is held by a live producer or is not a region.
+const AUTO_TRIES: u32 = 16;
 
 /// Whether the installed region is the one `LATTE_REGION` named. Set and
 /// read under the registry lock, which orders it (hence relaxed).
@@ -47,13 +51,30 @@ pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
     use std::os::unix::ffi::OsStrExt;
     let value = std::env::var_os(LATTE_REGION_ENV)?;
     let name = region_name(value.as_bytes(), std::env::args_os().next().as_deref().map(|a| a.as_bytes()), std::process::id());
-    match Region::create_shared(&name, &latte_region_config::default(), &mut super::lineage::of) {
-        Ok(r) => Some((r, name)),
-        Err(e) => {
-            say_private(&name, e);
-            None
+    // A default name held by a live producer or by an object that is not a
+    // region (the same program and pid in another PID namespace that
+    // shares this /dev/shm) moves on to the next suffix; a dead producer's
+    // region is taken over (a restart), as under any name.
+    let tries = if is_default(value.as_bytes()) { AUTO_TRIES } else { 1 };
+    let mut last = Error::INVAL;
+    for k in 1..=tries {
+        let candidate = if k == 1 { name.clone() } else { [&name[..], format!("-{k}").as_bytes()].concat() };
+        match Region::create_shared(&candidate, &latte_region_config::default(), &mut super::lineage::of) {
+            Ok(r) => return Some((r, candidate)),
+            Err(e) if e == Error::Os(libc::EEXIST) => last = e,
+            Err(e) => {
+                last = e;
+                break;
+            }
         }
     }
+    say_private(&name, last);
+    None
+}
+
+/// Whether a `LATTE_REGION` value asks for the default name.
+fn is_default(value: &[u8]) -> bool {
+    value.is_empty() || value == AUTO
 }
 
 /// The region name for a `LATTE_REGION` value: the value itself, with a
@@ -62,7 +83,7 @@ pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
 /// (`program` without one) with every byte but `[A-Za-z0-9._-]` made '_',
 /// at most `PROGRAM_NAME_MAX` bytes of it.
 pub fn region_name(value: &[u8], argv0: Option<&[u8]>, pid: u32) -> Vec<u8> {
-    if !value.is_empty() && value != AUTO {
+    if !is_default(value) {
         let mut n = Vec::with_capacity(value.len() + 1);
         if value[0] != b'/' {
             n.push(b'/');

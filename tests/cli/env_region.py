@@ -8,7 +8,8 @@ predecessor over (one that exited, one that was SIGKILLed, whose region
 stays readable until then); a run whose name belongs to a live producer
 records privately and says so once on standard error (not with
 LATTE_QUIET=1); `auto` and an empty value name the region after the
-program and its pid.
+program and its pid, with a suffix when that name is a live producer's or
+not a region (two programs of one name and pid, in two PID namespaces).
 
 usage: env_region.py LATTE UNCHANGED"""
 import json
@@ -33,8 +34,8 @@ def check(cond, what):
     return cond
 
 
-def start(count, **env):
-    p = subprocess.Popen([PROG, str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+def start(count, wrap=(), **env):
+    p = subprocess.Popen([*wrap, PROG, str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**ENV, **env})
     line = p.stdout.readline()
     check(line.startswith("READY"), f"the program started: {line!r}")
@@ -120,6 +121,27 @@ def main():
         check(rc == 0 and err == "", f"LATTE_REGION={value!r}: exit {rc}, stderr {err!r}")
         if os.path.exists("/dev/shm" + auto):
             os.unlink("/dev/shm" + auto)
+
+    # Two programs of one name and pid (pid 1 of a PID namespace each)
+    # sharing this /dev/shm: the default name held by a live producer, or
+    # by an object that is not a region, moves on to the next suffix.
+    base = f"/latte-{os.path.basename(PROG)}-1"
+    with open("/dev/shm" + base, "w") as f:
+        f.write("not a region")
+    ns = ("unshare", "--pid", "--fork")
+    a = start(40, wrap=ns, LATTE_REGION="auto")
+    b = start(60, wrap=ns, LATTE_REGION="auto")
+    check(reads(base + "-2") == {"unchanged.static": 1, "unchanged.work": 40}, f"{base} is not a region: the first takes {base}-2")
+    check(reads(base + "-3") == {"unchanged.static": 1, "unchanged.work": 60}, f"{base}-2 is live: the second takes {base}-3")
+    for p in (a, b):
+        rc, _, err = finish(p)
+        check(rc == 0 and err == "", f"a program in a PID namespace: exit {rc}, stderr {err!r}")
+    # Its predecessor exited: a restart takes the first free suffix's region over.
+    c = start(7, wrap=ns, LATTE_REGION="auto")
+    check(reads(base + "-2") == {"unchanged.static": 1, "unchanged.work": 7}, f"a restart takes over {base}-2, whose producer exited")
+    finish(c)
+    for n in (base, base + "-2", base + "-3"):
+        os.unlink("/dev/shm" + n)
 
     # Without the variable: nothing in /dev/shm.
     before = set(os.listdir("/dev/shm"))
