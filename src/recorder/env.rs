@@ -110,9 +110,21 @@ pub(super) fn say_private(name: &[u8], e: Error) {
     // A failed write (standard error closed) is ignored: recording goes on.
     let _ = writeln!(
         std::io::stderr().lock(),
-        "latte: {LATTE_REGION_ENV}: cannot make the shared region {}: {e}; recording into private memory instead",
-        String::from_utf8_lossy(name)
+        "latte: {LATTE_REGION_ENV}: cannot make the shared region {}: {e}{}; recording into private memory instead",
+        String::from_utf8_lossy(name),
+        if e == Error::Os(libc::EEXIST) { holder(name) } else { String::new() }
     );
+}
+
+/// Who holds a name that could not be taken: a live producer (its pid),
+/// or an object that is not a latte region.
+fn holder(name: &[u8]) -> String {
+    match crate::reader::Mapping::open_shm(name) {
+        Ok(m) if m.producer_alive() => format!(" (a live producer's region, pid {})", m.view().producer_pid()),
+        Ok(_) => String::new(),
+        Err(Error::NotLatte) => " (not a latte region)".to_string(),
+        Err(_) => String::new(),
+    }
 }
 
 /// The one line on standard error when no region at all can be made (not

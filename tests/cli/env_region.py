@@ -96,8 +96,8 @@ def main():
     fourth = start(200, LATTE_REGION=name)
     rc, out, err = finish(fourth)
     lines = err.splitlines()
-    check(rc == 0 and len(lines) == 1 and "LATTE_REGION" in lines[0] and name in lines[0] and "private memory" in lines[0],
-          f"a live producer's name refused, said once: {err!r}")
+    check(rc == 0 and len(lines) == 1 and "LATTE_REGION" in lines[0] and name in lines[0] and "private memory" in lines[0]
+          and f"a live producer's region, pid {third.pid}" in lines[0], f"a live producer's name refused, said once, with whose: {err!r}")
     check("unchanged.work" in out, "the refused run recorded privately (its own report)")
     quiet = start(200, LATTE_REGION=name, LATTE_QUIET="1")
     rc, out, err = finish(quiet)
