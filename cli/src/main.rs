@@ -85,7 +85,8 @@ enum Cmd {
         /// Show times instead of cycles.
         #[arg(long)]
         time: bool,
-        /// Keep watching after the producer has exited.
+        /// Keep watching after the producer has exited, and follow the
+        /// region's name to a new producer that takes it over (a restart).
         #[arg(long)]
         follow: bool,
         /// Percentiles of the samples whose thread was not switched out.

@@ -61,6 +61,12 @@ impl Mapping {
         unsafe { libc::fstat(self.fd.as_raw_fd(), &mut a) == 0 && libc::fstat(other.as_raw_fd(), &mut b) == 0 && (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) }
     }
 
+    /// Whether `other` maps the same object as this mapping (a reader that
+    /// follows a name asks whether a new producer took it over).
+    pub fn is_same_object(&self, other: &Mapping) -> bool {
+        self.is_object_of(other.fd.as_fd())
+    }
+
     /// The trailer of a recording (`latte record`'s file): None for a
     /// region or a flushed image; an error when the file ends in a
     /// trailer that is damaged or of another version.

@@ -14,9 +14,11 @@ not a region (two programs of one name and pid, in two PID namespaces).
 usage: env_region.py LATTE UNCHANGED"""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 
 LATTE, PROG = sys.argv[1:3]
 TAG = f"latte-env-{os.getpid()}"
@@ -78,9 +80,19 @@ def main():
     seen(name, first, 1000, False, "after the first run exited")
 
     # The second run takes its exited predecessor's region over: its own
-    # counts only, under its pid.
+    # counts only, under its pid. `latte watch --follow`, watching the
+    # exited run's region, follows the name to it from its first sample.
+    watch = subprocess.Popen([LATTE, "watch", name, "--follow", "--interval", "200ms", "--plain"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
     second = start(700, LATTE_REGION=name)
     seen(name, second, 700, True, "taken over by the second run")
+    time.sleep(1.0)
+    watch.terminate()
+    w_out, w_err = watch.communicate(timeout=30)
+    check(f"taken over by a new producer (pid {second.pid})" in w_err, f"watch --follow says the name was taken over: {w_err!r}")
+    check(re.search(r"id=unchanged\.work .*recorded=700 read=700 lost=0", w_out) is not None,
+          f"watch --follow read the new producer's 700 spans: {w_out[-600:]!r}")
 
     # Killed: the region stays readable; the next run takes it over.
     second.kill()

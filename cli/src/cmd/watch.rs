@@ -2,7 +2,7 @@
 //! of every sample read during the interval (`read + lost == recorded`).
 
 use crate::exit::{fail, strerror, EXIT_NOT_REGION};
-use crate::target::{cycles_per_ns, open, shown};
+use crate::target::{classify, cycles_per_ns, open, shown, Target};
 use crate::term::{emit, field, table, timestamp, Style};
 use hdrhistogram::Histogram;
 use latte::error::Error;
@@ -173,7 +173,7 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     let mut m = open(raw)?;
     let target = &report::terminal_text(&shown(raw.as_bytes())).into_owned();
     let v = m.view();
-    let pid = v.producer_pid();
+    let mut pid = v.producer_pid();
     let cpn = if o.time { cycles_per_ns(&v) } else { 0.0 };
     let units = report::Units { unit: if o.time { LATTE_UNIT_TIME } else { LATTE_UNIT_CYCLE }, cycles_per_ns: cpn };
     let shown = Shown { time: o.time, units, cycles_per_ns: cpn };
@@ -183,12 +183,22 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     // rendering keeps them unread.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Read, Error>>(2);
     let (every, clean) = (o.every, o.clean);
-    let reading = std::thread::spawn(move || follow_intervals(&mut m, &mut f, every, clean, &tx));
+    // With --follow, a region whose producer exited is followed to the
+    // producer that takes its name over (a restart).
+    let rename = match classify(raw) {
+        Target::Region(n) if o.follow => Some(n),
+        _ => None,
+    };
+    let reading = std::thread::spawn(move || follow_intervals(&mut m, &mut f, every, clean, rename.as_deref(), &tx));
     let mut n = 0u64;
     // The reading thread ends after an error, sent first, or a panic (a
     // bug), which ends the loop below without one.
     while let Ok(got) = rx.recv() {
-        let Read { mut per, alive, secs, tracked } = got.map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
+        let Read { mut per, alive, secs, tracked, new_pid } = got.map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
+        if let Some(p) = new_pid {
+            eprintln!("latte: watch: {target} was taken over by a new producer (pid {p}): following it from its first sample");
+            pid = p;
+        }
         n += 1;
         let head = Head { target, pid, alive, n, secs, tracked };
         emit(&render(&head, &mut per, o, &shown, style))?;
@@ -216,11 +226,23 @@ struct Read {
     secs: f64,
     /// The producer tracks switches.
     tracked: bool,
+    /// Set when, after this interval, the region's name was found taken
+    /// over by a new producer (its pid), which the next intervals follow.
+    new_pid: Option<u32>,
 }
 
 /// The reading thread: reads interval after interval and sends each, until
-/// an error (sent) or the receiver is gone.
-fn follow_intervals(m: &mut latte::reader::Mapping, f: &mut Follow, every: Duration, clean: bool, tx: &std::sync::mpsc::SyncSender<Result<Read, Error>>) {
+/// an error (sent) or the receiver is gone. With `rename` (a region name,
+/// --follow), once the producer is gone it looks whether a new producer
+/// took the name over, and follows that one from its first sample.
+fn follow_intervals(
+    m: &mut latte::reader::Mapping,
+    f: &mut Follow,
+    every: Duration,
+    clean: bool,
+    rename: Option<&[u8]>,
+    tx: &std::sync::mpsc::SyncSender<Result<Read, Error>>,
+) {
     latte::pace::tight_timer_slack();
     let mut start = Instant::now();
     let mut next = start + every;
@@ -229,7 +251,16 @@ fn follow_intervals(m: &mut latte::reader::Mapping, f: &mut Follow, every: Durat
             let end = Instant::now();
             let secs = end.duration_since(start).as_secs_f64().max(1e-9);
             start = end;
-            Read { per, alive, secs, tracked: m.view().switches_tracked() }
+            let tracked = m.view().switches_tracked();
+            let new_pid = match rename {
+                Some(name) if !alive => taken_over(m, name).map(|new| {
+                    *m = new;
+                    *f = Follow { cursors: Cursors::new(), pacing: Pacing::new(PaceOptions::many()), buf: Vec::new() };
+                    m.view().producer_pid()
+                }),
+                _ => None,
+            };
+            Read { per, alive, secs, tracked, new_pid }
         });
         next += every;
         let failed = got.is_err();
@@ -237,6 +268,13 @@ fn follow_intervals(m: &mut latte::reader::Mapping, f: &mut Follow, every: Durat
             return;
         }
     }
+}
+
+/// The region now under `name` when it is another object than `m`'s, with
+/// a live producer: the name was taken over.
+fn taken_over(m: &latte::reader::Mapping, name: &[u8]) -> Option<latte::reader::Mapping> {
+    let new = latte::reader::Mapping::open_shm(name).ok()?;
+    (!new.is_same_object(m) && new.producer_alive()).then_some(new)
 }
 
 /// Moves every cursor to the ring's end: watching starts at "now".
