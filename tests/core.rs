@@ -254,6 +254,29 @@ fn recording_after_thread_teardown_is_counted() {
     assert_eq!(snapshot(c"early").len(), 1);
 }
 
+#[test]
+fn a_span_open_at_thread_teardown_is_counted_once() {
+    struct StopsOnDrop;
+    impl Drop for StopsOnDrop {
+        fn drop(&mut self) {
+            latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+        }
+    }
+    thread_local! {
+        static CLOSER: StopsOnDrop = const { StopsOnDrop };
+    }
+    let _serial = LATE_TESTS.lock().unwrap();
+    let before = counters().late_drops;
+    std::thread::spawn(|| {
+        CLOSER.with(|_| ()); // registered before latte's exit guard: destroyed after it
+        latte_start(c"open.at.exit".as_ptr(), LATTE_MODE_FAST);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(counters().late_drops, before + 1, "the span its Stop could not close is counted once");
+    assert!(snapshot(c"open.at.exit").is_empty());
+}
+
 /// A duration that does not fit 48 bits is defined: a negative one (the
 /// TSC went backwards) records 0, a longer one saturates.
 #[test]

@@ -40,6 +40,6 @@ mod thread;
 
 pub use counters::*;
 pub use hot::*;
-pub use registry::{region_if_any, unrecordable, REGISTRY};
+pub use registry::{no_region, region_if_any, unrecordable, REGISTRY};
 pub use slow::*;
 pub use thread::{activate, current, note_unavailable};

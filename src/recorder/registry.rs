@@ -62,6 +62,35 @@ pub struct Registry {
 // whole process; the registry is only touched under its lock.
 unsafe impl Send for Registry {}
 
+/// Bytes of address space the process may still map under its
+/// `RLIMIT_AS` (its cap less its `VmSize`); None when it has no cap (or it
+/// cannot be read).
+fn address_space_free() -> Option<u64> {
+    // SAFETY: an all-zero rlimit is a valid out-parameter.
+    let mut lim: libc::rlimit = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid out-parameter.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
+        return None;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status.lines().find_map(|l| l.strip_prefix("VmSize:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some((lim.rlim_cur as u64).saturating_sub(kib * 1024))
+}
+
+/// The errno of a process where no region could be made, 0
+/// until then: read without the registry lock (`no_region`), so that a
+/// signal handler asking for the counters never waits on its own thread.
+static NO_REGION: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(0);
+
+/// Why no region could be made, once that was tried and failed; lock-free.
+pub fn no_region() -> Option<Error> {
+    // Relaxed: a value read on its own.
+    match NO_REGION.load(Ordering::Relaxed) {
+        0 => None,
+        c => Some(Error::Os(c)),
+    }
+}
+
 pub static REGISTRY: Lock<Registry> = Lock::new(Registry {
     region: None,
     interner: Interner::new(),
@@ -143,6 +172,8 @@ impl Registry {
         }
         if let Err(e) = self.install_private() {
             self.unavailable = Some(e);
+            // Relaxed: a value read on its own (`no_region`).
+            NO_REGION.store(if let Error::Os(c) = e { c } else { libc::ENOMEM }, Ordering::Relaxed);
             super::env::say_no_region(e);
             return Err(e);
         }
@@ -150,10 +181,18 @@ impl Registry {
     }
 
     /// Installs a private region: its first chunk of the default slots, or,
-    /// where the address space is short (`ulimit -v`), of the most slots
-    /// that fit, halving down to one; the region grows later as it can.
+    /// where the address space is capped (`ulimit -v`), of no more than a
+    /// quarter of what the cap leaves free (the program's own allocations
+    /// keep the rest), and fewer, halving down to one, while it does not
+    /// fit; the region grows later as it can.
     fn install_private(&mut self) -> Result<(), Error> {
+        let ring = LATTE_SLOT_HEADER_SIZE as u64 + LATTE_DEFAULT_SAMPLES as u64 * LATTE_SAMPLE_SIZE as u64;
         let mut slots = LATTE_DEFAULT_PRIVATE_SLOTS;
+        if let Some(free) = address_space_free() {
+            while slots > 1 && slots as u64 * ring > free / 4 {
+                slots /= 2;
+            }
+        }
         loop {
             let made = Region::create_private(slots, LATTE_DEFAULT_SAMPLES, 0).and_then(|r| self.install(r).map_err(|(e, _)| e));
             match made {
@@ -161,11 +200,6 @@ impl Registry {
                 other => return other,
             }
         }
-    }
-
-    /// Why no region could be made, once that was tried and failed.
-    pub fn unavailable(&self) -> Option<Error> {
-        self.unavailable
     }
 
     /// Makes `r` the region everything records into and readers read.

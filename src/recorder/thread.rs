@@ -40,7 +40,15 @@ impl Drop for ExitGuard {
         if !hot.is_null() {
             // SAFETY: this thread's active state: Rust's or the caller's
             // thread-local, which stays valid while thread-local destructors run.
-            detach(unsafe { &mut *hot });
+            let hot = unsafe { &mut *hot };
+            // Spans still open now can no longer be recorded (their Stops,
+            // from later destructors, find no state): counted here, once.
+            if hot.depth > 0 {
+                if let Some(r) = region_if_any() {
+                    bump(&r.header().late_drops, hot.depth as u64);
+                }
+            }
+            detach(hot);
         }
         let mut reg = REGISTRY.lock();
         if !cold.is_null() {

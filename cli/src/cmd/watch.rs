@@ -195,13 +195,14 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     // bug), which ends the loop below without one.
     while let Ok(got) = rx.recv() {
         let Read { mut per, alive, secs, tracked, new_pid } = got.map_err(|e| fail(target, &strerror(e), EXIT_NOT_REGION))?;
+        n += 1;
+        // The interval is the old producer's; the next ones the new one's.
+        let head = Head { target, pid, alive, n, secs, tracked };
+        emit(&render(&head, &mut per, o, &shown, style))?;
         if let Some(p) = new_pid {
             eprintln!("latte: watch: {target} was taken over by a new producer (pid {p}): following it from its first sample");
             pid = p;
         }
-        n += 1;
-        let head = Head { target, pid, alive, n, secs, tracked };
-        emit(&render(&head, &mut per, o, &shown, style))?;
         if !alive && !o.follow {
             eprintln!("latte: watch: producer {pid} has exited and every sample is read (--follow keeps watching)");
             return Ok(());
@@ -270,11 +271,12 @@ fn follow_intervals(
     }
 }
 
-/// The region now under `name` when it is another object than `m`'s, with
-/// a live producer: the name was taken over.
+/// The region now under `name` when it is another object than `m`'s: the
+/// name was taken over (its producer may have exited already; what it
+/// recorded is read all the same).
 fn taken_over(m: &latte::reader::Mapping, name: &[u8]) -> Option<latte::reader::Mapping> {
     let new = latte::reader::Mapping::open_shm(name).ok()?;
-    (!new.is_same_object(m) && new.producer_alive()).then_some(new)
+    (!new.is_same_object(m)).then_some(new)
 }
 
 /// Moves every cursor to the ring's end: watching starts at "now".
