@@ -807,11 +807,6 @@ typedef struct latte_sample {
 extern "C" {
 #endif // __cplusplus
 
-// glibc (2.32 and later): the description of an errno value, a static
-// string, or NULL when the value is not an errno. Thread-safe, unlike
-// `strerror`.
-extern const char *strerrordesc_np(int errnum);
-
 // Runs calibration once through the C ABI's own path (later calls return
 // at once). Returns 0 or a negative code.
 int latte_calibration_run(void);
