@@ -52,10 +52,6 @@ pub struct Registry {
     /// Set once `LATTE_REGION` was looked at: a region it names that could
     /// not be made is not tried again (nor said again).
     env_tried: bool,
-    /// Why no region at all could be made (not even a private one of one
-    /// ring): said once, then every call that needs a region gets it back
-    /// at once, with no system call.
-    unavailable: Option<Error>,
 }
 
 // SAFETY: the raw pointers are thread states and slots that live for the
@@ -82,7 +78,8 @@ fn address_space_free() -> Option<u64> {
 /// signal handler asking for the counters never waits on its own thread.
 static NO_REGION: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(0);
 
-/// Why no region could be made, once that was tried and failed; lock-free.
+/// Why this process has no region to record into: Some when none could be
+/// made (not even a private one of one ring), None otherwise. Lock-free.
 pub fn no_region() -> Option<Error> {
     // Relaxed: a value read on its own.
     match NO_REGION.load(Ordering::Relaxed) {
@@ -102,7 +99,6 @@ pub static REGISTRY: Lock<Registry> = Lock::new(Registry {
     recording_began: false,
     atfork_installed: false,
     env_tried: false,
-    unavailable: None,
 });
 
 thread_local! {
@@ -153,7 +149,10 @@ impl Registry {
         if let Some(r) = self.region {
             return Ok(r);
         }
-        if let Some(e) = self.unavailable {
+        // No region at all could be made (not even a private one of one
+        // ring): said once; every later call gets the reason at once, with
+        // no system call.
+        if let Some(e) = no_region() {
             return Err(e);
         }
         if !core::mem::replace(&mut self.env_tried, true) {
@@ -171,7 +170,6 @@ impl Registry {
             }
         }
         if let Err(e) = self.install_private() {
-            self.unavailable = Some(e);
             // Relaxed: a value read on its own (`no_region`).
             NO_REGION.store(if let Error::Os(c) = e { c } else { libc::ENOMEM }, Ordering::Relaxed);
             super::env::say_no_region(e);
