@@ -321,6 +321,77 @@ fn resolving_in_a_child() {
     });
 }
 
+/// IDs the worker below looks up in its thread's second level, round-robin:
+/// more than the cache keeps, so that every Start of one misses the cache
+/// and probes the second level.
+const LOOKED_UP_IDS: usize = 3000;
+static LOOKED_UP: Names = Names::new();
+
+/// 100 spans, each under a pointer new to the thread: the handler's slow
+/// paths enter them in the thread's second level, whose table grows.
+extern "C" fn on_usr1_fresh_ids(_: libc::c_int) {
+    for _ in 0..100 {
+        latte_start(fresh_name(), LATTE_MODE_FAST);
+        latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+    }
+    HANDLER_SPANS.fetch_add(100, Ordering::Relaxed);
+}
+
+#[test]
+fn a_handler_growing_the_second_level_during_the_threads_lookup_leaves_it_whole() {
+    fill_names();
+    LOOKED_UP.fill("sig.look", LOOKED_UP_IDS);
+    // The handler's fresh IDs would grow the table the interrupted lookup
+    // is reading. With every table of 64 KiB or more given back to the
+    // system when freed, a lookup that went on in a freed table would die
+    // of SIGSEGV; one that went on in a reused one could return another
+    // ID's ring, which the exact counts below would show. A child sees six
+    // growths, each inside a lookup or not: ten children, so that the old
+    // map (changed inside the lookup) failed this test 7 runs in 10.
+    for _ in 0..10 {
+        FRESH.store(0, Ordering::Relaxed);
+        in_child(30, "samples recorded under another ID, or too few handler spans", || {
+            // SAFETY: a plain call, before this child's threads start.
+            unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 64 * 1024) };
+            HANDLER_SPANS.store(0, Ordering::Relaxed);
+            handle(libc::SIGUSR1, on_usr1_fresh_ids);
+            let mut mine = vec![0u64; LOOKED_UP_IDS];
+            let warm = || {
+                for i in 0..LOOKED_UP_IDS {
+                    latte_start(LOOKED_UP.at(i), LATTE_MODE_FAST);
+                    latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+                }
+            };
+            let t0 = Instant::now();
+            under_signals(libc::SIGUSR1, warm, || {
+                // Until the handlers have used most of the fresh names: the
+                // table grows from 8,192 entries to 262,144 meanwhile.
+                while t0.elapsed() < Duration::from_secs(3) && HANDLER_SPANS.load(Ordering::Relaxed) < 150_000 {
+                    for (i, n) in mine.iter_mut().enumerate() {
+                        latte_start(LOOKED_UP.at(i), LATTE_MODE_FAST);
+                        latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+                        *n += 1;
+                    }
+                }
+            });
+            let mut wrong = 0;
+            for (i, n) in mine.iter().enumerate() {
+                // SAFETY: a NUL-terminated name (`Names`).
+                let got = samples(unsafe { core::ffi::CStr::from_ptr(LOOKED_UP.at(i)) }).len() as u64;
+                if got != 1 + n {
+                    if wrong < 5 {
+                        child_says(&format!("sig.look.{i}: {got} samples, {} written\n", 1 + n));
+                    }
+                    wrong += 1;
+                }
+            }
+            let h = HANDLER_SPANS.load(Ordering::Relaxed);
+            child_says(&format!("handler spans {h}; worker IDs with a wrong count {wrong}\n"));
+            wrong == 0 && h >= 10_000
+        });
+    }
+}
+
 /// IDs the handler below records under: more than the cache keeps, so its
 /// slow paths empty the cache and reuse entries the worker's IDs held.
 const OTHER_IDS: usize = 1500;

@@ -4,16 +4,21 @@
 //! finds each here without the registry lock; past `PTR_MAP_MAX` entries
 //! (IDs built in fresh buffers over and over) it starts over.
 //!
-//! A signal handler that records on the thread may look up this map (its
-//! own slow path, before it asks for the registry lock) while the thread
-//! it interrupted is changing it. Every change runs under `writing`, and a
-//! lookup that finds it set answers "not here": the handler then asks for
-//! the lock its thread holds, is refused, and its span is counted as a
-//! reentrant drop (`lock.rs`). It never reads a half-written entry or a
-//! table being replaced.
+//! A signal handler that records on the thread runs this map's code
+//! nested inside the thread's own, at any instruction; two flags keep
+//! either side from seeing the other's half-done work:
+//!
+//! | the thread is in | a handler on it | why that is safe |
+//! |---|---|---|
+//! | a change (`writing`) | finds nothing: its `get` answers "not here" | it then asks for the registry lock its thread holds, is refused, and its span is counted as a reentrant drop (`lock.rs`); it never reads a half-written entry or a table being replaced |
+//! | a lookup (`reading`) | changes nothing: its `insert` is skipped | its span is recorded all the same (the registry gave it its ring); the thread's lookup goes on in a table that was not replaced or freed under it |
+//!
+//! Both flags are this thread's alone: read and written with relaxed
+//! atomics between compiler fences, which order them against the map's
+//! other accesses as a handler on the same thread sees them.
 
 use crate::layout::LATTE_CACHE_HASH;
-use core::sync::atomic::{compiler_fence, Ordering};
+use core::sync::atomic::{compiler_fence, AtomicBool, Ordering};
 
 /// An open-addressing map from ID pointers to rings, thread-private.
 pub(super) struct PtrMap {
@@ -23,9 +28,10 @@ pub(super) struct PtrMap {
     entries: Vec<(usize, u64)>,
     /// Entries in use, at most half of `entries.len()`.
     len: usize,
-    /// Set while the map changes (the module doc); read and written
-    /// volatile, as a signal handler on the thread may read it.
-    writing: bool,
+    /// Set while the map changes (the module doc).
+    writing: AtomicBool,
+    /// Set while the thread looks a key up (the module doc).
+    reading: AtomicBool,
 }
 
 /// Entries of a new map.
@@ -39,23 +45,32 @@ const EMPTY_ENTRY: (usize, u64) = (PTR_MAP_EMPTY, 0);
 
 impl PtrMap {
     pub(super) fn new() -> PtrMap {
-        PtrMap { entries: vec![EMPTY_ENTRY; PTR_MAP_SIZE], len: 0, writing: false }
+        PtrMap { entries: vec![EMPTY_ENTRY; PTR_MAP_SIZE], len: 0, writing: AtomicBool::new(false), reading: AtomicBool::new(false) }
     }
 
-    /// Runs `f` with `writing` set.
-    fn changing(&mut self, f: impl FnOnce(&mut PtrMap)) {
-        // SAFETY: a field of `self`; volatile so that the store is made
-        // before the change, where a handler on this thread can see it.
-        unsafe { core::ptr::write_volatile(&mut self.writing, true) };
+    /// Runs `f` with `writing` set, unless the map is being read or
+    /// changed already: then this is a signal handler that interrupted
+    /// the thread's own `get` or change, and `f` is skipped (the module
+    /// doc). Returns whether `f` ran.
+    fn changing(&mut self, f: impl FnOnce(&mut PtrMap)) -> bool {
+        if self.reading.load(Ordering::Relaxed) || self.writing.load(Ordering::Relaxed) {
+            return false;
+        }
+        // Relaxed, fenced: only this thread, or a handler on it, reads
+        // the flag; the fences keep the change between the two stores.
+        self.writing.store(true, Ordering::Relaxed);
         compiler_fence(Ordering::SeqCst);
         f(self);
         compiler_fence(Ordering::SeqCst);
-        // SAFETY: as above.
-        unsafe { core::ptr::write_volatile(&mut self.writing, false) };
+        self.writing.store(false, Ordering::Relaxed);
+        true
     }
 
+    /// Empties the map. The thread's own call, at its start or end, where
+    /// no lookup or change of its can be under way.
     pub(super) fn clear(&mut self) {
-        self.changing(PtrMap::clear_now);
+        let done = self.changing(PtrMap::clear_now);
+        debug_assert!(done, "a thread's map is emptied only outside its own lookups and changes");
     }
 
     fn clear_now(&mut self) {
@@ -79,11 +94,22 @@ impl PtrMap {
     /// The ring of `key`; None when it is not here, or when the map is
     /// changing (a signal handler that interrupted a change).
     pub(super) fn get(&self, key: usize) -> Option<u64> {
-        // SAFETY: a field of `self`, read afresh (the module doc).
-        if unsafe { core::ptr::read_volatile(&self.writing) } {
+        // Relaxed, fenced: this thread's own flags (the module doc).
+        if self.writing.load(Ordering::Relaxed) {
             return None;
         }
+        // Nested lookups (a handler's inside the thread's) each put back
+        // what they found, so the outermost one clears the flag.
+        let was_reading = self.reading.load(Ordering::Relaxed);
+        self.reading.store(true, Ordering::Relaxed);
         compiler_fence(Ordering::SeqCst);
+        let found = self.probe(key);
+        compiler_fence(Ordering::SeqCst);
+        self.reading.store(was_reading, Ordering::Relaxed);
+        found
+    }
+
+    fn probe(&self, key: usize) -> Option<u64> {
         let mask = self.entries.len() - 1;
         let mut i = self.home(key);
         loop {
@@ -95,11 +121,13 @@ impl PtrMap {
         }
     }
 
+    /// Enters `key`'s ring; skipped (the map only saves a later lookup)
+    /// when a handler calls it inside the thread's own lookup or change.
     pub(super) fn insert(&mut self, key: usize, slot: u64) {
         if key == PTR_MAP_EMPTY {
             return;
         }
-        self.changing(|m| {
+        let _ = self.changing(|m| {
             // At most half full, so probes stay short and `get` always ends.
             if m.len >= m.entries.len() / 2 {
                 if m.entries.len() >= PTR_MAP_MAX {
@@ -174,16 +202,44 @@ mod tests {
         assert_eq!((m.len, m.entries.len()), (0, PTR_MAP_SIZE));
         assert_eq!(m.get(0x2000), None);
         // Emptying a grown map replaces its tables and leaves the flag as it was.
-        m.writing = true;
+        m.writing.store(true, Ordering::Relaxed);
         m.entries = vec![EMPTY_ENTRY; PTR_MAP_SIZE * 4];
         m.clear_now();
-        assert!(m.writing && m.entries.len() == PTR_MAP_SIZE);
-        m.writing = false;
+        assert!(m.writing.load(Ordering::Relaxed) && m.entries.len() == PTR_MAP_SIZE);
+        m.writing.store(false, Ordering::Relaxed);
         // While it changes, a lookup (a signal handler's) finds nothing.
         m.insert(0x3000, slot(3));
-        m.writing = true;
+        m.writing.store(true, Ordering::Relaxed);
         assert_eq!(m.get(0x3000), None);
-        m.writing = false;
+        m.writing.store(false, Ordering::Relaxed);
         assert_eq!(m.get(0x3000), Some(slot(3)));
+    }
+
+    #[test]
+    fn ptr_map_is_not_changed_inside_a_lookup_or_a_change() {
+        let mut m = PtrMap::new();
+        m.insert(0x1000, slot(1));
+        // A handler inside the thread's lookup: its inserts, even one that
+        // would grow the table, are skipped; the table stays where it is.
+        m.reading.store(true, Ordering::Relaxed);
+        let table = m.entries.as_ptr();
+        for k in 2..=PTR_MAP_SIZE {
+            m.insert(k * 0x1000, slot(k));
+        }
+        assert_eq!((m.len, m.entries.as_ptr()), (1, table));
+        // A handler's own lookup inside it finds what is there, and leaves
+        // the thread's flag up.
+        assert_eq!(m.get(0x1000), Some(slot(1)));
+        assert!(m.reading.load(Ordering::Relaxed));
+        m.reading.store(false, Ordering::Relaxed);
+        // Inside a change, likewise.
+        m.writing.store(true, Ordering::Relaxed);
+        m.insert(0x2000, slot(2));
+        m.writing.store(false, Ordering::Relaxed);
+        assert_eq!((m.len, m.get(0x2000)), (1, None));
+        // Outside both, a lookup leaves no flag behind, and inserts go in.
+        m.insert(0x2000, slot(2));
+        assert_eq!(m.get(0x2000), Some(slot(2)));
+        assert!(!m.reading.load(Ordering::Relaxed) && !m.writing.load(Ordering::Relaxed));
     }
 }
