@@ -5,11 +5,27 @@
 //! or the producer's `id_limit`): spans recorded under it are not recorded
 //! and are counted (`unfit_id_drops`).
 
-use crate::name::{normalize, Name};
+use crate::name::{try_normalize, Name};
 use crate::reader::View;
 use crate::region::Region;
 use core::ffi::c_char;
-use std::collections::{BTreeMap, HashMap};
+use core::hash::BuildHasherDefault;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+
+/// A map the interner can make in a `const` (the registry is a static)
+/// and grow fallibly (`try_reserve`).
+type Map<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
+
+/// Why an ID got no token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfit {
+    /// The region could not store its name (its memory could not be had,
+    /// or the producer's `id_limit`): said by the region, once.
+    NoRoom,
+    /// This process's memory for the interner's own maps ran out.
+    NoMemory,
+}
 
 /// In-process maps from text and from pointer to token. The table of record
 /// is the region's name records; these only make lookups fast.
@@ -17,12 +33,12 @@ pub struct Interner {
     by_name: Option<HashMap<Name, u32>>,
     /// Every name, by token.
     by_token: Vec<Name>,
-    by_ptr: BTreeMap<usize, u32>,
+    by_ptr: Map<usize, u32>,
     /// Per token, the first pointer a Start or pulse passed for it: the key
     /// under which the C++ `ExtractSamplesGlobal` files the token's samples
     /// (its callers look names up by address, with the literals they record
     /// through). Tokens survive a region change, so this is never cleared.
-    first_ptr: BTreeMap<u32, usize>,
+    first_ptr: Map<u32, usize>,
 }
 
 /// Pointer-map entries kept at most (IDs built in reused buffers would
@@ -37,7 +53,12 @@ impl Default for Interner {
 
 impl Interner {
     pub const fn new() -> Interner {
-        Interner { by_name: None, by_token: Vec::new(), by_ptr: BTreeMap::new(), first_ptr: BTreeMap::new() }
+        Interner {
+            by_name: None,
+            by_token: Vec::new(),
+            by_ptr: Map::with_hasher(BuildHasherDefault::new()),
+            first_ptr: Map::with_hasher(BuildHasherDefault::new()),
+        }
     }
 
     /// Forgets everything (a new region without names).
@@ -58,16 +79,23 @@ impl Interner {
     }
 
     /// Token of a stored name, adding it to the region's records when new.
-    pub fn intern_name(&mut self, region: &Region, name: &Name) -> Option<u32> {
+    /// Everything this may allocate is had first: a name the region took
+    /// always enters the maps.
+    pub fn intern_name(&mut self, region: &Region, name: Name) -> Result<u32, Unfit> {
         let by_name = self.by_name.get_or_insert_with(HashMap::new);
-        if let Some(&t) = by_name.get(name) {
-            return Some(t);
+        if let Some(&t) = by_name.get(&name) {
+            return Ok(t);
         }
-        let t = region.append_name(name)?;
-        by_name.insert(name.clone(), t);
+        by_name.try_reserve(1).map_err(|_| Unfit::NoMemory)?;
+        self.by_token.try_reserve(1).map_err(|_| Unfit::NoMemory)?;
+        let mut copy = Vec::new();
+        copy.try_reserve_exact(name.len()).map_err(|_| Unfit::NoMemory)?;
+        copy.extend_from_slice(&name);
+        let t = region.append_name(&name).ok_or(Unfit::NoRoom)?;
+        by_name.insert(copy, t);
         debug_assert_eq!(t as usize, self.by_token.len());
-        self.by_token.push(name.clone());
-        Some(t)
+        self.by_token.push(name);
+        Ok(t)
     }
 
     /// Token for a recording ID pointer: by pointer when seen before (no
@@ -75,21 +103,23 @@ impl Interner {
     ///
     /// # Safety
     /// `id` is NULL or a NUL-terminated string.
-    pub unsafe fn intern_ptr(&mut self, region: &Region, id: *const c_char) -> Option<u32> {
+    pub unsafe fn intern_ptr(&mut self, region: &Region, id: *const c_char) -> Result<u32, Unfit> {
         if let Some(&t) = self.by_ptr.get(&(id as usize)) {
-            return Some(t);
+            return Ok(t);
         }
-        // SAFETY: forwarded from the caller.
-        let name = unsafe { normalize(id) };
-        let t = self.intern_name(region, &name)?;
         if self.by_ptr.len() >= MAX_PTR_ENTRIES {
             self.by_ptr.clear();
         }
+        self.by_ptr.try_reserve(1).map_err(|_| Unfit::NoMemory)?;
+        self.first_ptr.try_reserve(1).map_err(|_| Unfit::NoMemory)?;
+        // SAFETY: forwarded from the caller.
+        let name = unsafe { try_normalize(id) }.ok_or(Unfit::NoMemory)?;
+        let t = self.intern_name(region, name)?;
         self.by_ptr.insert(id as usize, t);
         if !id.is_null() {
             self.first_ptr.entry(t).or_insert(id as usize);
         }
-        Some(t)
+        Ok(t)
     }
 
     /// The first pointer a recording passed for `token` (see `first_ptr`).

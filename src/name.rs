@@ -49,18 +49,39 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// The stored form of a name's bytes (see the module rules).
 pub fn normalize_bytes(text: &[u8]) -> Name {
+    match try_normalize_bytes(text) {
+        Some(n) => n,
+        None => std::alloc::handle_alloc_error(std::alloc::Layout::array::<u8>(stored_len(text).0).expect("a name's length fits a layout")),
+    }
+}
+
+/// The stored form of a name's bytes, or None when the memory for it
+/// cannot be had (the recorder's slow path must not abort the program).
+pub fn try_normalize_bytes(text: &[u8]) -> Option<Name> {
+    let (len, keep) = stored_len(text);
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).ok()?;
+    out.extend_from_slice(&text[..keep]);
+    if keep < text.len() {
+        out.push(b'~');
+        let h = fnv1a(text);
+        out.extend((0..16).rev().map(|k| b"0123456789abcdef"[((h >> (4 * k)) & 0xf) as usize]));
+    }
+    Some(out)
+}
+
+/// (bytes of the stored form, bytes of the text it keeps).
+fn stored_len(text: &[u8]) -> (usize, usize) {
     let max = LATTE_MAX_NAME_LEN as usize;
     if text.len() <= max {
-        return text.to_vec();
+        return (text.len(), text.len());
     }
     // Cut at a UTF-8 boundary: never start the cut on a continuation byte.
     let mut cut = max - CUT_SUFFIX_LEN;
     while cut > 0 && (text[cut] & 0xC0) == 0x80 {
         cut -= 1;
     }
-    let mut out = text[..cut].to_vec();
-    out.extend_from_slice(format!("~{:016x}", fnv1a(text)).as_bytes());
-    out
+    (cut + CUT_SUFFIX_LEN, cut)
 }
 
 /// The stored form of a C string (NULL allowed).
@@ -68,11 +89,30 @@ pub fn normalize_bytes(text: &[u8]) -> Name {
 /// # Safety
 /// `id` is NULL or points to a NUL-terminated string.
 pub unsafe fn normalize(id: *const c_char) -> Name {
+    // SAFETY: forwarded from the caller.
+    normalize_bytes(unsafe { id_text(id) })
+}
+
+/// The stored form of a C string (NULL allowed), or None when the memory
+/// for it cannot be had.
+///
+/// # Safety
+/// `id` is NULL or points to a NUL-terminated string.
+pub unsafe fn try_normalize(id: *const c_char) -> Option<Name> {
+    // SAFETY: forwarded from the caller.
+    try_normalize_bytes(unsafe { id_text(id) })
+}
+
+/// The text of an ID: its bytes, or `NULL_ID_NAME` for NULL.
+///
+/// # Safety
+/// `id` is NULL or points to a NUL-terminated string, which outlives the result.
+unsafe fn id_text<'a>(id: *const c_char) -> &'a [u8] {
     if id.is_null() {
-        return normalize_bytes(NULL_ID_NAME);
+        return NULL_ID_NAME;
     }
     // SAFETY: the caller guarantees a NUL-terminated string.
-    normalize_bytes(unsafe { core::ffi::CStr::from_ptr(id) }.to_bytes())
+    unsafe { core::ffi::CStr::from_ptr(id) }.to_bytes()
 }
 
 /// The bytes of a stored name.

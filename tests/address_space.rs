@@ -84,4 +84,55 @@ fn a_capped_address_space_records_what_fits_and_says_once_when_nothing_does() {
     });
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&err);
+    memory_gone_before_a_threads_first_span_is_counted_and_said_once(&err);
+    let _ = std::fs::remove_file(&err);
+}
+
+/// Memory runs out (the heap and the address space both) before a thread's
+/// first span: the memory for its recording state cannot be had. Its spans
+/// are counted as no-slot drops and said once, and the program goes on;
+/// once memory is back, the thread records.
+fn memory_gone_before_a_threads_first_span_is_counted_and_said_once(err: &std::path::Path) {
+    in_child(|| {
+        stderr_to(err);
+        // The region exists first, made without a cap.
+        assert_ne!(latte::internals::ffi::latte_intern_id(c"oom.warm".as_ptr()), LATTE_INVALID_ID);
+        let mut hog: Vec<*mut libc::c_void> = Vec::with_capacity(1 << 20);
+        cap_address_space(0);
+        // The heap taken, 1 KiB at a time, until nothing more comes...
+        while hog.len() < hog.capacity() {
+            // SAFETY: a block of our own, freed below.
+            let p = unsafe { libc::malloc(1024) };
+            if p.is_null() {
+                break;
+            }
+            hog.push(p);
+        }
+        // ...then a few blocks apart given back: small allocations (the C
+        // library's own) still fit, the thread's state (kilobytes) does not.
+        for p in hog.iter_mut().step_by(64).take(32) {
+            // SAFETY: ours, from malloc above.
+            unsafe { libc::free(*p) };
+            *p = core::ptr::null_mut();
+        }
+        for _ in 0..100 {
+            span(c"oom.first", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        let mut during = latte_counters::default();
+        let rc = latte_region_get_counters(&mut during);
+        for p in hog.drain(..) {
+            // SAFETY: ours (free of NULL does nothing).
+            unsafe { libc::free(p) };
+        }
+        // SAFETY: no limit: memory is back.
+        unsafe { libc::setrlimit(libc::RLIMIT_AS, &libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY }) };
+        for _ in 0..100 {
+            span(c"oom.after", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        let told = std::fs::read_to_string(err).unwrap();
+        let said = told.lines().filter(|l| l.contains("out of memory for the recorder")).count();
+        let (first, after) = (snapshot(c"oom.first").len(), snapshot(c"oom.after").len());
+        eprintln!("memory gone: rc {rc}, no-slot drops {}, kept {first}; memory back: kept {after}; said {said} times", during.no_slot_drops);
+        rc == 0 && during.no_slot_drops == 100 && first == 0 && after == 100 && said == 1
+    });
 }

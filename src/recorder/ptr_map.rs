@@ -44,8 +44,9 @@ const PTR_MAP_EMPTY: usize = 0;
 const EMPTY_ENTRY: (usize, u64) = (PTR_MAP_EMPTY, 0);
 
 impl PtrMap {
-    pub(super) fn new() -> PtrMap {
-        PtrMap { entries: vec![EMPTY_ENTRY; PTR_MAP_SIZE], len: 0, writing: AtomicBool::new(false), reading: AtomicBool::new(false) }
+    /// A new, empty map; None when the memory for it cannot be had.
+    pub(super) fn try_new() -> Option<PtrMap> {
+        Some(PtrMap { entries: try_table(PTR_MAP_SIZE)?, len: 0, writing: AtomicBool::new(false), reading: AtomicBool::new(false) })
     }
 
     /// Runs `f` with `writing` set, unless the map is being read or
@@ -74,11 +75,12 @@ impl PtrMap {
     }
 
     fn clear_now(&mut self) {
-        if self.entries.len() > PTR_MAP_SIZE {
+        // A grown table goes back to the first size; if even that cannot
+        // be had, the grown one is emptied in place.
+        match (self.entries.len() > PTR_MAP_SIZE).then(|| try_table(PTR_MAP_SIZE)).flatten() {
             // Field by field: `writing` stays set while the table is replaced.
-            self.entries = vec![EMPTY_ENTRY; PTR_MAP_SIZE];
-        } else {
-            self.entries.fill(EMPTY_ENTRY);
+            Some(t) => self.entries = t,
+            None => self.entries.fill(EMPTY_ENTRY),
         }
         self.len = 0;
     }
@@ -152,10 +154,14 @@ impl PtrMap {
         self.entries[i] = (key, slot);
     }
 
-    /// Twice the entries, every key placed again.
+    /// Twice the entries, every key placed again; the map starts over
+    /// instead when the memory cannot be had (it only saves lookups).
     fn grow(&mut self) {
-        let n = self.entries.len() * 2;
-        let old = core::mem::replace(&mut self.entries, vec![EMPTY_ENTRY; n]);
+        let Some(table) = try_table(self.entries.len() * 2) else {
+            self.clear_now();
+            return;
+        };
+        let old = core::mem::replace(&mut self.entries, table);
         self.len = 0;
         for (k, s) in old {
             if k != PTR_MAP_EMPTY {
@@ -163,6 +169,15 @@ impl PtrMap {
             }
         }
     }
+}
+
+/// A table of `n` free entries; None when the memory cannot be had (an
+/// allocation failure must not abort the measured program).
+fn try_table(n: usize) -> Option<Vec<(usize, u64)>> {
+    let mut t = Vec::new();
+    t.try_reserve_exact(n).ok()?;
+    t.resize(n, EMPTY_ENTRY);
+    Some(t)
 }
 
 #[cfg(test)]
@@ -175,7 +190,7 @@ mod tests {
 
     #[test]
     fn ptr_map_finds_what_it_holds_and_grows() {
-        let mut m = PtrMap::new();
+        let mut m = PtrMap::try_new().unwrap();
         assert_eq!(m.get(0x1000), None);
         // Keys that share a home entry probe onwards.
         for k in 1..=10usize {
@@ -217,7 +232,7 @@ mod tests {
 
     #[test]
     fn ptr_map_is_not_changed_inside_a_lookup_or_a_change() {
-        let mut m = PtrMap::new();
+        let mut m = PtrMap::try_new().unwrap();
         m.insert(0x1000, slot(1));
         // A handler inside the thread's lookup: its inserts, even one that
         // would grow the table, are skipped; the table stays where it is.

@@ -42,6 +42,8 @@ pub struct Registry {
     free_colds: Vec<*mut Cold>,
     /// Hot states Rust allocated for threads that no longer use them.
     pub(super) free_hots: Vec<*mut latte_thread>,
+    /// Hot states ever allocated: `free_hots` keeps room for all of them.
+    hots_made: usize,
     next_thread_idx: u32,
     /// Slots of exited threads, oldest first: reused when the region has no
     /// fresh slot and they hold half of it, or it cannot grow (`allocate_slot`).
@@ -94,6 +96,7 @@ pub static REGISTRY: Lock<Registry> = Lock::new(Registry {
     colds: Vec::new(),
     free_colds: Vec::new(),
     free_hots: Vec::new(),
+    hots_made: 0,
     next_thread_idx: 0,
     reusable: VecDeque::new(),
     recording_began: false,
@@ -232,13 +235,20 @@ impl Registry {
         Ok(())
     }
 
+    /// A cold state for the calling thread: a pooled one, or a new one.
+    /// `Error::NOMEM` when memory for it cannot be had (never an abort:
+    /// the thread's spans are then counted, `thread::note_unavailable`).
     pub(super) fn new_cold(&mut self) -> Result<*mut Cold, Error> {
         let region = self.region()?;
         self.recording_began = true;
         let c = match self.free_colds.pop() {
             Some(c) => c,
             None => {
-                let p = Box::into_raw(Box::new(Cold {
+                self.colds.try_reserve(1).map_err(|_| Error::NOMEM)?;
+                // The pool keeps room to take every state back at thread
+                // exit (it is empty here: the pop above found none).
+                self.free_colds.try_reserve(self.colds.len() + 1).map_err(|_| Error::NOMEM)?;
+                let cold = Cold {
                     thread_idx: 0,
                     os_tid: 0,
                     alive: false,
@@ -246,8 +256,9 @@ impl Registry {
                     orphan_stops: 0,
                     dropped: 0,
                     slots_by_token: HashMap::new(),
-                    by_ptr: PtrMap::new(),
-                }));
+                    by_ptr: PtrMap::try_new().ok_or(Error::NOMEM)?,
+                };
+                let p = try_leak(cold).ok_or(Error::NOMEM)?;
                 self.colds.push(p);
                 p
             }
@@ -267,16 +278,25 @@ impl Registry {
         Ok(c)
     }
 
-    pub(super) fn new_hot(&mut self) -> *mut latte_thread {
-        match self.free_hots.pop() {
-            Some(h) => h,
-            None => {
-                // SAFETY: an all-zero latte_thread is valid (integers and
-                // null pointers); the Box is leaked into the pool's care.
-                let b: Box<latte_thread> = unsafe { Box::new(core::mem::zeroed()) };
-                Box::into_raw(b)
-            }
+    /// A hot state for a thread Rust keeps one for: a pooled one, or a new
+    /// zeroed one. None when memory for it cannot be had.
+    pub(super) fn new_hot(&mut self) -> Option<*mut latte_thread> {
+        if let Some(h) = self.free_hots.pop() {
+            return Some(h);
         }
+        // Room to pool every hot state made, so that giving one back
+        // allocates nothing (the pool is empty here: the pop found none).
+        self.free_hots.try_reserve(self.hots_made + 1).ok()?;
+        let layout = std::alloc::Layout::new::<latte_thread>();
+        // SAFETY: the layout has a non-zero size. An all-zero latte_thread
+        // is valid (integers and null pointers); the state is leaked into
+        // the pool's care and never freed.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut latte_thread;
+        if p.is_null() {
+            return None;
+        }
+        self.hots_made += 1;
+        Some(p)
     }
 
     /// Hands a slot to (thread `c`, `token`): a fresh one while the
@@ -352,21 +372,42 @@ impl Registry {
         }
         s.alive = false;
         if self.region.is_some() {
-            let mut owned: Vec<(*mut latte_slot_header, u32)> = s.slots_by_token.drain().map(|(_, v)| v).collect();
-            // In slot order: reused oldest first, as they were handed out.
-            owned.sort_by_key(|&(_, i)| i);
-            for (p, i) in owned {
+            // Room first, so that nothing below allocates; without it
+            // (memory ran out) the slots are closed but not offered again.
+            let listed = self.reusable.try_reserve(s.slots_by_token.len()).is_ok();
+            let first = self.reusable.len();
+            for (_, (p, i)) in s.slots_by_token.drain() {
                 // SAFETY: a slot this thread owns, inside the region.
                 let sh = unsafe { &*p };
                 // W4. Release: every sample this thread wrote is visible to
                 // a reader that sees CLOSED with acquire (R2); the ring is final.
                 sh.state.store(LATTE_SLOT_CLOSED, Ordering::Release);
-                self.reusable.push_back(i);
+                if listed {
+                    self.reusable.push_back(i);
+                }
             }
+            // In slot order: reused oldest first, as they were handed out
+            // (an unstable sort allocates nothing; the indices are distinct).
+            self.reusable.make_contiguous()[first..].sort_unstable();
         }
         s.by_ptr.clear();
+        // Within the room `new_cold` reserved: no allocation at thread exit.
         self.free_colds.push(c);
     }
+}
+
+/// `v` moved to the heap and leaked (into a pool's care), or None when the
+/// memory cannot be had: `Box::new` would abort the measured program.
+fn try_leak<T>(v: T) -> Option<*mut T> {
+    let layout = std::alloc::Layout::new::<T>();
+    // SAFETY: `T` is a sized, non-zero-sized state type (a `Cold`).
+    let p = unsafe { std::alloc::alloc(layout) } as *mut T;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` is fresh memory of `T`'s layout.
+    unsafe { p.write(v) };
+    Some(p)
 }
 
 /// The installed region, without locking.

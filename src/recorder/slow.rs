@@ -6,6 +6,7 @@ use super::cache::{cache_insert, cache_probe};
 use super::registry::{region_if_any, unrecordable, COLD, REGISTRY};
 use super::thread::{current, note_late_drop, note_unavailable, with_cold};
 use crate::error::Error;
+use crate::intern::Unfit;
 use crate::layout::*;
 use crate::region::Region;
 use core::ffi::c_char;
@@ -94,15 +95,26 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
     let region = reg.region?;
     // SAFETY: IDs are NULL or NUL-terminated strings (the API contract).
     let token = match unsafe { reg.interner.intern_ptr(region, id) } {
-        Some(tok) => tok,
-        None => {
+        Ok(tok) => tok,
+        Err(why) => {
             c.dropped += 1;
             bump(&region.header().unfit_id_drops, 1);
+            if why == Unfit::NoMemory {
+                super::thread::say_no_memory_once();
+            }
             return None;
         }
     };
-    let slot = match c.slots_by_token.get(&token) {
-        Some(&(s, _)) => s,
+    let slot = match c.slots_by_token.get(&token).copied() {
+        Some((s, _)) => s,
+        // Room for the new entry before a slot is taken for it: a full
+        // memory must not abort the program, nor leave a slot unlisted.
+        None if c.slots_by_token.try_reserve(1).is_err() => {
+            c.dropped += 1;
+            bump(&region.header().no_slot_drops, 1);
+            super::thread::say_no_memory_once();
+            return None;
+        }
         None => match reg.allocate_slot(c, token) {
             Some((s, i)) => {
                 c.slots_by_token.insert(token, (s, i));
@@ -192,8 +204,10 @@ pub unsafe fn intern_id(id: *const c_char) -> u32 {
         Err(_) => return LATTE_INVALID_ID,
     };
     // SAFETY: forwarded from the caller.
-    let name = unsafe { crate::name::normalize(id) };
-    reg.interner.intern_name(region, &name).unwrap_or(LATTE_INVALID_ID)
+    let Some(name) = (unsafe { crate::name::try_normalize(id) }) else {
+        return LATTE_INVALID_ID;
+    };
+    reg.interner.intern_name(region, name).unwrap_or(LATTE_INVALID_ID)
 }
 
 /// The token of an ID name in this process, when it has one.

@@ -6,11 +6,12 @@ use super::cache::clear_cache;
 use super::lock::registry_held_here;
 use super::registry::region_if_any;
 use super::registry::{Cold, COLD, REGISTRY};
+use crate::error::Error;
 use crate::layout::*;
 
 use crate::tsc;
 use core::cell::Cell;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 thread_local! {
     /// The calling thread's active hot state (no destructor: fast access).
@@ -20,6 +21,9 @@ thread_local! {
     static OWN_HOT: Cell<*mut latte_thread> = const { Cell::new(core::ptr::null_mut()) };
     /// Retires the thread at exit.
     static EXIT_GUARD: ExitGuard = const { ExitGuard };
+    /// Set when the thread's last try to get a state failed for want of
+    /// memory: `note_unavailable` counts its spans as no-slot drops.
+    static NO_MEMORY: Cell<bool> = const { Cell::new(false) };
 }
 
 struct ExitGuard;
@@ -72,7 +76,10 @@ fn cold_or_create() -> Option<*mut Cold> {
     if EXIT_GUARD.try_with(|_| ()).is_err() {
         return None;
     }
-    let c = REGISTRY.lock_unless_held()?.new_cold().ok()?;
+    let made = REGISTRY.lock_unless_held()?.new_cold();
+    // (Without a region, NOMEM is why none could be made: said apart.)
+    NO_MEMORY.with(|m| m.set(made == Err(Error::NOMEM) && region_if_any().is_some()));
+    let c = made.ok()?;
     COLD.with(|cell| cell.set(c));
     Some(c)
 }
@@ -151,10 +158,17 @@ pub fn current() -> *mut latte_thread {
 #[cold]
 #[inline(never)]
 fn current_slow() -> *mut latte_thread {
-    if registry_held_here() || cold_or_create().is_none() {
+    if registry_held_here() {
         return core::ptr::null_mut();
     }
-    let h = REGISTRY.lock().new_hot();
+    NO_MEMORY.with(|m| m.set(false));
+    if cold_or_create().is_none() {
+        return core::ptr::null_mut();
+    }
+    let Some(h) = REGISTRY.lock().new_hot() else {
+        NO_MEMORY.with(|m| m.set(true));
+        return core::ptr::null_mut();
+    };
     OWN_HOT.with(|c| c.set(h));
     // SAFETY: a state Rust just took for this thread.
     match unsafe { activate(h) } {
@@ -171,17 +185,39 @@ pub fn note_late_drop() {
 }
 
 /// A span or pulse whose thread state could not be had: refused inside a
-/// signal handler that interrupted the registry lock's holder, or after
-/// the thread's recorder was torn down. Counted as one or the other. (In
-/// a process where no region could be made there is nowhere to count it:
+/// signal handler that interrupted the registry lock's holder, after the
+/// thread's recorder was torn down, or for want of memory for the state.
+/// Counted as a reentrant, late or no-slot drop. (In a process where no
+/// region could be made there is nowhere to count it:
 /// `latte_region_get_counters` then fails with the reason.)
 pub fn note_unavailable() {
     if registry_held_here() {
         // Relaxed: a statistic.
         crate::counters::REENTRANT_DROPS.fetch_add(1, Ordering::Relaxed);
+    } else if NO_MEMORY.try_with(|m| m.get()).unwrap_or(false) {
+        if let Some(r) = region_if_any() {
+            bump(&r.header().no_slot_drops, 1);
+        }
+        say_no_memory_once();
     } else {
         note_late_drop();
     }
+}
+
+/// Says once per process, on standard error (unless `LATTE_QUIET=1`),
+/// that spans are counted rather than recorded for want of memory for a
+/// thread's state (its hot or cold state, or its table of rings).
+/// Allocates nothing: memory has run out.
+#[cold]
+pub(super) fn say_no_memory_once() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    // Relaxed: only whether the line was said; a race says it twice at most.
+    if SAID.load(Ordering::Relaxed) || SAID.swap(true, Ordering::Relaxed) || crate::region::quiet() {
+        return;
+    }
+    let msg = "latte: out of memory for the recorder's own tables: spans that cannot be recorded are counted (no-slot or unfit-ID drops)\n";
+    // SAFETY: writes a static buffer to fd 2; a closed stderr loses the line.
+    unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
 }
 
 /// The calling thread's active state if it has one (never creates it).

@@ -135,7 +135,9 @@ fn tell_once(e: Error, slots: bool) {
         return;
     }
     let what = if slots { "rings" } else { "ID names" };
-    let msg = format!("latte: the region cannot grow to hold more {what} ({}); spans that do not fit are counted, not recorded\n", e);
-    // SAFETY: writes a buffer we own to fd 2; the result is ignored (a closed stderr loses the line).
-    unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
+    use std::io::Write;
+    // Written piece by piece to the unbuffered standard error: nothing is
+    // allocated (memory may be what ran out). A failed write (standard
+    // error closed) loses the line.
+    let _ = writeln!(std::io::stderr().lock(), "latte: the region cannot grow to hold more {what} ({e}); spans that do not fit are counted, not recorded");
 }
