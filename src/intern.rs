@@ -151,7 +151,6 @@ impl Interner {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::name::*;
 
     #[test]
