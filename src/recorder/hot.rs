@@ -296,10 +296,20 @@ pub unsafe fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: 
         site.id = core::ptr::null();
         return;
     };
-    site.id = id;
+    // The site is changed with its ID cleared, so that a signal handler
+    // pulsing here meanwhile takes this slow path too, never the fast one
+    // with this ID and a ring or index not yet written. Volatile, between
+    // compiler fences: the stores stay, in this order, as a handler on the
+    // thread sees them.
+    // SAFETY: a field of `site`, a valid reference.
+    unsafe { core::ptr::write_volatile(&mut site.id, core::ptr::null()) };
+    core::sync::atomic::compiler_fence(Ordering::SeqCst);
     site.slot = slot;
     // SAFETY: a slot (or sink) of this thread; relaxed: its only writer.
     site.next_idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
+    core::sync::atomic::compiler_fence(Ordering::SeqCst);
+    // SAFETY: as above.
+    unsafe { core::ptr::write_volatile(&mut site.id, id) };
     // After resolve_slot, which may have opened the thread's switch ring.
     let switched = pulse_switched(t, site);
     if last == 0 {

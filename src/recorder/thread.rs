@@ -11,7 +11,7 @@ use crate::layout::*;
 
 use crate::tsc;
 use core::cell::Cell;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{compiler_fence, AtomicBool, Ordering};
 
 thread_local! {
     /// The calling thread's active hot state (no destructor: fast access).
@@ -24,6 +24,33 @@ thread_local! {
     /// Set when the thread's last try to get a state failed for want of
     /// memory: `note_unavailable` counts its spans as no-slot drops.
     static NO_MEMORY: Cell<bool> = const { Cell::new(false) };
+    /// Set while the thread changes which states it has (`switching`).
+    static SWITCHING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, a change of the thread's states (making its first, making
+/// another active, retiring them at exit), with `SWITCHING` up; None
+/// without running it when `SWITCHING` is up already: a signal handler
+/// that interrupted its thread's own change, which would otherwise detach
+/// or pool a state the change is still filling (its span is refused and
+/// counted as a reentrant drop, as under the registry lock). The flag is
+/// this thread's alone; the compiler fences keep the change between its
+/// two stores as a handler on the thread sees them.
+fn switching<R>(f: impl FnOnce() -> Option<R>) -> Option<R> {
+    if SWITCHING.try_with(|s| s.replace(true)).unwrap_or(true) {
+        return None;
+    }
+    compiler_fence(Ordering::SeqCst);
+    let r = f();
+    compiler_fence(Ordering::SeqCst);
+    let _ = SWITCHING.try_with(|s| s.set(false));
+    r
+}
+
+/// Whether the calling thread is inside latte's own change of its states
+/// or holds the registry lock: a span of a signal handler here is refused.
+fn busy_here() -> bool {
+    registry_held_here() || SWITCHING.try_with(|s| s.get()).unwrap_or(false)
 }
 
 struct ExitGuard;
@@ -38,29 +65,39 @@ impl Drop for ExitGuard {
         if unsafe { libc::getpid() } as u32 == tsc::gettid() {
             return;
         }
-        let hot = STATE.with(|c| c.replace(core::ptr::null_mut()));
-        let cold = COLD.with(|c| c.replace(core::ptr::null_mut()));
-        let own = OWN_HOT.with(|c| c.replace(core::ptr::null_mut()));
-        if !hot.is_null() {
-            // SAFETY: this thread's active state: Rust's or the caller's
-            // thread-local, which stays valid while thread-local destructors run.
-            let hot = unsafe { &mut *hot };
-            // Spans still open now can no longer be recorded (their Stops,
-            // from later destructors, find no state): counted here, once.
-            if hot.depth > 0 {
-                if let Some(r) = region_if_any() {
-                    bump(&r.header().late_drops, hot.depth as u64);
-                }
+        // A change of the thread's states: a signal handler arriving
+        // meanwhile is refused, rather than given a state being pooled.
+        let _ = switching(|| {
+            retire_states();
+            Some(())
+        });
+    }
+}
+
+/// The exiting thread's states: detached, its rings closed, pooled.
+fn retire_states() {
+    let hot = STATE.with(|c| c.replace(core::ptr::null_mut()));
+    let cold = COLD.with(|c| c.replace(core::ptr::null_mut()));
+    let own = OWN_HOT.with(|c| c.replace(core::ptr::null_mut()));
+    if !hot.is_null() {
+        // SAFETY: this thread's active state: Rust's or the caller's
+        // thread-local, which stays valid while thread-local destructors run.
+        let hot = unsafe { &mut *hot };
+        // Spans still open now can no longer be recorded (their Stops,
+        // from later destructors, find no state): counted here, once.
+        if hot.depth > 0 {
+            if let Some(r) = region_if_any() {
+                bump(&r.header().late_drops, hot.depth as u64);
             }
-            detach(hot);
         }
-        let mut reg = REGISTRY.lock();
-        if !cold.is_null() {
-            reg.retire_cold(cold);
-        }
-        if !own.is_null() {
-            reg.free_hots.push(own);
-        }
+        detach(hot);
+    }
+    let mut reg = REGISTRY.lock();
+    if !cold.is_null() {
+        reg.retire_cold(cold);
+    }
+    if !own.is_null() {
+        reg.free_hots.push(own);
     }
 }
 
@@ -76,11 +113,14 @@ fn cold_or_create() -> Option<*mut Cold> {
     if EXIT_GUARD.try_with(|_| ()).is_err() {
         return None;
     }
-    let made = REGISTRY.lock_unless_held()?.new_cold();
+    let mut reg = REGISTRY.lock_unless_held()?;
+    let made = reg.new_cold();
     // (Without a region, NOMEM is why none could be made: said apart.)
-    NO_MEMORY.with(|m| m.set(made == Err(Error::NOMEM) && region_if_any().is_some()));
+    NO_MEMORY.with(|m| m.set(made == Err(Error::NOMEM) && reg.region.is_some()));
     let c = made.ok()?;
+    // Set under the lock: a handler on this thread never makes a second.
     COLD.with(|cell| cell.set(c));
+    drop(reg);
     Some(c)
 }
 
@@ -99,6 +139,16 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
     if t.is_null() {
         return None;
     }
+    // SAFETY: forwarded (this function's contract).
+    switching(|| unsafe { activate_now(t) })
+}
+
+/// `activate` past its quick answers, inside `switching`.
+///
+/// # Safety
+/// As `activate`.
+unsafe fn activate_now(t: *mut latte_thread) -> Option<&'static mut latte_thread> {
+    let cur = STATE.with(|c| c.get());
     cold_or_create()?;
     // cold_or_create made the region if there was none.
     let mask = region_if_any().map(|r| r.geometry().samples_per_slot as u64 - 1).unwrap_or(0);
@@ -161,20 +211,18 @@ fn current_slow() -> *mut latte_thread {
     if registry_held_here() {
         return core::ptr::null_mut();
     }
-    NO_MEMORY.with(|m| m.set(false));
-    if cold_or_create().is_none() {
-        return core::ptr::null_mut();
-    }
-    let Some(h) = REGISTRY.lock().new_hot() else {
-        NO_MEMORY.with(|m| m.set(true));
-        return core::ptr::null_mut();
-    };
-    OWN_HOT.with(|c| c.set(h));
-    // SAFETY: a state Rust just took for this thread.
-    match unsafe { activate(h) } {
-        Some(t) => t,
-        None => core::ptr::null_mut(),
-    }
+    switching(|| {
+        NO_MEMORY.with(|m| m.set(false));
+        cold_or_create()?;
+        let Some(h) = REGISTRY.lock().new_hot() else {
+            NO_MEMORY.with(|m| m.set(true));
+            return None;
+        };
+        OWN_HOT.with(|c| c.set(h));
+        // SAFETY: a state Rust just took for this thread.
+        unsafe { activate_now(h) }.map(|t| t as *mut latte_thread)
+    })
+    .unwrap_or(core::ptr::null_mut())
 }
 
 /// A span or pulse after the thread's recorder was torn down: counted.
@@ -185,13 +233,14 @@ pub fn note_late_drop() {
 }
 
 /// A span or pulse whose thread state could not be had: refused inside a
-/// signal handler that interrupted the registry lock's holder, after the
+/// signal handler that interrupted the registry lock's holder or a change
+/// of its thread's states (`switching`), after the
 /// thread's recorder was torn down, or for want of memory for the state.
 /// Counted as a reentrant, late or no-slot drop. (In a process where no
 /// region could be made there is nowhere to count it:
 /// `latte_region_get_counters` then fails with the reason.)
 pub fn note_unavailable() {
-    if registry_held_here() {
+    if busy_here() {
         // Relaxed: a statistic.
         crate::counters::REENTRANT_DROPS.fetch_add(1, Ordering::Relaxed);
     } else if NO_MEMORY.try_with(|m| m.get()).unwrap_or(false) {
