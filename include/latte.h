@@ -535,8 +535,9 @@ typedef struct latte_counters {
   // this process, not in the region.
   uint64_t mapping_faults;
   // Spans and pulses refused because a signal handler recorded while
-  // latte's slow path on the same thread held the registry lock (see the
-  // span stack protocol). Counted in this process, not in the region.
+  // latte's slow path on the same thread held the registry lock or was
+  // changing the thread's states (see the span stack protocol). Counted
+  // in this process, not in the region.
   uint64_t reentrant_drops;
 } latte_counters;
 
@@ -1034,7 +1035,9 @@ int latte_reader_get_info(const struct latte_reader *r, struct latte_region_info
 
 // Opens a span on the calling thread's stack under `id` (interned by
 // content; NULL records as `<null-id>`). Beyond 64 open spans the call is
-// ignored and counted.
+// ignored and counted. A signal handler may call it (and `latte_stop`)
+// under an ID pointer its thread already used; a pointer new to the
+// thread allocates (README, "signal handlers").
 void latte_start(const char *id, latte_mode mode);
 
 // Gives the calling thread its ring for `id` now (as its first Start

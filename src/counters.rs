@@ -29,8 +29,9 @@ pub struct latte_counters {
     /// this process, not in the region.
     pub mapping_faults: u64,
     /// Spans and pulses refused because a signal handler recorded while
-    /// latte's slow path on the same thread held the registry lock (see the
-    /// span stack protocol). Counted in this process, not in the region.
+    /// latte's slow path on the same thread held the registry lock or was
+    /// changing the thread's states (see the span stack protocol). Counted
+    /// in this process, not in the region.
     pub reentrant_drops: u64,
 }
 

@@ -6,7 +6,9 @@ use core::ffi::{c_char, c_int};
 
 /// Opens a span on the calling thread's stack under `id` (interned by
 /// content; NULL records as `<null-id>`). Beyond 64 open spans the call is
-/// ignored and counted.
+/// ignored and counted. A signal handler may call it (and `latte_stop`)
+/// under an ID pointer its thread already used; a pointer new to the
+/// thread allocates (README, "signal handlers").
 #[no_mangle]
 pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
     guard((), || {
