@@ -57,7 +57,9 @@ pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
     // region is taken over (a restart), as under any name.
     let tries = if is_default(value.as_bytes()) { AUTO_TRIES } else { 1 };
     let mut last = Error::INVAL;
+    let mut tried = 0;
     for k in 1..=tries {
+        tried = k;
         let candidate = if k == 1 { name.clone() } else { [&name[..], format!("-{k}").as_bytes()].concat() };
         match Region::create_shared(&candidate, &latte_region_config::default(), &mut super::lineage::of) {
             Ok(r) => return Some((r, candidate)),
@@ -68,7 +70,7 @@ pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
             }
         }
     }
-    say_private(&name, last);
+    say_private(&name, tried, last);
     None
 }
 
@@ -101,16 +103,22 @@ pub fn region_name(value: &[u8], argv0: Option<&[u8]>, pid: u32) -> Vec<u8> {
 }
 
 /// The one line on standard error when the region cannot be made (or
-/// installed).
-pub(super) fn say_private(name: &[u8], e: Error) {
+/// installed): under `name`, and under its suffixes `-2` ... `-tried`
+/// when the default name moved on to them (`AUTO_TRIES`).
+pub(super) fn say_private(name: &[u8], tried: u32, e: Error) {
     if crate::region::quiet() {
         return;
     }
     use std::io::Write;
+    let also = match tried {
+        0 | 1 => String::new(),
+        2 => " nor its -2".to_string(),
+        k => format!(" nor its -2 ... -{k}"),
+    };
     // A failed write (standard error closed) is ignored: recording goes on.
     let _ = writeln!(
         std::io::stderr().lock(),
-        "latte: {LATTE_REGION_ENV}: cannot make the shared region {}: {e}{}; recording into private memory instead",
+        "latte: {LATTE_REGION_ENV}: cannot make the shared region {}{also}: {e}{}; recording into private memory instead",
         String::from_utf8_lossy(name),
         if e == Error::Os(libc::EEXIST) { holder(name) } else { String::new() }
     );

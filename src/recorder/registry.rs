@@ -167,7 +167,7 @@ impl Registry {
                     }
                     Err((e, r)) => {
                         r.discard(); // no memory for the sink: private, as below
-                        super::env::say_private(&name, e);
+                        super::env::say_private(&name, 1, e);
                     }
                 }
             }

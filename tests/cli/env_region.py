@@ -154,6 +154,18 @@ def main():
     finish(c)
     for n in (base, base + "-2", base + "-3"):
         os.unlink("/dev/shm" + n)
+    # Every name it may move on to taken: it records privately, and its one
+    # line names them all.
+    taken = [base] + [f"{base}-{k}" for k in range(2, 17)]
+    for n in taken:
+        with open("/dev/shm" + n, "w") as f:
+            f.write("not a region")
+    d = start(5, wrap=ns, LATTE_REGION="auto")
+    rc, out, err = finish(d)
+    check(rc == 0 and "unchanged.work" in out and err.count("\n") == 1 and f"{base} nor its -2 ... -16:" in err,
+          f"all 16 default names taken: one line naming them: {err!r}")
+    for n in taken:
+        os.unlink("/dev/shm" + n)
 
     # Without the variable: nothing in /dev/shm.
     before = set(os.listdir("/dev/shm"))
