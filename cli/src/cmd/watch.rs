@@ -247,16 +247,24 @@ fn follow_intervals(
     latte::pace::tight_timer_slack();
     let mut start = Instant::now();
     let mut next = start + every;
+    // After a takeover: when the new producer made its region (CLOCK_REALTIME
+    // ns). The first interval then holds every sample it recorded since, so
+    // its rates are over that span when it is the longer.
+    let mut new_since: Option<u64> = None;
     loop {
         let got = read_interval(m, next, f, clean).map(|(per, alive)| {
             let end = Instant::now();
-            let secs = end.duration_since(start).as_secs_f64().max(1e-9);
+            let mut secs = end.duration_since(start).as_secs_f64().max(1e-9);
+            if let Some(born) = new_since.take() {
+                secs = secs.max(realtime_ns().saturating_sub(born) as f64 / 1e9);
+            }
             start = end;
             let tracked = m.view().switches_tracked();
             let new_pid = match rename {
                 Some(name) if !alive => taken_over(m, name).map(|new| {
                     *m = new;
                     *f = Follow { cursors: Cursors::new(), pacing: Pacing::new(PaceOptions::many()), buf: Vec::new() };
+                    new_since = Some(m.view().anchor_realtime_ns());
                     m.view().producer_pid()
                 }),
                 _ => None,
@@ -269,6 +277,11 @@ fn follow_intervals(
             return;
         }
     }
+}
+
+/// CLOCK_REALTIME now, in ns (the clock of a region's `anchor_realtime_ns`).
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// The region now under `name` when it is another object than `m`'s: the
