@@ -5,7 +5,7 @@
 //! own for the forking thread.
 
 use super::watch::{current_ring, point_bound, point_watch, untracked_head, CURRENT};
-use super::{fds, with_thread, ENABLED, LAST_REFUSAL, LATTE_SCHED_PENDING, OPENED, REFUSED, SCHED_ON, TRACKED};
+use super::{fds, with_thread, ENABLED, LAST_REFUSAL, LATTE_SCHED_OFF, LATTE_SCHED_PENDING, OPENED, REFUSED, SCHED_ON, TRACKED};
 use core::cell::RefCell;
 use core::sync::atomic::Ordering;
 use std::sync::MutexGuard;
@@ -82,7 +82,10 @@ extern "C" fn atfork_child() {
             t.base = 0;
         }
         t.id = 0;
-        t.status = LATTE_SCHED_PENDING;
+        // Not PENDING yet: a signal handler's slow path on this thread
+        // would open an event, and wait for the descriptor list this
+        // thread still holds (below) for ever.
+        t.status = LATTE_SCHED_OFF;
         fd
     })
     .flatten();
@@ -94,6 +97,8 @@ extern "C" fn atfork_child() {
         }
         g.clear();
     }
+    // The list is let go: the thread may be asked again.
+    let _ = with_thread(|t| t.status = LATTE_SCHED_PENDING);
     // A new process: its own counts.
     TRACKED.store(0, Ordering::Relaxed);
     OPENED.store(0, Ordering::Relaxed);
