@@ -346,8 +346,8 @@ fn a_handler_growing_the_second_level_during_the_threads_lookup_leaves_it_whole(
     // system when freed, a lookup that went on in a freed table would die
     // of SIGSEGV; one that went on in a reused one could return another
     // ID's ring, which the exact counts below would show. A child sees six
-    // growths, each inside a lookup or not: ten children, so that the old
-    // map (changed inside the lookup) failed this test 7 runs in 10.
+    // growths, each landing inside a lookup or not: ten children, so that a
+    // map a handler changes inside the thread's lookup fails most runs.
     for _ in 0..10 {
         FRESH.store(0, Ordering::Relaxed);
         in_child(30, "samples recorded under another ID, or too few handler spans", || {
@@ -365,7 +365,7 @@ fn a_handler_growing_the_second_level_during_the_threads_lookup_leaves_it_whole(
             let t0 = Instant::now();
             under_signals(libc::SIGUSR1, warm, || {
                 // Until the handlers have used most of the fresh names: the
-                // table grows from 8,192 entries to 262,144 meanwhile.
+                // table grows from 8,192 entries to 524,288 meanwhile.
                 while t0.elapsed() < Duration::from_secs(3) && HANDLER_SPANS.load(Ordering::Relaxed) < 150_000 {
                     for (i, n) in mine.iter_mut().enumerate() {
                         latte_start(LOOKED_UP.at(i), LATTE_MODE_FAST);

@@ -63,7 +63,8 @@
 //! between steps W1 and W3 of the ring writer is lost (overwritten). The slow
 //! paths take the registry lock; one that interrupts the lock's holder on
 //! its own thread is refused ([`Lock::lock_unless_held`](super::lock::Lock::lock_unless_held)) and counted in
-//! `reentrant_drops`, and its span goes to a sink.
+//! `reentrant_drops`, and its span goes to a sink; so is one that
+//! interrupts its thread's change of states (`thread::switching`).
 
 use super::cache::{cache_entry, cache_probe};
 use super::slow::{count_orphan, note_orphan, note_overflow, resolve, resolve_slot};
@@ -296,28 +297,28 @@ pub unsafe fn pulse_slow(t: &mut latte_thread, site: &mut latte_pulse_site, id: 
         site.id = core::ptr::null();
         return;
     };
-    // The site is changed with its ID cleared, so that a signal handler
-    // pulsing here meanwhile takes this slow path too, never the fast one
-    // with this ID and a ring or index not yet written. Volatile, between
-    // compiler fences: the stores stay, in this order, as a handler on the
-    // thread sees them.
+    // The site is changed with its ID cleared, and given its ID last,
+    // after the write: a signal handler pulsing here meanwhile takes this
+    // slow path too, never the fast one with a ring or an index this call
+    // is still changing. Volatile, between compiler fences: the stores
+    // stay, in this order, as a handler on the thread sees them.
     // SAFETY: a field of `site`, a valid reference.
     unsafe { core::ptr::write_volatile(&mut site.id, core::ptr::null()) };
-    core::sync::atomic::compiler_fence(Ordering::SeqCst);
+    compiler_fence(Ordering::SeqCst);
     site.slot = slot;
-    // SAFETY: a slot (or sink) of this thread; relaxed: its only writer.
-    site.next_idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
-    core::sync::atomic::compiler_fence(Ordering::SeqCst);
-    // SAFETY: as above.
-    unsafe { core::ptr::write_volatile(&mut site.id, id) };
     // After resolve_slot, which may have opened the thread's switch ring.
     let switched = pulse_switched(t, site);
-    if last == 0 {
-        return;
+    if last != 0 {
+        let packed = duration(last, now) | pulse_bits(t.depth) | switched;
+        // At the ring's own index (W1), which a handler may have moved.
+        // SAFETY: just resolved for this thread.
+        unsafe { write_sample(slot, t.sample_mask, last, packed) };
     }
-    let packed = duration(last, now) | pulse_bits(t.depth) | switched;
-    // SAFETY: just resolved for this thread; next_idx was read just now.
-    site.next_idx = unsafe { write_sample_at(slot, t.sample_mask, site.next_idx, last, packed) };
+    // SAFETY: a slot (or sink) of this thread; relaxed: its only writer.
+    site.next_idx = unsafe { &*slot }.write_idx.load(Ordering::Relaxed);
+    compiler_fence(Ordering::SeqCst);
+    // SAFETY: as above.
+    unsafe { core::ptr::write_volatile(&mut site.id, id) };
 }
 
 /// Slow path of a Stop that found no open span on `t`: when `t` is the

@@ -44,9 +44,22 @@ const PTR_MAP_EMPTY: usize = 0;
 const EMPTY_ENTRY: (usize, u64) = (PTR_MAP_EMPTY, 0);
 
 impl PtrMap {
-    /// A new, empty map; None when the memory for it cannot be had.
-    pub(super) fn try_new() -> Option<PtrMap> {
-        Some(PtrMap { entries: try_table(PTR_MAP_SIZE)?, len: 0, writing: AtomicBool::new(false), reading: AtomicBool::new(false) })
+    /// A new, empty map, with no table yet (the first insert makes it).
+    pub(super) fn new() -> PtrMap {
+        PtrMap { entries: Vec::new(), len: 0, writing: AtomicBool::new(false), reading: AtomicBool::new(false) }
+    }
+
+    /// Empties the map of a state that changes hands: a thread's new
+    /// state, an exited thread's, or one a fork child inherited from a
+    /// thread that does not exist there, whose flags may have been caught
+    /// up. Frees the table (allocates nothing) and lowers both flags. Under
+    /// the registry lock, where no handler of the state's thread can be in
+    /// the map.
+    pub(super) fn reset(&mut self) {
+        self.entries = Vec::new();
+        self.len = 0;
+        self.writing.store(false, Ordering::Relaxed);
+        self.reading.store(false, Ordering::Relaxed);
     }
 
     /// Runs `f` with `writing` set, unless the map is being read or
@@ -65,13 +78,6 @@ impl PtrMap {
         compiler_fence(Ordering::SeqCst);
         self.writing.store(false, Ordering::Relaxed);
         true
-    }
-
-    /// Empties the map. The thread's own call, at its start or end, where
-    /// no lookup or change of its can be under way.
-    pub(super) fn clear(&mut self) {
-        let done = self.changing(PtrMap::clear_now);
-        debug_assert!(done, "a thread's map is emptied only outside its own lookups and changes");
     }
 
     fn clear_now(&mut self) {
@@ -97,7 +103,7 @@ impl PtrMap {
     /// changing (a signal handler that interrupted a change).
     pub(super) fn get(&self, key: usize) -> Option<u64> {
         // Relaxed, fenced: this thread's own flags (the module doc).
-        if self.writing.load(Ordering::Relaxed) {
+        if self.writing.load(Ordering::Relaxed) || self.entries.is_empty() {
             return None;
         }
         // Nested lookups (a handler's inside the thread's) each put back
@@ -130,6 +136,12 @@ impl PtrMap {
             return;
         }
         let _ = self.changing(|m| {
+            if m.entries.is_empty() {
+                match try_table(PTR_MAP_SIZE) {
+                    Some(t) => m.entries = t,
+                    None => return,
+                }
+            }
             // At most half full, so probes stay short and `get` always ends.
             if m.len >= m.entries.len() / 2 {
                 if m.entries.len() >= PTR_MAP_MAX {
@@ -190,7 +202,7 @@ mod tests {
 
     #[test]
     fn ptr_map_finds_what_it_holds_and_grows() {
-        let mut m = PtrMap::try_new().unwrap();
+        let mut m = PtrMap::new();
         assert_eq!(m.get(0x1000), None);
         // Keys that share a home entry probe onwards.
         for k in 1..=10usize {
@@ -213,8 +225,8 @@ mod tests {
         for k in 2..=10_000usize {
             assert_eq!(m.get(k * 0x1000), Some(slot(k)));
         }
-        m.clear();
-        assert_eq!((m.len, m.entries.len()), (0, PTR_MAP_SIZE));
+        m.reset();
+        assert_eq!((m.len, m.entries.len()), (0, 0));
         assert_eq!(m.get(0x2000), None);
         // Emptying a grown map replaces its tables and leaves the flag as it was.
         m.writing.store(true, Ordering::Relaxed);
@@ -232,7 +244,7 @@ mod tests {
 
     #[test]
     fn ptr_map_is_not_changed_inside_a_lookup_or_a_change() {
-        let mut m = PtrMap::try_new().unwrap();
+        let mut m = PtrMap::new();
         m.insert(0x1000, slot(1));
         // A handler inside the thread's lookup: its inserts, even one that
         // would grow the table, are skipped; the table stays where it is.
@@ -252,6 +264,12 @@ mod tests {
         m.insert(0x2000, slot(2));
         m.writing.store(false, Ordering::Relaxed);
         assert_eq!((m.len, m.get(0x2000)), (1, None));
+        // A state inherited with a flag caught up (a fork child of a thread
+        // inside its lookup) is reset whole when it changes hands.
+        m.reading.store(true, Ordering::Relaxed);
+        m.reset();
+        m.insert(0x1000, slot(1));
+        assert_eq!(m.get(0x1000), Some(slot(1)));
         // Outside both, a lookup leaves no flag behind, and inserts go in.
         m.insert(0x2000, slot(2));
         assert_eq!(m.get(0x2000), Some(slot(2)));

@@ -207,6 +207,9 @@ impl Registry {
     /// On failure (nothing changed) the region comes back to the caller,
     /// whose it is to release (a shared one: `Region::discard`).
     pub fn install(&mut self, r: Region) -> Result<(), (Error, Region)> {
+        // `LATTE_QUIET` read now, under the lock, not first where a line
+        // is said (memory gone, a signal handler's slow path).
+        let _ = crate::region::quiet();
         let stride = r.geometry().slot_stride as usize;
         let sink = match crate::mmap::Mmap::anonymous(stride) {
             Ok(m) => m.leak(),
@@ -256,7 +259,7 @@ impl Registry {
                     orphan_stops: 0,
                     dropped: 0,
                     slots_by_token: HashMap::new(),
-                    by_ptr: PtrMap::try_new().ok_or(Error::NOMEM)?,
+                    by_ptr: PtrMap::new(),
                 };
                 let p = try_leak(cold).ok_or(Error::NOMEM)?;
                 self.colds.push(p);
@@ -271,7 +274,7 @@ impl Registry {
         s.orphan_stops = 0;
         s.dropped = 0;
         s.slots_by_token.clear();
-        s.by_ptr.clear();
+        s.by_ptr.reset();
         s.os_tid = tsc::gettid();
         s.alive = true;
         bump(&region.header().threads_seen, 1);
@@ -390,7 +393,7 @@ impl Registry {
             // (an unstable sort allocates nothing; the indices are distinct).
             self.reusable.make_contiguous()[first..].sort_unstable();
         }
-        s.by_ptr.clear();
+        s.by_ptr.reset();
         // Within the room `new_cold` reserved: no allocation at thread exit.
         self.free_colds.push(c);
     }

@@ -40,11 +40,21 @@ fn switching<R>(f: impl FnOnce() -> Option<R>) -> Option<R> {
     if SWITCHING.try_with(|s| s.replace(true)).unwrap_or(true) {
         return None;
     }
+    // Lowered when the change ends, however it ends (a panic the C ABI's
+    // guard catches, a cancelled thread's unwind).
+    let _lower = Lower;
     compiler_fence(Ordering::SeqCst);
-    let r = f();
-    compiler_fence(Ordering::SeqCst);
-    let _ = SWITCHING.try_with(|s| s.set(false));
-    r
+    f()
+}
+
+/// Lowers `SWITCHING` when dropped (`switching`).
+struct Lower;
+
+impl Drop for Lower {
+    fn drop(&mut self) {
+        compiler_fence(Ordering::SeqCst);
+        let _ = SWITCHING.try_with(|s| s.set(false));
+    }
 }
 
 /// Whether the calling thread is inside latte's own change of its states
@@ -102,7 +112,8 @@ fn retire_states() {
 }
 
 /// The calling thread's cold state, created on first use; None while the
-/// thread is being torn down or the region cannot be made.
+/// thread is being torn down, when the region cannot be made, or when the
+/// memory for the state cannot be had (`NO_MEMORY` says which).
 fn cold_or_create() -> Option<*mut Cold> {
     let c = COLD.with(|c| c.get());
     if !c.is_null() {
@@ -148,6 +159,7 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
 /// # Safety
 /// As `activate`.
 unsafe fn activate_now(t: *mut latte_thread) -> Option<&'static mut latte_thread> {
+    NO_MEMORY.with(|m| m.set(false));
     let cur = STATE.with(|c| c.get());
     cold_or_create()?;
     // cold_or_create made the region if there was none.
@@ -193,8 +205,9 @@ unsafe fn activate_now(t: *mut latte_thread) -> Option<&'static mut latte_thread
 
 /// The calling thread's active state, creating one (Rust's own) on first
 /// use. NULL when it cannot be created (during thread teardown, in a
-/// signal handler that interrupted latte's slow path, or when no region
-/// could be made); a caller that refuses a span or pulse for that counts
+/// signal handler that interrupted latte's slow path or its change of the
+/// thread's states, for want of memory, or when no region could be made);
+/// a caller that refuses a span or pulse for that counts
 /// it (`note_unavailable`), once per span: at its Start, not its Stop.
 #[inline(always)]
 pub fn current() -> *mut latte_thread {

@@ -467,6 +467,29 @@ pub const LATTE_QUIET_ENV: &str = "LATTE_QUIET";
 /// Whether `LATTE_QUIET=1`: the one-time lines on standard error (a region
 /// that cannot grow, one that cannot be made from `LATTE_REGION`) are not
 /// written.
+///
+/// Read from the environment once, at the first call (the registry makes
+/// that call when it installs a region, under its lock), then kept: the
+/// lines are said where memory may have run out, or from a signal
+/// handler's slow path, where reading the environment (a lock and a copy)
+/// is not safe.
 pub fn quiet() -> bool {
-    std::env::var_os(LATTE_QUIET_ENV).is_some_and(|v| v == "1")
+    // Relaxed: a value read on its own; two first readers store the same.
+    match QUIET.load(Ordering::Relaxed) {
+        QUIET_UNREAD => {
+            let q = std::env::var_os(LATTE_QUIET_ENV).is_some_and(|v| v == "1");
+            QUIET.store(if q { QUIET_YES } else { QUIET_NO }, Ordering::Relaxed);
+            q
+        }
+        v => v == QUIET_YES,
+    }
 }
+
+/// `LATTE_QUIET` as `quiet` read it: `QUIET_UNREAD`, `QUIET_YES` or `QUIET_NO`.
+static QUIET: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(QUIET_UNREAD);
+/// `quiet` has not read the environment yet.
+const QUIET_UNREAD: u8 = 0;
+/// `LATTE_QUIET=1`.
+const QUIET_YES: u8 = 1;
+/// `LATTE_QUIET` unset or not `1`.
+const QUIET_NO: u8 = 2;

@@ -108,7 +108,10 @@ extern "C" fn atfork_child() {
     LAST_REFUSAL.store(0, Ordering::Relaxed);
     if ENABLED.load(Ordering::Relaxed) == SCHED_ON {
         with_thread(|t| {
-            let _ = t.open(); // a refusal is kept in the thread's status
+            // Unless a signal handler's slow path opened it meanwhile.
+            if t.status == LATTE_SCHED_PENDING {
+                let _ = t.open(); // a refusal is kept in the thread's status
+            }
         });
     }
 }
