@@ -201,6 +201,14 @@ impl Names {
     fn at(&self, i: usize) -> *const core::ffi::c_char {
         self.0.get().expect("names filled before use")[i].as_ptr()
     }
+
+    /// One Fast span under each of the first `n` names, in order.
+    fn span_each(&self, n: usize) {
+        for i in 0..n {
+            latte_start(self.at(i), LATTE_MODE_FAST);
+            latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+        }
+    }
 }
 
 /// A span under the ID the worker is starting at that moment, often while
@@ -227,10 +235,7 @@ fn a_handler_using_the_id_being_cached_records_under_it() {
             // Every name interned and given its ring on this thread first:
             // the Starts below find them in the thread's second level, with
             // no lock, and insert them in the cache.
-            for i in 0..ROUND_IDS {
-                latte_start(ROUND.at(i), LATTE_MODE_FAST);
-                latte_stop(core::ptr::null(), LATTE_MODE_FAST);
-            }
+            ROUND.span_each(ROUND_IDS);
         };
         let t0 = Instant::now();
         under_signals(libc::SIGUSR1, warm, || {
@@ -356,12 +361,7 @@ fn a_handler_growing_the_second_level_during_the_threads_lookup_leaves_it_whole(
             HANDLER_SPANS.store(0, Ordering::Relaxed);
             handle(libc::SIGUSR1, on_usr1_fresh_ids);
             let mut mine = vec![0u64; LOOKED_UP_IDS];
-            let warm = || {
-                for i in 0..LOOKED_UP_IDS {
-                    latte_start(LOOKED_UP.at(i), LATTE_MODE_FAST);
-                    latte_stop(core::ptr::null(), LATTE_MODE_FAST);
-                }
-            };
+            let warm = || LOOKED_UP.span_each(LOOKED_UP_IDS);
             let t0 = Instant::now();
             under_signals(libc::SIGUSR1, warm, || {
                 // Until the handlers have used most of the fresh names: the
@@ -424,10 +424,7 @@ fn a_start_interrupted_by_a_handler_that_reuses_its_cache_entry_keeps_its_id() {
                 latte_start(ROUND.at(i), LATTE_MODE_HARD);
                 latte_stop(core::ptr::null(), LATTE_MODE_HARD);
             }
-            for i in 0..OTHER_IDS {
-                latte_start(OTHER.at(i), LATTE_MODE_FAST);
-                latte_stop(core::ptr::null(), LATTE_MODE_FAST);
-            }
+            OTHER.span_each(OTHER_IDS);
         };
         let t0 = Instant::now();
         under_signals(libc::SIGUSR1, warm, || {
