@@ -83,7 +83,7 @@ impl Span {
     pub fn start_with(id: &'static CStr, mode: Mode) -> Span {
         let t = crate::recorder::current();
         if t.is_null() {
-            crate::recorder::note_unavailable();
+            crate::recorder::note_refused_start();
         } else {
             // SAFETY: the calling thread's own state; `id` is a static
             // NUL-terminated string.
@@ -105,6 +105,7 @@ impl Span {
         let now = crate::tsc::read_stop(self.stop_mode);
         let t = crate::recorder::current();
         if t.is_null() {
+            crate::recorder::take_refused_start();
             return 0;
         }
         // SAFETY: the calling thread's own state (a Span never leaves its thread).

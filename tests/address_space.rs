@@ -118,6 +118,8 @@ fn memory_gone_before_a_threads_first_span_is_counted_and_said_once(err: &std::p
         for _ in 0..100 {
             span(c"oom.first", LATTE_MODE_FAST, LATTE_MODE_FAST);
         }
+        // One more opened now and closed once memory is back: counted once.
+        latte::internals::ffi::latte_start(c"oom.open".as_ptr(), LATTE_MODE_FAST);
         let mut during = latte_counters::default();
         let rc = latte_region_get_counters(&mut during);
         for p in hog.drain(..) {
@@ -126,13 +128,19 @@ fn memory_gone_before_a_threads_first_span_is_counted_and_said_once(err: &std::p
         }
         // SAFETY: no limit: memory is back.
         unsafe { libc::setrlimit(libc::RLIMIT_AS, &libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY }) };
+        latte::internals::ffi::latte_stop(core::ptr::null(), LATTE_MODE_FAST);
         for _ in 0..100 {
             span(c"oom.after", LATTE_MODE_FAST, LATTE_MODE_FAST);
         }
+        let mut after_all = latte_counters::default();
+        latte_region_get_counters(&mut after_all);
         let told = std::fs::read_to_string(err).unwrap();
         let said = told.lines().filter(|l| l.contains("out of memory for the recorder")).count();
         let (first, after) = (snapshot(c"oom.first").len(), snapshot(c"oom.after").len());
-        eprintln!("memory gone: rc {rc}, no-slot drops {}, kept {first}; memory back: kept {after}; said {said} times", during.no_slot_drops);
-        rc == 0 && during.no_slot_drops == 100 && first == 0 && after == 100 && said == 1
+        eprintln!(
+            "memory gone: rc {rc}, no-slot drops {}, kept {first}; memory back: kept {after}, orphan Stops {}; said {said} times",
+            during.no_slot_drops, after_all.orphan_stops
+        );
+        rc == 0 && during.no_slot_drops == 101 && after_all.no_slot_drops == 101 && after_all.orphan_stops == 0 && first == 0 && after == 100 && said == 1
     });
 }

@@ -14,7 +14,7 @@ pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
     guard((), || {
         let t = recorder::current();
         if t.is_null() {
-            recorder::note_unavailable();
+            recorder::note_refused_start();
             return;
         }
         // SAFETY: the calling thread's own state; the C API takes NULL or a
@@ -48,6 +48,7 @@ pub extern "C" fn latte_stop(id: *const c_char, mode: latte_mode) -> u64 {
         let now = crate::tsc::read_stop(mode);
         let t = recorder::current();
         if t.is_null() {
+            recorder::take_refused_start();
             return 0; // its Start was refused, and counted there
         }
         // SAFETY: the calling thread's own state.

@@ -42,4 +42,4 @@ pub use counters::*;
 pub use hot::*;
 pub use registry::{no_region, region_if_any, unrecordable, REGISTRY};
 pub use slow::*;
-pub use thread::{activate, current, note_unavailable};
+pub use thread::{activate, current, note_refused_start, note_unavailable, take_refused_start};

@@ -30,6 +30,9 @@ pub fn note_orphan(_t: &mut latte_thread) {
 }
 
 pub(super) fn count_orphan() {
+    if super::thread::take_refused_start() {
+        return; // the Stop of a refused Start, counted there
+    }
     with_cold(|c| c.orphan_stops += 1);
     if let Some(r) = region_if_any() {
         bump(&r.header().orphan_stops, 1);

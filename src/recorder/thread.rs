@@ -26,6 +26,9 @@ thread_local! {
     static NO_MEMORY: Cell<bool> = const { Cell::new(false) };
     /// Set while the thread changes which states it has (`switching`).
     static SWITCHING: Cell<bool> = const { Cell::new(false) };
+    /// Spans whose Start was refused (and counted) on this thread and
+    /// whose Stop has not come yet (`note_refused_start`).
+    static REFUSED_OPEN: Cell<u32> = const { Cell::new(0) };
 }
 
 /// Runs `f`, a change of the thread's states (making its first, making
@@ -264,6 +267,30 @@ pub fn note_unavailable() {
     } else {
         note_late_drop();
     }
+}
+
+/// A Start refused for want of a thread state (`note_unavailable`), from
+/// the library's calls or the Rust API (the inline path opens a sink
+/// instead): counted there, and remembered, so that its Stop, which may
+/// find a state by then (memory came back), is not counted again as an
+/// orphan (`take_refused_start`).
+pub fn note_refused_start() {
+    note_unavailable();
+    let _ = REFUSED_OPEN.try_with(|c| c.set(c.get().saturating_add(1)));
+}
+
+/// Whether a Stop with nothing open closes a Start that was refused and
+/// counted (`note_refused_start`); it is then not an orphan. A signal
+/// handler's refused span, nested in the thread's, is balanced by its own
+/// Stop before the handler returns.
+pub fn take_refused_start() -> bool {
+    REFUSED_OPEN
+        .try_with(|c| {
+            let n = c.get();
+            c.set(n.saturating_sub(1));
+            n > 0
+        })
+        .unwrap_or(false)
 }
 
 /// Says once per process, on standard error (unless `LATTE_QUIET=1`),
