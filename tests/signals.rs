@@ -67,6 +67,17 @@ fn under_signals(sig: libc::c_int, warm: impl FnOnce() + Send, work: impl FnOnce
             tx.send(unsafe { libc::pthread_self() } as usize).unwrap();
             work();
             done.store(true, Ordering::Relaxed);
+            // The sender may find `done` still false and send once more:
+            // blocked now, so that no handler runs during the thread's
+            // teardown, where latte has retired its state (its spans would
+            // be counted as late drops, not recorded).
+            // SAFETY: an all-zero sigset_t is valid before sigemptyset; plain calls on this thread's mask.
+            unsafe {
+                let mut set: libc::sigset_t = core::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, sig);
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, core::ptr::null_mut());
+            }
         });
         let target = rx.recv().unwrap() as libc::pthread_t;
         while !done.load(Ordering::Relaxed) {

@@ -39,6 +39,23 @@ static volatile int g_ready;
 /* Runs worker(arg) on a thread of its own, with handler installed for sig,
  * and sends it sig every 20 us from when it sets g_ready until it sets
  * g_done. */
+/* The worker and the signal of the run under way, for `run_worker`. */
+static void *(*g_worker)(void *);
+static int g_sig;
+
+/* Runs the worker, then blocks the signal before the thread ends: the
+ * sender may find `g_done` still 0 and send once more after the worker
+ * returned, and a handler run during the thread's teardown would find its
+ * latte state retired (its spans counted as late drops, not recorded). */
+static void *run_worker(void *arg) {
+  void *r = g_worker(arg);
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, g_sig);
+  pthread_sigmask(SIG_BLOCK, &s, NULL);
+  return r;
+}
+
 static void under_signals(int sig, void (*handler)(int), void *(*worker)(void *), void *arg) {
   struct sigaction act;
   struct timespec gap = {0, 20000};
@@ -50,7 +67,9 @@ static void under_signals(int sig, void (*handler)(int), void *(*worker)(void *)
   sigaction(sig, &act, NULL);
   g_done = 0;
   g_ready = 0;
-  pthread_create(&th, NULL, worker, arg);
+  g_worker = worker;
+  g_sig = sig;
+  pthread_create(&th, NULL, run_worker, arg);
   while (!__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE)) nanosleep(&gap, NULL);
   while (!g_done) {
     pthread_kill(th, sig);
