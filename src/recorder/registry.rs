@@ -402,8 +402,9 @@ impl Registry {
 /// `v` moved to the heap and leaked (into a pool's care), or None when the
 /// memory cannot be had: `Box::new` would abort the measured program.
 fn try_leak<T>(v: T) -> Option<*mut T> {
+    const { assert!(core::mem::size_of::<T>() > 0, "a state type has a size") };
     let layout = std::alloc::Layout::new::<T>();
-    // SAFETY: `T` is a sized, non-zero-sized state type (a `Cold`).
+    // SAFETY: the layout's size is not zero (asserted above).
     let p = unsafe { std::alloc::alloc(layout) } as *mut T;
     if p.is_null() {
         return None;

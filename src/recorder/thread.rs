@@ -22,7 +22,9 @@ thread_local! {
     /// Retires the thread at exit.
     static EXIT_GUARD: ExitGuard = const { ExitGuard };
     /// Set when the thread's last try to get a state failed for want of
-    /// memory: `note_unavailable` counts its spans as no-slot drops.
+    /// memory (set or cleared by each `cold_or_create`, set when a hot
+    /// state cannot be had): `note_unavailable` counts its spans as
+    /// no-slot drops.
     static NO_MEMORY: Cell<bool> = const { Cell::new(false) };
     /// Set while the thread changes which states it has (`switching`).
     static SWITCHING: Cell<bool> = const { Cell::new(false) };
@@ -118,6 +120,7 @@ fn retire_states() {
 /// thread is being torn down, when the region cannot be made, or when the
 /// memory for the state cannot be had (`NO_MEMORY` says which).
 fn cold_or_create() -> Option<*mut Cold> {
+    NO_MEMORY.with(|m| m.set(false));
     let c = COLD.with(|c| c.get());
     if !c.is_null() {
         return Some(c);
@@ -162,7 +165,6 @@ pub unsafe fn activate(t: *mut latte_thread) -> Option<&'static mut latte_thread
 /// # Safety
 /// As `activate`.
 unsafe fn activate_now(t: *mut latte_thread) -> Option<&'static mut latte_thread> {
-    NO_MEMORY.with(|m| m.set(false));
     let cur = STATE.with(|c| c.get());
     cold_or_create()?;
     // cold_or_create made the region if there was none.
@@ -228,7 +230,6 @@ fn current_slow() -> *mut latte_thread {
         return core::ptr::null_mut();
     }
     switching(|| {
-        NO_MEMORY.with(|m| m.set(false));
         cold_or_create()?;
         let Some(h) = REGISTRY.lock().new_hot() else {
             NO_MEMORY.with(|m| m.set(true));
