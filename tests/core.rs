@@ -224,28 +224,83 @@ fn bad_arguments_get_errors() {
 /// The tests that count late drops, one at a time (the counter is process-wide).
 static LATE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// A span recorded from a thread-local destructor that runs after latte's
-/// own (registered later, so destroyed earlier) is not recorded, is counted
-/// as a late drop, and crashes nothing.
+/// A pthread key whose destructor, `dtor`, runs after latte's when a
+/// thread that armed it (`arm_after_latte`) ends: glibc runs a round of key
+/// destructors in the keys' order, and latte's key was made first (its
+/// first span in this process, taken here if not before).
+fn key_after_latte(dtor: unsafe extern "C" fn(*mut libc::c_void)) -> libc::pthread_key_t {
+    span(c"key.order", LATTE_MODE_FAST, LATTE_MODE_FAST);
+    let mut k: libc::pthread_key_t = 0;
+    // SAFETY: a valid out-pointer and a destructor of the right type.
+    assert_eq!(unsafe { libc::pthread_key_create(&mut k, Some(dtor)) }, 0);
+    k
+}
+
+/// Arms the calling thread's `key` (its destructor then runs at the
+/// thread's end).
+fn arm_after_latte(key: libc::pthread_key_t) {
+    // SAFETY: a key `key_after_latte` made; any non-null value arms it.
+    assert_eq!(unsafe { libc::pthread_setspecific(key, 1 as *const libc::c_void) }, 0);
+}
+
+/// Spans recorded by a thread's thread-local destructors are kept: latte
+/// retires the thread after them, in a pthread key's destructor. So are
+/// the spans of a thread whose first span is in such a destructor, and
+/// the thread's states are retired all the same (its ring is closed).
 #[test]
-fn recording_after_thread_teardown_is_counted() {
-    struct RecordsOnDrop;
+fn spans_of_thread_local_destructors_are_recorded() {
+    struct RecordsOnDrop(&'static CStr);
     impl Drop for RecordsOnDrop {
         fn drop(&mut self) {
             for _ in 0..3 {
-                latte_start(c"late".as_ptr(), LATTE_MODE_FAST);
+                latte_start(self.0.as_ptr(), LATTE_MODE_FAST);
                 latte_stop(core::ptr::null(), LATTE_MODE_FAST);
             }
         }
     }
     thread_local! {
-        static LATE: RecordsOnDrop = const { RecordsOnDrop };
+        static EARLY: RecordsOnDrop = const { RecordsOnDrop(c"tls.dtor") };
+        static FIRST: RecordsOnDrop = const { RecordsOnDrop(c"tls.dtor.first") };
     }
     let _serial = LATE_TESTS.lock().unwrap();
-    let before = counters().late_drops;
+    let before = counters();
     std::thread::spawn(|| {
-        LATE.with(|_| ()); // registered before latte's exit guard: destroyed after it
+        EARLY.with(|_| ()); // registered before the thread's first span
+        span(c"tls.dtor.body", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        EARLY.with(|_| ()); // and after it
+    })
+    .join()
+    .unwrap();
+    std::thread::spawn(|| FIRST.with(|_| ())).join().unwrap();
+    let after = counters();
+    assert_eq!(after.late_drops, before.late_drops, "nothing was late");
+    assert_eq!(snapshot(c"tls.dtor").len(), 3);
+    assert_eq!(snapshot(c"tls.dtor.first").len(), 3, "a thread's first span in a destructor is kept");
+    assert_eq!(snapshot(c"tls.dtor.body").len(), 1);
+    assert_eq!(after.threads_seen, before.threads_seen + 2);
+    let v = own_view().unwrap();
+    let tok = v.ids().unwrap().into_iter().find(|i| latte::name::name_bytes(&i.name) == b"tls.dtor.first").unwrap().token;
+    let states: Vec<u32> = v.slots().unwrap().iter().filter(|s| s.id_token == tok).map(|s| s.state).collect();
+    assert_eq!(states, [LATTE_SLOT_CLOSED], "that thread was retired too");
+}
+
+/// A span recorded from a key destructor that runs after latte's (the
+/// thread is retired by then) is not recorded, is counted as a late drop,
+/// and crashes nothing.
+#[test]
+fn recording_after_thread_teardown_is_counted() {
+    unsafe extern "C" fn records(_: *mut libc::c_void) {
+        for _ in 0..3 {
+            latte_start(c"late".as_ptr(), LATTE_MODE_FAST);
+            latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+        }
+    }
+    let _serial = LATE_TESTS.lock().unwrap();
+    let key = key_after_latte(records);
+    let before = counters().late_drops;
+    std::thread::spawn(move || {
         span(c"early", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        arm_after_latte(key);
     })
     .join()
     .unwrap();
@@ -256,19 +311,14 @@ fn recording_after_thread_teardown_is_counted() {
 
 #[test]
 fn a_span_open_at_thread_teardown_is_counted_once() {
-    struct StopsOnDrop;
-    impl Drop for StopsOnDrop {
-        fn drop(&mut self) {
-            latte_stop(core::ptr::null(), LATTE_MODE_FAST);
-        }
-    }
-    thread_local! {
-        static CLOSER: StopsOnDrop = const { StopsOnDrop };
+    unsafe extern "C" fn stops(_: *mut libc::c_void) {
+        latte_stop(core::ptr::null(), LATTE_MODE_FAST);
     }
     let _serial = LATE_TESTS.lock().unwrap();
+    let key = key_after_latte(stops);
     let before = counters().late_drops;
-    std::thread::spawn(|| {
-        CLOSER.with(|_| ()); // registered before latte's exit guard: destroyed after it
+    std::thread::spawn(move || {
+        arm_after_latte(key);
         latte_start(c"open.at.exit".as_ptr(), LATTE_MODE_FAST);
     })
     .join()
@@ -360,33 +410,28 @@ fn a_callers_state_takes_over_open_spans() {
     assert_eq!((b[0].depth, b[0].start_mode, b[0].stop_mode), (1, LATTE_MODE_FAST, LATTE_MODE_MID));
 }
 
-/// The inline path's slow path from a thread-local destructor that runs
-/// after latte's: a sink ring (never NULL), a counted late drop, nothing
+/// The inline path's slow path from a key destructor that runs after
+/// latte's: a sink ring (never NULL), a counted late drop, nothing
 /// recorded.
 #[test]
 fn inline_slow_path_after_teardown_is_counted() {
-    struct ResolvesOnDrop;
-    impl Drop for ResolvesOnDrop {
-        fn drop(&mut self) {
-            let a = caller_state();
-            let sink = latte_internal_thread_resolve_v2(a, c"late.inline".as_ptr());
-            assert_ne!(sink, 0);
-            // A never-attached state (mask 0) gets a one-sample sink; the
-            // Stop that follows writes into it.
-            // SAFETY: the sink returned for `a`, whose mask is 0.
-            unsafe { latte::internals::recorder::write_sample(ring_ptr(sink), 0, 1, 2) };
-            let mut site = latte_pulse_site::new();
-            latte_internal_thread_pulse_slow_v2(a, &mut site, c"late.inline".as_ptr(), 1);
-        }
-    }
-    thread_local! {
-        static LATE: ResolvesOnDrop = const { ResolvesOnDrop };
+    unsafe extern "C" fn resolves(_: *mut libc::c_void) {
+        let a = caller_state();
+        let sink = latte_internal_thread_resolve_v2(a, c"late.inline".as_ptr());
+        assert_ne!(sink, 0);
+        // A never-attached state (mask 0) gets a one-sample sink; the
+        // Stop that follows writes into it.
+        // SAFETY: the sink returned for `a`, whose mask is 0.
+        unsafe { latte::internals::recorder::write_sample(ring_ptr(sink), 0, 1, 2) };
+        let mut site = latte_pulse_site::new();
+        latte_internal_thread_pulse_slow_v2(a, &mut site, c"late.inline".as_ptr(), 1);
     }
     let _serial = LATE_TESTS.lock().unwrap();
+    let key = key_after_latte(resolves);
     let before = counters().late_drops;
-    std::thread::spawn(|| {
-        LATE.with(|_| ()); // registered before latte's exit guard: destroyed after it
+    std::thread::spawn(move || {
         span(c"early.inline", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        arm_after_latte(key);
     })
     .join()
     .unwrap();

@@ -15,7 +15,8 @@
 //! | `hot.rs` | Start, Stop and pulse: the path `include/latte_inline.h` mirrors, the span stack protocol, and the inline path's slow Stop and pulse |
 //! | `cache.rs` | the hot state's ID cache (probe, insert, clear) |
 //! | `slow.rs` | cache misses and counted refusals; prefault; installing a region; interning |
-//! | `thread.rs` | the calling thread's hot and cold states: attach, detach and exit |
+//! | `thread.rs` | the calling thread's hot and cold states: attach, detach and retire |
+//! | `exit.rs` | when a thread's states are retired: a pthread key's destructor, after the thread-local destructors |
 //! | `registry.rs` | process-wide state under the lock: region, interner, state pools, slot allocation |
 //! | `lineage.rs` | what a shared region keeps of the stale one whose name it takes over |
 //! | `env.rs` | the shared region `LATTE_REGION` names, made in place of the private one |
@@ -29,6 +30,7 @@ mod cache;
 pub mod calring;
 mod counters;
 mod env;
+mod exit;
 mod fork;
 mod hot;
 mod lineage;

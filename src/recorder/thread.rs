@@ -3,13 +3,13 @@
 //! Rust-private), created on first use and retired at thread exit.
 
 use super::cache::clear_cache;
+use super::exit::{self, Unarmed};
 use super::lock::registry_held_here;
 use super::registry::region_if_any;
 use super::registry::{Cold, COLD, REGISTRY};
 use crate::error::Error;
 use crate::layout::*;
 
-use crate::tsc;
 use core::cell::Cell;
 use core::sync::atomic::{compiler_fence, AtomicBool, Ordering};
 
@@ -19,7 +19,7 @@ thread_local! {
     /// The hot state Rust allocated for this thread, if any (pooled at exit
     /// or when a caller's own state takes over).
     static OWN_HOT: Cell<*mut latte_thread> = const { Cell::new(core::ptr::null_mut()) };
-    /// Retires the thread at exit.
+    /// Retires the thread at exit where no pthread key could be made.
     static EXIT_GUARD: ExitGuard = const { ExitGuard };
     /// Set when the thread's last try to get a state failed for want of
     /// memory (set or cleared by each `cold_or_create`, set when a hot
@@ -68,6 +68,15 @@ fn busy_here() -> bool {
     registry_held_here() || SWITCHING.try_with(|s| s.get()).unwrap_or(false)
 }
 
+/// The destructor of the key `exit::arm` arms: the thread ends, after its
+/// thread-local destructors.
+unsafe extern "C" fn on_exit(_: *mut libc::c_void) {
+    // A panic must not unwind into glibc; the thread ends either way.
+    let _ = std::panic::catch_unwind(retire);
+}
+
+/// Retires the thread when no key could be made (`exit.rs`), among its
+/// thread-local destructors.
 struct ExitGuard;
 
 impl Drop for ExitGuard {
@@ -75,18 +84,25 @@ impl Drop for ExitGuard {
         // The main thread's thread-local destructors run at exit, before
         // atexit handlers and static destructors, which programs use to
         // time their shutdown and report: its state stays attached (the
-        // process is ending; its rings need not be handed to anyone).
+        // process is ending; its rings need not be handed to anyone). A
+        // key's destructor never runs at exit.
         // SAFETY: getpid and gettid have no memory effects.
-        if unsafe { libc::getpid() } as u32 == tsc::gettid() {
+        if unsafe { libc::getpid() } as u32 == crate::tsc::gettid() {
             return;
         }
-        // A change of the thread's states: a signal handler arriving
-        // meanwhile is refused, rather than given a state being pooled.
-        let _ = switching(|| {
-            retire_states();
-            Some(())
-        });
+        retire();
     }
+}
+
+/// Retires the ending thread's states, for good: a change of the thread's
+/// states, so a signal handler arriving meanwhile is refused rather than
+/// given a state being pooled.
+fn retire() {
+    exit::mark_retired();
+    let _ = switching(|| {
+        retire_states();
+        Some(())
+    });
 }
 
 /// The exiting thread's states: detached, its rings closed, pooled.
@@ -125,12 +141,19 @@ fn cold_or_create() -> Option<*mut Cold> {
     if !c.is_null() {
         return Some(c);
     }
-    // Register the exit guard first; if this thread's TLS is being torn
-    // down, refuse rather than leak a state nobody retires.
-    if EXIT_GUARD.try_with(|_| ()).is_err() {
+    if exit::retired() {
         return None;
     }
     let mut reg = REGISTRY.lock_unless_held()?;
+    // Armed first: a state nobody would retire is never made.
+    let armed = match exit::arm(&reg, on_exit) {
+        Err(Unarmed::NoKey) => EXIT_GUARD.try_with(|_| ()).map_err(|_| Unarmed::Ending),
+        armed => armed,
+    };
+    if let Err(why) = armed {
+        NO_MEMORY.with(|m| m.set(why == Unarmed::NoMemory && reg.region.is_some()));
+        return None;
+    }
     let made = reg.new_cold();
     // (Without a region, NOMEM is why none could be made: said apart.)
     NO_MEMORY.with(|m| m.set(made == Err(Error::NOMEM) && reg.region.is_some()));

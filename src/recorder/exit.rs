@@ -1,0 +1,107 @@
+//! How a thread's states are retired when the thread ends.
+//!
+//! The retirement (`thread::retire_states`) is the destructor of a pthread
+//! key, armed when the thread makes its first state. glibc runs a thread's
+//! key destructors after every thread-local destructor of the thread (its
+//! `start_thread` calls `__call_tls_dtors`, then the keys' destructors):
+//! the spans that C++ `thread_local` objects and Rust `thread_local!`
+//! values record while they are destroyed are kept. Only spans of key
+//! destructors that run after latte's (keys made after its, or a later
+//! round) find the thread retired, and are counted as late drops.
+//!
+//! Arming stores one word in the thread's descriptor for the first 32 keys
+//! of a process, and allocates nothing; past them glibc allocates a block
+//! per thread, whose failure is a want of memory like any other (the state
+//! is refused and counted). A thread-local destructor's registration would
+//! allocate through glibc, which ends the process when that fails.
+//!
+//! Where no key can be had (the process holds all of glibc's 1,024), the
+//! caller falls back to a Rust thread-local guard (`thread.rs`), which
+//! retires the thread among the thread-local destructors: spans of those
+//! destroyed after it are late.
+//!
+//! This file calls nothing of the recorder: the destructor is the caller's.
+//!
+//! The library is linked `-z nodelete` (build.rs): a key's destructor must
+//! stay mapped for as long as a thread may end.
+
+use core::cell::Cell;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// `KEY` before a key was tried.
+const KEY_UNTRIED: u32 = 0;
+/// `KEY` when no key could be made (the Rust thread-local guard serves).
+const KEY_NONE: u32 = u32::MAX;
+
+/// The pthread key, plus one; `KEY_UNTRIED` or `KEY_NONE`. Written once,
+/// under the registry lock; read by the thread that wrote it or one that
+/// took the lock since (Relaxed: the lock orders it).
+static KEY: AtomicU32 = AtomicU32::new(KEY_UNTRIED);
+
+/// The value a thread's key holds once armed: any non-null pointer (glibc
+/// calls the destructor only for a non-null value).
+const ARMED: *const libc::c_void = 1 as *const libc::c_void;
+
+thread_local! {
+    /// Set when the thread's states were retired: from then on it never
+    /// makes new ones (its later spans are late drops).
+    static RETIRED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Why a thread's exit could not be armed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Unarmed {
+    /// The thread is ending: it makes no state any more.
+    Ending,
+    /// glibc could not allocate the thread's block of key values.
+    NoMemory,
+    /// No key could be made: the caller retires the thread another way.
+    NoKey,
+}
+
+/// Whether the calling thread's states were retired (it is ending).
+pub(super) fn retired() -> bool {
+    RETIRED.try_with(|r| r.get()).unwrap_or(true)
+}
+
+/// Marks the calling thread's states retired, for good.
+pub(super) fn mark_retired() {
+    let _ = RETIRED.try_with(|r| r.set(true));
+}
+
+/// Arms `on_exit` to run when the calling thread ends, after its
+/// thread-local destructors. Called with the registry lock held
+/// (`lock_held`), before the thread's first state is made, and always with
+/// the same `on_exit` (the key's destructor is the first caller's).
+pub(super) fn arm(
+    _lock_held: &super::lock::Guard<'_, super::registry::Registry>,
+    on_exit: unsafe extern "C" fn(*mut libc::c_void),
+) -> Result<(), Unarmed> {
+    if retired() {
+        return Err(Unarmed::Ending);
+    }
+    let k = key(on_exit).ok_or(Unarmed::NoKey)?;
+    // SAFETY: a key this module made and never deletes.
+    match unsafe { libc::pthread_setspecific(k, ARMED) } {
+        0 => Ok(()),
+        _ => Err(Unarmed::NoMemory),
+    }
+}
+
+/// The key, made on first use (under the registry lock); None when glibc
+/// has no key left.
+fn key(on_exit: unsafe extern "C" fn(*mut libc::c_void)) -> Option<libc::pthread_key_t> {
+    match KEY.load(Ordering::Relaxed) {
+        KEY_NONE => None,
+        KEY_UNTRIED => {
+            let mut k: libc::pthread_key_t = 0;
+            // SAFETY: `k` is a valid out-pointer; `on_exit` has the
+            // destructor's signature (the caller's: it must not unwind).
+            let made = unsafe { libc::pthread_key_create(&mut k, Some(on_exit)) } == 0;
+            let stored = if made { k.wrapping_add(1) } else { KEY_NONE };
+            KEY.store(stored, Ordering::Relaxed);
+            made.then_some(k)
+        }
+        plus_one => Some(plus_one - 1),
+    }
+}
