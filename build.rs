@@ -7,7 +7,4 @@ fn main() {
     // against liblatte.so.0.x.y record liblatte.so.0 and load any 0.* release.
     let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap();
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,liblatte.so.{major}");
-    // Never unmapped by dlclose: a thread's end runs the library's pthread
-    // key destructor (src/recorder/exit.rs), and the region stays mapped.
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
 }

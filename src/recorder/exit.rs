@@ -22,8 +22,12 @@
 //!
 //! This file calls nothing of the recorder: the destructor is the caller's.
 //!
-//! The library is linked `-z nodelete` (build.rs): a key's destructor must
-//! stay mapped for as long as a thread may end.
+//! A key's destructor must stay mapped for as long as a thread may end:
+//! when the key is made, the object that holds it (`liblatte.so`, or a
+//! plugin linked with `liblatte.a`) is made undeletable (`RTLD_NODELETE`),
+//! so a `dlclose` after the first span leaves it loaded. Where that cannot
+//! be done, no key is made (the thread-local guard, which glibc keeps
+//! loaded per thread, serves).
 
 use core::cell::Cell;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -97,11 +101,45 @@ fn key(on_exit: unsafe extern "C" fn(*mut libc::c_void)) -> Option<libc::pthread
             let mut k: libc::pthread_key_t = 0;
             // SAFETY: `k` is a valid out-pointer; `on_exit` has the
             // destructor's signature (the caller's: it must not unwind).
-            let made = unsafe { libc::pthread_key_create(&mut k, Some(on_exit)) } == 0;
+            let made = pin_object_of(on_exit as *const libc::c_void) && unsafe { libc::pthread_key_create(&mut k, Some(on_exit)) } == 0;
             let stored = if made { k.wrapping_add(1) } else { KEY_NONE };
             KEY.store(stored, Ordering::Relaxed);
             made.then_some(k)
         }
         plus_one => Some(plus_one - 1),
     }
+}
+
+/// `dladdr1`'s request for the object's link map (glibc's `<dlfcn.h>`).
+const RTLD_DL_LINKMAP: libc::c_int = 2;
+
+/// The first fields of glibc's `struct link_map` (`<link.h>`, public ABI).
+#[repr(C)]
+struct LinkMapHead {
+    /// Where the object is loaded.
+    l_addr: usize,
+    /// The object's file name; empty for the program itself.
+    l_name: *const libc::c_char,
+}
+
+/// Makes the object that holds `code` undeletable: a later `dlclose`
+/// leaves it loaded. True when done, or when it is the program itself.
+fn pin_object_of(code: *const libc::c_void) -> bool {
+    // SAFETY: an all-zero Dl_info is a valid out-value.
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    let mut map: *mut libc::c_void = core::ptr::null_mut();
+    // SAFETY: valid out-pointers; `code` is an address of this object.
+    if unsafe { libc::dladdr1(code, &mut info, &mut map, RTLD_DL_LINKMAP) } == 0 || map.is_null() {
+        return false;
+    }
+    // SAFETY: glibc's link map of a loaded object, which stays while the
+    // object does (and this code runs in it); its name is NUL-terminated.
+    let name = unsafe { (*(map as *const LinkMapHead)).l_name };
+    // SAFETY: as above.
+    if name.is_null() || unsafe { *name } == 0 {
+        return true; // the program itself is never unloaded
+    }
+    // SAFETY: a NUL-terminated name; RTLD_NOLOAD loads nothing, it only
+    // takes a reference to the object already loaded (kept: the pin).
+    !unsafe { libc::dlopen(name, libc::RTLD_LAZY | libc::RTLD_NOLOAD | libc::RTLD_NODELETE) }.is_null()
 }
