@@ -240,7 +240,7 @@ fn key_after_latte(dtor: unsafe extern "C" fn(*mut libc::c_void)) -> libc::pthre
 /// thread's end).
 fn arm_after_latte(key: libc::pthread_key_t) {
     // SAFETY: a key `key_after_latte` made; any non-null value arms it.
-    assert_eq!(unsafe { libc::pthread_setspecific(key, 1 as *const libc::c_void) }, 0);
+    assert_eq!(unsafe { libc::pthread_setspecific(key, core::ptr::dangling()) }, 0);
 }
 
 /// Spans recorded by a thread's thread-local destructors are kept: latte

@@ -44,7 +44,7 @@ static KEY: AtomicU32 = AtomicU32::new(KEY_UNTRIED);
 
 /// The value a thread's key holds once armed: any non-null pointer (glibc
 /// calls the destructor only for a non-null value).
-const ARMED: *const libc::c_void = 1 as *const libc::c_void;
+const ARMED: *const libc::c_void = core::ptr::dangling();
 
 thread_local! {
     /// Set when the thread's states were retired: from then on it never
@@ -77,10 +77,7 @@ pub(super) fn mark_retired() {
 /// thread-local destructors. Called with the registry lock held
 /// (`lock_held`), before the thread's first state is made, and always with
 /// the same `on_exit` (the key's destructor is the first caller's).
-pub(super) fn arm(
-    _lock_held: &super::lock::Guard<'_, super::registry::Registry>,
-    on_exit: unsafe extern "C" fn(*mut libc::c_void),
-) -> Result<(), Unarmed> {
+pub(super) fn arm(_lock_held: &super::lock::Guard<'_, super::registry::Registry>, on_exit: unsafe extern "C" fn(*mut libc::c_void)) -> Result<(), Unarmed> {
     if retired() {
         return Err(Unarmed::Ending);
     }
