@@ -5,7 +5,7 @@
 //! or the producer's `id_limit`): spans recorded under it are not recorded
 //! and are counted (`unfit_id_drops`).
 
-use crate::name::{try_normalize, Name};
+use crate::name::{id_is, try_normalize, Name};
 use crate::reader::View;
 use crate::region::Region;
 use core::ffi::c_char;
@@ -98,14 +98,21 @@ impl Interner {
         Ok(t)
     }
 
-    /// Token for a recording ID pointer: by pointer when seen before (no
-    /// string compare), else by content.
+    /// Token for a recording ID pointer: by pointer when seen before and
+    /// its text is still that token's name (a compare, no allocation), else
+    /// by content. A thread asks once per pointer (its own maps keep the
+    /// answer), so a buffer that held another name when another thread
+    /// first passed it (a heap name freed, its memory reused) is filed
+    /// under the name it holds now.
     ///
     /// # Safety
     /// `id` is NULL or a NUL-terminated string.
     pub unsafe fn intern_ptr(&mut self, region: &Region, id: *const c_char) -> Result<u32, Unfit> {
         if let Some(&t) = self.by_ptr.get(&(id as usize)) {
-            return Ok(t);
+            // SAFETY: forwarded from the caller.
+            if self.by_token.get(t as usize).is_some_and(|n| unsafe { id_is(id, n) }) {
+                return Ok(t);
+            }
         }
         if self.by_ptr.len() >= MAX_PTR_ENTRIES {
             self.by_ptr.clear();

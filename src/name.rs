@@ -64,10 +64,29 @@ pub fn try_normalize_bytes(text: &[u8]) -> Option<Name> {
     out.extend_from_slice(&text[..keep]);
     if keep < text.len() {
         out.push(b'~');
-        let h = fnv1a(text);
-        out.extend((0..16).rev().map(|k| b"0123456789abcdef"[((h >> (4 * k)) & 0xf) as usize]));
+        out.extend_from_slice(&hash_hex(text));
     }
     Some(out)
+}
+
+/// The 16 hex digits of a cut name's suffix.
+fn hash_hex(text: &[u8]) -> [u8; 16] {
+    let h = fnv1a(text);
+    core::array::from_fn(|i| b"0123456789abcdef"[((h >> (4 * (15 - i))) & 0xf) as usize])
+}
+
+/// Whether the ID `id` has the stored form `name`, without allocating.
+///
+/// # Safety
+/// `id` is NULL or points to a NUL-terminated string.
+pub unsafe fn id_is(id: *const c_char, name: &[u8]) -> bool {
+    // SAFETY: forwarded from the caller.
+    let text = unsafe { id_text(id) };
+    let (len, keep) = stored_len(text);
+    if len != name.len() || text[..keep] != name[..keep] {
+        return false;
+    }
+    keep == text.len() || (name[keep] == b'~' && name[keep + 1..] == hash_hex(text))
 }
 
 /// (bytes of the stored form, bytes of the text it keeps).
@@ -118,4 +137,25 @@ unsafe fn id_text<'a>(id: *const c_char) -> &'a [u8] {
 /// The bytes of a stored name.
 pub fn name_bytes(n: &Name) -> &[u8] {
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_is_agrees_with_the_stored_form() {
+        let long = "x".repeat(LATTE_MAX_NAME_LEN as usize + 10);
+        let longer = "x".repeat(LATTE_MAX_NAME_LEN as usize + 11);
+        let texts: [&[u8]; 5] = [b"", b"a", b"ab", long.as_bytes(), longer.as_bytes()];
+        for a in texts {
+            let c = std::ffi::CString::new(a).unwrap();
+            for b in texts {
+                // SAFETY: a NUL-terminated string.
+                assert_eq!(unsafe { id_is(c.as_ptr(), &normalize_bytes(b)) }, a == b, "{} {}", a.len(), b.len());
+            }
+        }
+        // SAFETY: NULL is allowed.
+        assert!(unsafe { id_is(core::ptr::null(), NULL_ID_NAME) });
+    }
 }

@@ -19,6 +19,20 @@ static const char *const kIds[] = {"threads.a", "threads.b", "threads.c", "threa
 constexpr int kThreads = 8;
 constexpr int kSpans = 1000;
 
+// A thread_local object that times its own destruction, as a thread's
+// pools and caches do at its end.
+struct TimesItsTeardown {
+  bool armed = false;
+  ~TimesItsTeardown() {
+    if (!armed) return;
+    Latte::Fast::Start("threads.tls.dtor");
+    Latte::Fast::Stop(nullptr);
+    LATTE_PULSE("threads.tls.pulse");
+    LATTE_PULSE("threads.tls.pulse");
+  }
+};
+thread_local TimesItsTeardown t_teardown;
+
 int main() {
   std::mutex m;
   std::condition_variable cv;
@@ -86,5 +100,17 @@ int main() {
   }
   stop.store(true);
   for (auto &th : busy) th.join();
+  // What a thread's thread_local destructors record is kept: latte retires
+  // the thread after them. One thread that recorded before (its object
+  // made before its first span), one whose first span is in the destructor.
+  std::thread([] {
+    t_teardown.armed = true;
+    Latte::Fast::Start("threads.tls.body");
+    Latte::Fast::Stop(nullptr);
+  }).join();
+  std::thread([] { t_teardown.armed = true; }).join();
+  CHECK_EQ_U(Latte::Snapshot("threads.tls.body").size(), ON ? 1u : 0u);
+  CHECK_EQ_U(Latte::Snapshot("threads.tls.dtor").size(), ON ? 2u : 0u);
+  CHECK_EQ_U(Latte::Snapshot("threads.tls.pulse").size(), ON ? 2u : 0u);
   return check_summary("cpp threads");
 }
