@@ -1,33 +1,34 @@
-//! How a thread's states are retired when the thread ends.
+//! When a thread's states are retired: at the thread's end, by the
+//! destructor of a pthread key this file arms (the destructor itself,
+//! `thread::on_exit`, is the caller's: this file calls nothing of the
+//! recorder).
 //!
-//! The retirement (`thread::retire_states`) is the destructor of a pthread
-//! key, armed when the thread makes its first state. glibc runs a thread's
-//! key destructors after every thread-local destructor of the thread (its
-//! `start_thread` calls `__call_tls_dtors`, then the keys' destructors):
-//! the spans that C++ `thread_local` objects and Rust `thread_local!`
-//! values record while they are destroyed are kept. Only spans of key
-//! destructors that run after latte's (keys made after its, or a later
-//! round) find the thread retired, and are counted as late drops.
+//! glibc runs a thread's key destructors after every thread-local
+//! destructor of the thread (its `start_thread` calls `__call_tls_dtors`,
+//! then the keys' destructors): the spans that C++ `thread_local` objects
+//! and Rust `thread_local!` values record while they are destroyed are
+//! kept. Only spans of key destructors that run after latte's (keys made
+//! after it, or a later round of them) find the thread retired, and are
+//! counted as late drops.
 //!
 //! Arming stores one word in the thread's descriptor for the first 32 keys
 //! of a process, and allocates nothing; past them glibc allocates a block
 //! per thread, whose failure is a want of memory like any other (the state
-//! is refused and counted). A thread-local destructor's registration would
-//! allocate through glibc, which ends the process when that fails.
+//! is refused and counted). Registering a thread-local destructor instead
+//! would allocate (Rust's list of them, glibc's record), and a failure
+//! there ends the process.
 //!
 //! Where no key can be had (the process holds all of glibc's 1,024), the
 //! caller falls back to a Rust thread-local guard (`thread.rs`), which
 //! retires the thread among the thread-local destructors: spans of those
 //! destroyed after it are late.
 //!
-//! This file calls nothing of the recorder: the destructor is the caller's.
-//!
 //! A key's destructor must stay mapped for as long as a thread may end:
 //! when the key is made, the object that holds it (`liblatte.so`, or a
 //! plugin linked with `liblatte.a`) is made undeletable (`RTLD_NODELETE`),
 //! so a `dlclose` after the first span leaves it loaded. Where that cannot
-//! be done, no key is made (the thread-local guard, which glibc keeps
-//! loaded per thread, serves).
+//! be done, no key is made (the thread-local guard serves: glibc keeps an
+//! object loaded while a thread has its thread-local destructors pending).
 
 use core::cell::Cell;
 use core::sync::atomic::{AtomicU32, Ordering};
