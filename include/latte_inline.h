@@ -24,10 +24,11 @@
  * sole writer), store the sample's two words (release), store write_idx + 1
  * (release). On x86-64 these are plain moves.
  *
- * Do not record from a thread-local destructor that runs after latte's own
- * has retired the thread: such spans go to a sink and are counted as late
- * drops, but a pulse site resolved earlier would write into a ring that may
- * have been handed to another thread.
+ * latte retires a thread after its thread-local destructors (in a pthread
+ * key's destructor, src/recorder/exit.rs): those may record. Do not record
+ * from a pthread key destructor that runs after latte's: such spans go to a
+ * sink and are counted as late drops, but a pulse site resolved earlier
+ * would write into a ring that may have been handed to another thread.
  */
 #ifndef LATTE_INLINE_H
 #define LATTE_INLINE_H

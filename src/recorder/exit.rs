@@ -18,6 +18,16 @@
 //! would allocate (Rust's list of them, glibc's record), and a failure
 //! there ends the process.
 //!
+//! The main thread is not retired: its end is the process's, whose exit
+//! runs its thread-local destructors, atexit handlers and static
+//! destructors, which programs use to time their shutdown and report (and
+//! a main thread that calls `pthread_exit` runs its key destructors before
+//! its thread-local ones).
+//!
+//! A thread whose first span comes from another library's key destructor
+//! in glibc's last round of them (`PTHREAD_DESTRUCTOR_ITERATIONS`, 4) is
+//! never retired: its rings stay live and its states are not reused.
+//!
 //! Where no key can be had (the process holds all of glibc's 1,024), the
 //! caller falls back to a Rust thread-local guard (`thread.rs`), which
 //! retires the thread among the thread-local destructors: spans of those
@@ -38,9 +48,11 @@ const KEY_UNTRIED: u32 = 0;
 /// `KEY` when no key could be made (the Rust thread-local guard serves).
 const KEY_NONE: u32 = u32::MAX;
 
-/// The pthread key, plus one; `KEY_UNTRIED` or `KEY_NONE`. Written once,
-/// under the registry lock; read by the thread that wrote it or one that
-/// took the lock since (Relaxed: the lock orders it).
+/// The pthread key, plus one; `KEY_UNTRIED` or `KEY_NONE`. Made without
+/// the registry lock (the pin takes the loader's lock, which a thread in
+/// `dlopen` holds while a constructor there may wait for the registry), by
+/// whichever thread comes first; published with a compare-exchange
+/// (AcqRel/Acquire: a thread that reads the key sees it made).
 static KEY: AtomicU32 = AtomicU32::new(KEY_UNTRIED);
 
 /// The value a thread's key holds once armed: any non-null pointer (glibc
@@ -75,10 +87,10 @@ pub(super) fn mark_retired() {
 }
 
 /// Arms `on_exit` to run when the calling thread ends, after its
-/// thread-local destructors. Called with the registry lock held
-/// (`lock_held`), before the thread's first state is made, and always with
-/// the same `on_exit` (the key's destructor is the first caller's).
-pub(super) fn arm(_lock_held: &super::lock::Guard<'_, super::registry::Registry>, on_exit: unsafe extern "C" fn(*mut libc::c_void)) -> Result<(), Unarmed> {
+/// thread-local destructors. Called before the thread's first state is
+/// made, without the registry lock, and always with the same `on_exit`
+/// (the key's destructor is the first caller's).
+pub(super) fn arm(on_exit: unsafe extern "C" fn(*mut libc::c_void)) -> Result<(), Unarmed> {
     if retired() {
         return Err(Unarmed::Ending);
     }
@@ -90,22 +102,30 @@ pub(super) fn arm(_lock_held: &super::lock::Guard<'_, super::registry::Registry>
     }
 }
 
-/// The key, made on first use (under the registry lock); None when glibc
-/// has no key left.
+/// The key, made on first use; None when none can be had (glibc has no
+/// key left, or the object holding `on_exit` cannot be pinned).
 fn key(on_exit: unsafe extern "C" fn(*mut libc::c_void)) -> Option<libc::pthread_key_t> {
-    match KEY.load(Ordering::Relaxed) {
-        KEY_NONE => None,
+    let seen = match KEY.load(Ordering::Acquire) {
         KEY_UNTRIED => {
             let mut k: libc::pthread_key_t = 0;
             // SAFETY: `k` is a valid out-pointer; `on_exit` has the
             // destructor's signature (the caller's: it must not unwind).
             let made = pin_object_of(on_exit as *const libc::c_void) && unsafe { libc::pthread_key_create(&mut k, Some(on_exit)) } == 0;
-            let stored = if made { k.wrapping_add(1) } else { KEY_NONE };
-            KEY.store(stored, Ordering::Relaxed);
-            made.then_some(k)
+            let mine = if made { k.wrapping_add(1) } else { KEY_NONE };
+            match KEY.compare_exchange(KEY_UNTRIED, mine, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => mine,
+                Err(theirs) => {
+                    if made {
+                        // SAFETY: the key just made, which nobody armed.
+                        unsafe { libc::pthread_key_delete(k) };
+                    }
+                    theirs
+                }
+            }
         }
-        plus_one => Some(plus_one - 1),
-    }
+        seen => seen,
+    };
+    (seen != KEY_NONE).then(|| seen - 1)
 }
 
 /// `dladdr1`'s request for the object's link map (glibc's `<dlfcn.h>`).
@@ -121,14 +141,17 @@ struct LinkMapHead {
 }
 
 /// Makes the object that holds `code` undeletable: a later `dlclose`
-/// leaves it loaded. True when done, or when it is the program itself.
+/// leaves it loaded. True when done, or when it is the program itself
+/// (dynamically or statically linked).
 fn pin_object_of(code: *const libc::c_void) -> bool {
     // SAFETY: an all-zero Dl_info is a valid out-value.
     let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
     let mut map: *mut libc::c_void = core::ptr::null_mut();
     // SAFETY: valid out-pointers; `code` is an address of this object.
     if unsafe { libc::dladdr1(code, &mut info, &mut map, RTLD_DL_LINKMAP) } == 0 || map.is_null() {
-        return false;
+        // In no object the loader knows: a statically linked program,
+        // which nothing unloads.
+        return true;
     }
     // SAFETY: glibc's link map of a loaded object, which stays while the
     // object does (and this code runs in it); its name is NUL-terminated.
@@ -139,5 +162,11 @@ fn pin_object_of(code: *const libc::c_void) -> bool {
     }
     // SAFETY: a NUL-terminated name; RTLD_NOLOAD loads nothing, it only
     // takes a reference to the object already loaded (kept: the pin).
-    !unsafe { libc::dlopen(name, libc::RTLD_LAZY | libc::RTLD_NOLOAD | libc::RTLD_NODELETE) }.is_null()
+    let pinned = !unsafe { libc::dlopen(name, libc::RTLD_LAZY | libc::RTLD_NOLOAD | libc::RTLD_NODELETE) }.is_null();
+    if !pinned {
+        // Leaves no error of latte's for the program's next dlerror().
+        // SAFETY: dlerror takes nothing and only reads the thread's state.
+        unsafe { libc::dlerror() };
+    }
+    pinned
 }

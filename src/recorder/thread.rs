@@ -71,8 +71,20 @@ fn busy_here() -> bool {
 /// The destructor of the key `exit::arm` arms: the thread ends, after its
 /// thread-local destructors.
 unsafe extern "C" fn on_exit(_: *mut libc::c_void) {
+    // The main thread is never retired (`exit.rs`): it runs this only when
+    // it calls pthread_exit, before its own thread-local destructors, and
+    // the process's exit records on it afterwards.
+    if is_main_thread() {
+        return;
+    }
     // A panic must not unwind into glibc; the thread ends either way.
     let _ = std::panic::catch_unwind(retire);
+}
+
+/// Whether the calling thread is the process's main thread.
+fn is_main_thread() -> bool {
+    // SAFETY: getpid has no memory effects.
+    (unsafe { libc::getpid() }) as u32 == crate::tsc::gettid()
 }
 
 /// Retires the thread when no key could be made (`exit.rs`), among its
@@ -84,10 +96,8 @@ impl Drop for ExitGuard {
         // The main thread's thread-local destructors run at exit, before
         // atexit handlers and static destructors, which programs use to
         // time their shutdown and report: its state stays attached (the
-        // process is ending; its rings need not be handed to anyone). A
-        // key's destructor never runs at exit.
-        // SAFETY: getpid and gettid have no memory effects.
-        if unsafe { libc::getpid() } as u32 == crate::tsc::gettid() {
+        // process is ending; its rings need not be handed to anyone).
+        if is_main_thread() {
             return;
         }
         retire();
@@ -123,6 +133,10 @@ fn retire_states() {
         }
         detach(hot);
     }
+    // The thread's switch event, when its own thread-local destructor did
+    // not release it already (it never runs for a thread whose first span
+    // came after its thread-local destructors).
+    crate::sched::release_ended_thread();
     let mut reg = REGISTRY.lock();
     if !cold.is_null() {
         reg.retire_cold(cold);
@@ -141,19 +155,20 @@ fn cold_or_create() -> Option<*mut Cold> {
     if !c.is_null() {
         return Some(c);
     }
-    if exit::retired() {
+    if exit::retired() || registry_held_here() {
         return None;
     }
-    let mut reg = REGISTRY.lock_unless_held()?;
-    // Armed first: a state nobody would retire is never made.
-    let armed = match exit::arm(&reg, on_exit) {
+    // Armed first, and before the registry lock (arming may take the
+    // loader's lock): a state nobody would retire is never made.
+    let armed = match exit::arm(on_exit) {
         Err(Unarmed::NoKey) => EXIT_GUARD.try_with(|_| ()).map_err(|_| Unarmed::Ending),
         armed => armed,
     };
     if let Err(why) = armed {
-        NO_MEMORY.with(|m| m.set(why == Unarmed::NoMemory && reg.region.is_some()));
+        NO_MEMORY.with(|m| m.set(why == Unarmed::NoMemory && region_if_any().is_some()));
         return None;
     }
+    let mut reg = REGISTRY.lock_unless_held()?;
     let made = reg.new_cold();
     // (Without a region, NOMEM is why none could be made: said apart.)
     NO_MEMORY.with(|m| m.set(made == Err(Error::NOMEM) && reg.region.is_some()));

@@ -214,6 +214,14 @@ pub fn release() -> Result<(), Error> {
     .ok_or(Error::BUSY)
 }
 
+/// Releases the calling thread's event as it ends, when its thread-local
+/// destructor did not (a thread whose state was made after that ran).
+pub fn release_ended_thread() {
+    if enabled() {
+        let _ = with_thread(|t| t.release());
+    }
+}
+
 /// The slow path of a thread: opens its event when tracking is on and the
 /// thread was never asked. A syscall; only ever once per thread.
 pub fn attach_thread() {
