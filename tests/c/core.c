@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "can_move.h"
 #include "check.h"
+#include "counts.h"
 #include "latte_inline.h"
 #include <errno.h>
 #include <pthread.h>
@@ -13,17 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifdef LATTE_DISABLE
-#define ON(n) 0
-#else
-#define ON(n) (n)
-#endif
-
-static size_t count_of(const char *id) {
-  size_t n = 0;
-  CHECK(latte_samples_snapshot(id, NULL, 0, &n) == 0 || n > 0);
-  return n;
-}
 
 static const char *thread_ids[8] = {"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"};
 

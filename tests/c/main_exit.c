@@ -10,18 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
-
-#ifdef LATTE_DISABLE
-#define ON(n) 0
-#else
-#define ON(n) (n)
-#endif
-
-static size_t count_of(const char *id) {
-  size_t n = 0;
-  CHECK(latte_samples_snapshot(id, NULL, 0, &n) == 0 || n > 0);
-  return n;
-}
+#include "counts.h"
 
 static void spans(const char *id, int n) {
   for (int i = 0; i < n; i++) {
