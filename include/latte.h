@@ -740,7 +740,8 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   // Samples still in those slots when they were reused.
   uint64_t reuse_discarded;
   // Spans recorded after the thread's recorder was torn down (from a
-  // pthread key destructor that runs after latte's, `src/recorder/exit.rs`).
+  // pthread key destructor that runs after latte's, `src/recorder/exit.rs`),
+  // and spans still open then.
   uint64_t late_drops;
   // CLOCK_MONOTONIC_RAW in ns read next to `anchor_tsc` (0 in images of
   // producers that did not keep it). With a second (TSC, clock) pair it

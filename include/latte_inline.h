@@ -25,10 +25,12 @@
  * (release). On x86-64 these are plain moves.
  *
  * latte retires a thread after its thread-local destructors (in a pthread
- * key's destructor, src/recorder/exit.rs): those may record. Do not record
- * from a pthread key destructor that runs after latte's: such spans go to a
- * sink and are counted as late drops, but a pulse site resolved earlier
- * would write into a ring that may have been handed to another thread.
+ * key's destructor, src/recorder/exit.rs; where no key can be had, in a
+ * thread-local destructor of its own): those may record. Do not record
+ * after the retirement (from a pthread key destructor that runs after
+ * latte's): such spans go to a sink and are counted as late drops, but a
+ * pulse site resolved earlier would write into a ring that may have been
+ * handed to another thread.
  */
 #ifndef LATTE_INLINE_H
 #define LATTE_INLINE_H

@@ -2,8 +2,10 @@
 // design with memory of its own per ID must: two TSC reads and one 16-byte
 // store into the ID's memory, with no lookup and no load on the way. The
 // IDs' memory is laid out four ways: packed 16 bytes apart, 64 bytes apart
-// (a cache line each), 4 KiB apart (a page each), and 1 MiB + 4 KiB apart
-// (a ring each, as latte's rings of 65,536 samples lie). Not part of `make
+// (a cache line each), 4 KiB + 2,112 bytes apart (a page each, their
+// offsets in the page staggered as latte staggers its rings), and 1 MiB +
+// 2,112 bytes apart (a ring each: latte's slot stride for rings of 65,536
+// samples, src/layout.rs). Not part of `make
 // speedtest` (it measures no latte code): it tells how far a layout lets
 // the ID sweep's goal (docs/figures.md) be reached at all.
 //
@@ -49,16 +51,17 @@ static double run(size_t n, bool random, uint8_t *mem) {
 
 int main() {
   const size_t ns[] = {1, 8, 64, 512, 2000, 10000};
-  const size_t ring = (size_t(1) << 20) + 4096;
+  const size_t page = 4096 + 2112;
+  const size_t ring = (size_t(1) << 20) + 2112;
   void *p = mmap(nullptr, 10000 * ring, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return 1;
   uint8_t *mem = static_cast<uint8_t *>(p);
-  std::printf("%-6s %-7s %13s %13s %13s %13s\n", "N", "order", "16 B apart", "64 B apart", "4 KiB apart", "1 MiB+4 KiB");
+  std::printf("%-6s %-7s %13s %13s %13s %13s\n", "N", "order", "16 B apart", "64 B apart", "4 KiB+2112", "1 MiB+2112");
   double base[4] = {0, 0, 0, 0};
   for (size_t n : ns) {
-    for (size_t i = 0; i < n; i++) mem[i * 16] = mem[i * 64] = mem[i * 4096] = mem[i * ring] = 1;
+    for (size_t i = 0; i < n; i++) mem[i * 16] = mem[i * 64] = mem[i * page] = mem[i * ring] = 1;
     for (int r = 0; r < (n == 1 ? 1 : 2); r++) {
-      const double c[4] = {run<16>(n, r, mem), run<64>(n, r, mem), run<4096>(n, r, mem), run<(size_t(1) << 20) + 4096>(n, r, mem)};
+      const double c[4] = {run<16>(n, r, mem), run<64>(n, r, mem), run<4096 + 2112>(n, r, mem), run<(size_t(1) << 20) + 2112>(n, r, mem)};
       if (n == 1) std::copy(c, c + 4, base);
       std::printf("%-6zu %-7s", n, r ? "random" : "rr");
       for (int k = 0; k < 4; k++) std::printf(" %6.1f %5.2fx", c[k], c[k] / base[k]);

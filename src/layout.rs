@@ -291,7 +291,8 @@ pub struct latte_region_header {
     /// Samples still in those slots when they were reused.
     pub reuse_discarded: AtomicU64,
     /// Spans recorded after the thread's recorder was torn down (from a
-    /// pthread key destructor that runs after latte's, `src/recorder/exit.rs`).
+    /// pthread key destructor that runs after latte's, `src/recorder/exit.rs`),
+    /// and spans still open then.
     pub late_drops: AtomicU64,
     /// CLOCK_MONOTONIC_RAW in ns read next to `anchor_tsc` (0 in images of
     /// producers that did not keep it). With a second (TSC, clock) pair it

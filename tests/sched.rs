@@ -158,6 +158,36 @@ fn an_exiting_thread_releases_its_event() {
     });
 }
 
+/// A thread whose first span comes from a pthread key destructor opens its
+/// event after its thread-local destructors ran (so its event's own
+/// destructor never runs): latte's retirement of the thread releases it.
+#[test]
+fn a_thread_first_recording_in_a_key_destructor_releases_its_event() {
+    unsafe extern "C" fn records(_: *mut libc::c_void) {
+        latte_start(c"sched.key.dtor".as_ptr(), latte::layout::LATTE_MODE_FAST);
+        latte_stop(core::ptr::null(), latte::layout::LATTE_MODE_FAST);
+    }
+    in_child(|| {
+        if latte_sched_enable() != 0 {
+            return false;
+        }
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: a valid out-pointer and a destructor of the right type.
+        assert_eq!(unsafe { libc::pthread_key_create(&mut key, Some(records)) }, 0);
+        let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let before = (counters().tracked, fds(), counters().opened);
+        std::thread::spawn(move || {
+            // SAFETY: the key made above; any non-null value arms it.
+            assert_eq!(unsafe { libc::pthread_setspecific(key, core::ptr::dangling()) }, 0);
+        })
+        .join()
+        .unwrap();
+        let after = (counters().tracked, fds(), counters().opened);
+        let recorded = common::snapshot(c"sched.key.dtor").len();
+        after == (before.0, before.1, before.2 + 1) && recorded == 1
+    });
+}
+
 #[test]
 fn a_fork_child_gets_an_event_of_its_own() {
     assert_eq!(latte_sched_enable(), 0);

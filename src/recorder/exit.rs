@@ -7,22 +7,25 @@
 //! destructor of the thread (its `start_thread` calls `__call_tls_dtors`,
 //! then the keys' destructors): the spans that C++ `thread_local` objects
 //! and Rust `thread_local!` values record while they are destroyed are
-//! kept. Only spans of key destructors that run after latte's (keys made
-//! after it, or a later round of them) find the thread retired, and are
-//! counted as late drops.
+//! kept. Only spans of key destructors that run after latte's (keys of a
+//! higher index than latte's, or a later round of them) find the thread
+//! retired, and are counted as late drops.
 //!
 //! Arming stores one word in the thread's descriptor for the first 32 keys
 //! of a process, and allocates nothing; past them glibc allocates a block
 //! per thread, whose failure is a want of memory like any other (the state
 //! is refused and counted). Registering a thread-local destructor instead
-//! would allocate (Rust's list of them, glibc's record), and a failure
-//! there ends the process.
+//! would allocate (glibc's record of it), and glibc ends the process when
+//! that fails.
 //!
-//! The main thread is not retired: its end is the process's, whose exit
-//! runs its thread-local destructors, atexit handlers and static
-//! destructors, which programs use to time their shutdown and report (and
-//! a main thread that calls `pthread_exit` runs its key destructors before
-//! its thread-local ones).
+//! The main thread is not retired: its end is most often the process's,
+//! whose exit runs its thread-local destructors, atexit handlers and
+//! static destructors, which programs use to time their shutdown and
+//! report (and a main thread that calls `pthread_exit` runs its key
+//! destructors before its thread-local ones). A main thread that ends with
+//! `pthread_exit` while other threads go on keeps its states and rings
+//! live for the rest of the process (so does a fork child's thread, the
+//! child's main).
 //!
 //! A thread whose first span comes from another library's key destructor
 //! in glibc's last round of them (`PTHREAD_DESTRUCTOR_ITERATIONS`, 4) is
@@ -95,7 +98,7 @@ pub(super) fn arm(on_exit: unsafe extern "C" fn(*mut libc::c_void)) -> Result<()
         return Err(Unarmed::Ending);
     }
     let k = key(on_exit).ok_or(Unarmed::NoKey)?;
-    // SAFETY: a key this module made and never deletes.
+    // SAFETY: the published key, which this module never deletes.
     match unsafe { libc::pthread_setspecific(k, ARMED) } {
         0 => Ok(()),
         _ => Err(Unarmed::NoMemory),

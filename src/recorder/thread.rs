@@ -165,7 +165,7 @@ fn cold_or_create() -> Option<*mut Cold> {
         armed => armed,
     };
     if let Err(why) = armed {
-        NO_MEMORY.with(|m| m.set(why == Unarmed::NoMemory && region_if_any().is_some()));
+        NO_MEMORY.with(|m| m.set(why == Unarmed::NoMemory));
         return None;
     }
     let mut reg = REGISTRY.lock_unless_held()?;

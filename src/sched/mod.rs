@@ -145,6 +145,7 @@ impl ThreadSched {
                 self.base = self.next_base.max(1);
                 point_bound(r.head_ptr(), self.base); // B3 (src/sched/watch.rs)
                 self.ring = Some(r);
+                let _ = OPENED_HERE.try_with(|o| o.set(true));
                 self.status = LATTE_SCHED_ON;
                 TRACKED.fetch_add(1, Ordering::Relaxed);
                 OPENED.fetch_add(1, Ordering::Relaxed);
@@ -184,6 +185,12 @@ impl Drop for ThreadSched {
 }
 
 thread_local! {
+    /// Set once the thread opened an event (`ThreadSched::open`); no
+    /// destructor, so it can be read at any point of the thread's end.
+    static OPENED_HERE: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+thread_local! {
     static THREAD: RefCell<ThreadSched> = const { RefCell::new(ThreadSched { ring: None, id: 0, status: LATTE_SCHED_PENDING, base: 0, next_base: 1 }) };
 }
 
@@ -215,10 +222,16 @@ pub fn release() -> Result<(), Error> {
 }
 
 /// Releases the calling thread's event as it ends, when its thread-local
-/// destructor did not (a thread whose state was made after that ran).
+/// destructor did not (it does not run for a thread that opened its event
+/// after the thread-local destructors), and keeps the thread from asking
+/// again. Touches the thread's state only when it opened an event: making
+/// that state now would register a destructor that never runs.
 pub fn release_ended_thread() {
-    if enabled() {
-        let _ = with_thread(|t| t.release());
+    if OPENED_HERE.try_with(|o| o.get()).unwrap_or(false) {
+        let _ = with_thread(|t| {
+            t.release();
+            t.status = LATTE_SCHED_RELEASED;
+        });
     }
 }
 
