@@ -46,17 +46,17 @@
 use core::cell::Cell;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-/// `KEY` before a key was tried.
-const KEY_UNTRIED: u32 = 0;
+/// `KEY` while there is no key yet: the first `arm` makes one.
+const KEY_UNMADE: u32 = 0;
 /// `KEY` when no key could be made (the Rust thread-local guard serves).
 const KEY_NONE: u32 = u32::MAX;
 
-/// The pthread key, plus one; `KEY_UNTRIED` or `KEY_NONE`. Made without
+/// The pthread key, plus one; `KEY_UNMADE` or `KEY_NONE`. Made without
 /// the registry lock (the pin takes the loader's lock, which a thread in
 /// `dlopen` holds while a constructor there may wait for the registry), by
 /// whichever thread comes first; published with a compare-exchange
 /// (AcqRel/Acquire: a thread that reads the key sees it made).
-static KEY: AtomicU32 = AtomicU32::new(KEY_UNTRIED);
+static KEY: AtomicU32 = AtomicU32::new(KEY_UNMADE);
 
 /// The value a thread's key holds once armed: any non-null pointer (glibc
 /// calls the destructor only for a non-null value).
@@ -109,13 +109,13 @@ pub(super) fn arm(on_exit: unsafe extern "C" fn(*mut libc::c_void)) -> Result<()
 /// key left, or the object holding `on_exit` cannot be pinned).
 fn key(on_exit: unsafe extern "C" fn(*mut libc::c_void)) -> Option<libc::pthread_key_t> {
     let seen = match KEY.load(Ordering::Acquire) {
-        KEY_UNTRIED => {
+        KEY_UNMADE => {
             let mut k: libc::pthread_key_t = 0;
             // SAFETY: `k` is a valid out-pointer; `on_exit` has the
             // destructor's signature (the caller's: it must not unwind).
             let made = pin_object_of(on_exit as *const libc::c_void) && unsafe { libc::pthread_key_create(&mut k, Some(on_exit)) } == 0;
             let mine = if made { k.wrapping_add(1) } else { KEY_NONE };
-            match KEY.compare_exchange(KEY_UNTRIED, mine, Ordering::AcqRel, Ordering::Acquire) {
+            match KEY.compare_exchange(KEY_UNMADE, mine, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => mine,
                 Err(theirs) => {
                     if made {
@@ -168,7 +168,8 @@ fn pin_object_of(code: *const libc::c_void) -> bool {
     let pinned = !unsafe { libc::dlopen(name, libc::RTLD_LAZY | libc::RTLD_NOLOAD | libc::RTLD_NODELETE) }.is_null();
     if !pinned {
         // Leaves no error of latte's for the program's next dlerror().
-        // SAFETY: dlerror takes nothing and only reads the thread's state.
+        // SAFETY: dlerror takes no argument; it clears the calling thread's
+        // loader error.
         unsafe { libc::dlerror() };
     }
     pinned
