@@ -1,0 +1,200 @@
+// designs.cpp: what a Fast span costs at N IDs per thread under five ways
+// of storing samples, each stripped to its memory accesses (two TSC reads,
+// the loads and stores the design needs, nothing else). Not part of `make
+// speedtest` (it runs no latte code): it tells which design could meet the
+// ID sweep's goal (docs/figures.md) at all.
+//
+//   ring      a ring per (thread, ID), its write index alone on the slot's
+//             first line, the samples after it, slots 1 MiB + 2,112 bytes
+//             apart (latte's layout, src/layout.rs); the ID's slot given
+//   lines     the same rings, their write indices moved out of the slots
+//             into one area, a cache line each, side by side
+//   segments  a ring per (thread, ID) in 256-byte segments, each taken from
+//             one arena per thread when the ring first reaches it (so the
+//             IDs' current segments lie side by side), found through a map
+//             per ring at each segment's start; index and current segment
+//             packed per thread
+//   log       one log per thread, each record tagged with the ID's number,
+//             and a count per ID packed per thread (so that every ID's
+//             recorded count stays exact); the ID's number given
+//   log+find  the log, the ID's number found from its name pointer (names
+//             24 bytes apart) in an open-addressed table of 16-byte
+//             entries at most half full and of at least 1,024 (latte's ID
+//             cache, src/recorder/cache.rs), as `Start(id)` must
+//
+// Each figure is cycles per call, the best of 7 passes of 4 M calls over N
+// IDs in round-robin or random order; every pass starts the rings again, so
+// the passes after the first touch memory already mapped. The table runs
+// three times and keeps each cell's best, ratio to one ID of its design.
+// Build and run: g++ -O2 -std=c++17 speedtest/designs.cpp -o designs && ./designs
+#include <x86intrin.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+static const size_t CALLS = size_t(1) << 22;
+static const int PASSES = 7;
+static const size_t MAX_IDS = 10000;
+static const size_t CAP = 65536;                          // samples a ring holds
+static const size_t SLOT = (size_t(1) << 20) + 2112;      // bytes between slots
+static const size_t SAMPLES_AT = 128;                     // the samples' offset in a slot
+static const size_t SEG = 16;                             // samples a segment holds
+static const size_t LOG_CAP = size_t(1) << 20;            // records a log holds
+static const uint64_t HASH = 0x9E3779B97F4A7C15ull;
+
+struct Sample {
+  uint64_t start, rest;
+};
+struct Entry {
+  const char *key;
+  uint64_t number;
+};
+
+static uint8_t *map_bytes(size_t bytes) {
+  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    std::perror("mmap");
+    std::exit(1);
+  }
+  return static_cast<uint8_t *>(p);
+}
+
+// Memory every design may use, mapped once.
+struct Memory {
+  uint8_t *slots = map_bytes(MAX_IDS * SLOT);
+  uint64_t *lines = reinterpret_cast<uint64_t *>(map_bytes(MAX_IDS * 64));
+  uint64_t *per_id = reinterpret_cast<uint64_t *>(map_bytes(MAX_IDS * 8));
+  Sample **current = reinterpret_cast<Sample **>(map_bytes(MAX_IDS * 8));
+  uint32_t *seg_map = reinterpret_cast<uint32_t *>(map_bytes(MAX_IDS * (CAP / SEG) * 4));
+  uint8_t *arena = map_bytes((MAX_IDS * CAP + SEG) * sizeof(Sample));
+  Sample *log = reinterpret_cast<Sample *>(map_bytes(LOG_CAP * sizeof(Sample)));
+  std::vector<char> names = std::vector<char>(MAX_IDS * 24);
+  std::vector<Entry> table;
+  int shift = 0;
+};
+
+static uint64_t sink;
+
+// The table's home entry for a name pointer.
+static size_t home(const Memory &m, const char *p) {
+  return size_t((uint64_t(uintptr_t(p)) * HASH) >> m.shift);
+}
+
+// One design's loop over `ids` (ID numbers) and `ptrs` (their names), best
+// cycles per call over the passes.
+template <int DESIGN>
+static double run(Memory &m, size_t n, const std::vector<uint32_t> &ids, const std::vector<const char *> &ptrs) {
+  double best = 1e30;
+  const size_t mask = m.table.size() - 1;
+  for (int pass = 0; pass < PASSES; pass++) {
+    for (size_t k = 0; k < n; k++) {
+      *reinterpret_cast<uint64_t *>(m.slots + k * SLOT) = 0;
+      m.lines[k * 8] = 0;
+      m.per_id[k] = 0;
+      m.current[k] = nullptr;
+    }
+    uint64_t head = 0;
+    uint64_t next_seg = 1;  // segment 0 stays unused: a map entry of 0 is "not yet"
+    const uint64_t t0 = __rdtsc();
+    for (size_t i = 0; i < CALLS; i++) {
+      const uint64_t a = __rdtsc();
+      uint32_t id = ids[i];
+      Sample *s;
+      volatile uint64_t *index;
+      uint64_t idx;
+      if (DESIGN == 0 || DESIGN == 1) {
+        uint8_t *slot = m.slots + size_t(id) * SLOT;
+        index = DESIGN == 0 ? reinterpret_cast<volatile uint64_t *>(slot) : &m.lines[size_t(id) * 8];
+        idx = *index;
+        s = reinterpret_cast<Sample *>(slot + SAMPLES_AT) + (idx & (CAP - 1));
+      } else if (DESIGN == 2) {
+        index = &m.per_id[id];
+        idx = *index;
+        Sample *seg = m.current[id];
+        if ((idx & (SEG - 1)) == 0) {
+          uint32_t *e = m.seg_map + size_t(id) * (CAP / SEG) + ((idx / SEG) & (CAP / SEG - 1));
+          if (*e == 0) *e = uint32_t(next_seg++);
+          seg = reinterpret_cast<Sample *>(m.arena) + size_t(*e) * SEG;
+          m.current[id] = seg;
+        }
+        s = seg + (idx & (SEG - 1));
+      } else {
+        if (DESIGN == 4) {
+          const char *p = ptrs[i];
+          size_t h = home(m, p);
+          while (m.table[h].key != p) h = (h + 1) & mask;
+          id = uint32_t(m.table[h].number);
+        }
+        index = &m.per_id[id];
+        idx = *index;
+        s = m.log + (head++ & (LOG_CAP - 1));
+      }
+      const uint64_t b = __rdtsc();
+      s->start = a;
+      s->rest = DESIGN >= 3 ? ((b - a) << 24 | id) : b - a;
+      *index = idx + 1;
+      sink += b;
+    }
+    best = std::min(best, double(__rdtsc() - t0) / CALLS);
+  }
+  return best;
+}
+
+static const int DESIGNS = 5;
+
+// Every design at N IDs in one order.
+static void measure(Memory &m, size_t n, bool random, double out[DESIGNS]) {
+  size_t size = 1024;
+  while (size < 2 * n) size <<= 1;
+  m.table.assign(size, Entry{nullptr, 0});
+  m.shift = 64 - __builtin_ctzll(size);
+  for (size_t k = 0; k < n; k++) {
+    const char *p = m.names.data() + k * 24;
+    size_t h = home(m, p);
+    while (m.table[h].key) h = (h + 1) & (size - 1);
+    m.table[h] = Entry{p, k};
+  }
+  std::vector<uint32_t> ids(CALLS);
+  std::vector<const char *> ptrs(CALLS);
+  std::mt19937 rng(1);
+  for (size_t i = 0; i < CALLS; i++) {
+    ids[i] = random ? uint32_t(rng() % n) : uint32_t(i % n);
+    ptrs[i] = m.names.data() + size_t(ids[i]) * 24;
+  }
+  madvise(m.seg_map, MAX_IDS * (CAP / SEG) * 4, MADV_DONTNEED);
+  out[0] = run<0>(m, n, ids, ptrs);
+  out[1] = run<1>(m, n, ids, ptrs);
+  out[2] = run<2>(m, n, ids, ptrs);
+  out[3] = run<3>(m, n, ids, ptrs);
+  out[4] = run<4>(m, n, ids, ptrs);
+}
+
+int main() {
+  static Memory m;
+  const size_t ns[] = {1, 8, 64, 200, 512, 2000, 10000};
+  const size_t rows = 2 * (sizeof ns / sizeof ns[0]) - 1;
+  std::vector<double> best(rows * DESIGNS, 1e30);
+  for (int round = 0; round < 3; round++) {
+    size_t row = 0;
+    for (size_t n : ns)
+      for (int r = 0; r < (n == 1 ? 1 : 2); r++, row++) {
+        double c[DESIGNS];
+        measure(m, n, r, c);
+        for (int d = 0; d < DESIGNS; d++) best[row * DESIGNS + d] = std::min(best[row * DESIGNS + d], c[d]);
+      }
+  }
+  std::printf("%-6s %-7s %13s %13s %13s %13s %13s\n", "N", "order", "ring", "lines", "segments", "log", "log+find");
+  size_t row = 0;
+  for (size_t n : ns)
+    for (int r = 0; r < (n == 1 ? 1 : 2); r++, row++) {
+      std::printf("%-6zu %-7s", n, r ? "random" : "rr");
+      for (int d = 0; d < DESIGNS; d++) std::printf(" %6.1f %5.2fx", best[row * DESIGNS + d], best[row * DESIGNS + d] / best[d]);
+      std::printf("\n");
+    }
+  if (sink == 42) std::puts("");
+  return 0;
+}
