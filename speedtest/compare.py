@@ -50,13 +50,13 @@ def row(name, value, goal, ok):
 
 def judge_loss(who, thread, written, recorded, lost, stalled):
     """The row of `who`'s loss following the flat-out thread: 0 is the goal;
-    a loss no larger than what the writer wrote while `who`'s `thread` woke
-    up late (`stalled` seconds: the most those stalls could lose) is
-    UNJUDGED, a larger one FAILs."""
+    a loss no larger than what the writer wrote while `who`'s `thread` was
+    kept off its CPU (`stalled` seconds, preempted or woken late: the most
+    those stalls could lose) is UNJUDGED, a larger one FAILs."""
     rate = written / SECONDS
     explained = int(stalled * rate)
     print(f"   a ring of {RING} samples laps in {RING / rate * 1e3:.2f} ms; {who}'s {thread} was stalled {stalled * 1e3:.1f} ms in all "
-          f"(wake-ups over 1 ms late), during which the writer wrote {explained} spans")
+          f"(stretches over 1 ms off its CPU), during which the writer wrote {explained} spans")
     name = f"{who}: flat-out thread followed, lost"
     if 0 < lost <= explained and recorded == written:
         print(f"{name:<44} {f'{lost} of {recorded}':>28}   goal 0                      UNJUDGED ({who}'s {thread} was kept off its CPU longer than the ring laps)")

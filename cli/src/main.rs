@@ -23,6 +23,7 @@ mod samples;
 mod serve;
 mod serve_read;
 mod shm_watch;
+mod stall;
 mod target;
 mod term;
 

@@ -11,10 +11,6 @@ use std::time::{Duration, Instant};
 /// before it looks at the names.
 const CHANGE_SETTLE: Duration = Duration::from_millis(2);
 
-/// A wake-up this much later than asked counts as a stall of the reading
-/// thread (`latte_serve_reader_stalled_seconds_total`).
-const STALL: Duration = Duration::from_millis(1);
-
 /// The read pass, once per `every` (never two back to back after a slow
 /// one), and at once, with a look at the names, when /dev/shm changes
 /// (`ShmWatch`): a region is opened when it is published and read one last
@@ -25,6 +21,7 @@ const STALL: Duration = Duration::from_millis(1);
 pub fn reader(state: &Mutex<State>, every: Duration) {
     latte::pace::tight_timer_slack();
     let watch = crate::shm_watch::ShmWatch::new();
+    let mut stalls = crate::stall::Stalls::new();
     let mut next = Instant::now() + every;
     // When a change in /dev/shm was seen: the names are looked at once the
     // burst has settled (a service publishing its region makes several
@@ -47,11 +44,9 @@ pub fn reader(state: &Mutex<State>, every: Duration) {
             };
             if moved {
                 changed.get_or_insert_with(Instant::now);
-            } else {
-                let late = Instant::now().saturating_duration_since(asked);
-                if late > STALL {
-                    guarded(state, |st| st.note_stall(late));
-                }
+            }
+            if let Some(stall) = stalls.at_wake_up((!moved).then_some(asked)) {
+                guarded(state, |st| st.note_stall(stall));
             }
             continue;
         }

@@ -33,12 +33,6 @@ const QUEUE_BATCHES: usize = 128;
 /// whenever the follower sleeps.
 const WRITER_NICE: libc::c_int = 10;
 
-/// A wake-up of the following thread this much later than asked counts as
-/// a stall (`reader_stalled_seconds` in the summary and the trailer): a
-/// thread kept off its CPU longer than a ring takes to lap cannot follow
-/// that ring whole, whatever it does.
-const STALL: Duration = Duration::from_millis(1);
-
 /// One batch for the writing thread: the incarnation's number in the file,
 /// its ring's owner and ID, and the samples.
 struct Batch {
@@ -121,7 +115,7 @@ struct Store {
     wanted: Vec<String>,
     read: u64,
     lost: u64,
-    /// Time the following thread woke up late (more than [`STALL`]).
+    /// Time the following thread was kept off its CPU, in stalls (`stall`).
     stalled: Duration,
 }
 
@@ -271,6 +265,7 @@ fn follow_until_end(
 ) -> Result<&'static str, ExitCode> {
     let progress = std::io::stderr().is_terminal();
     let mut shown_at = Instant::now();
+    let mut stalls = crate::stall::Stalls::new();
     let read_err = |e: latte::Error| fail(&o.target, &e.to_string(), EXIT_NOT_REGION);
     let why = loop {
         // Looked at before the pass: once the producer is gone, this pass
@@ -303,9 +298,10 @@ fn follow_until_end(
         }
         let asked = Instant::now() + Duration::from_nanos(wait);
         std::thread::sleep(Duration::from_nanos(wait));
-        let late = Instant::now().saturating_duration_since(asked);
-        if late > STALL {
-            store.stalled += late;
+        // A thread kept off its CPU longer than a ring takes to lap cannot
+        // follow that ring whole, whatever it does (`stall`).
+        if let Some(stall) = stalls.at_wake_up(Some(asked)) {
+            store.stalled += stall;
         }
     };
     if progress {
@@ -325,7 +321,7 @@ struct Ended {
     why: &'static str,
     started_wall: std::time::SystemTime,
     seconds: f64,
-    /// Time the following thread woke up late (`STALL`).
+    /// Time the following thread was kept off its CPU, in stalls (`stall`).
     stalled: Duration,
 }
 

@@ -124,7 +124,7 @@ impl Shown {
         }
         enc.encode_descriptor(
             "latte_serve_reader_stalled",
-            "How much later than it asked the reading thread woke up, over the wake-ups more than 1 ms late: time a busy ring may have lapped (its loss is in latte_samples_lost_total)",
+            "Time the reading thread was kept off its CPU (waiting on the run queue or woken late), over the stretches where that was more than 1 ms: time a busy ring may have lapped (its loss is in latte_samples_lost_total)",
             Some(&Unit::Seconds),
             MetricType::Counter,
         )?

@@ -235,7 +235,7 @@ pub struct State {
     buf: Vec<latte_raw_sample>,
     /// Passes ended and rounds of looks that read a ring (`version`).
     version: u64,
-    /// Time the reading thread woke up late (`note_stall`).
+    /// Time the reading thread was kept off its CPU, in stalls (`note_stall`, `stall`).
     stalled: Duration,
 }
 
@@ -338,10 +338,10 @@ impl State {
         (wait != u64::MAX).then(|| Duration::from_nanos(wait))
     }
 
-    /// The reading thread woke up `late` later than it asked (more than
-    /// 1 ms, `serve_read::STALL`): time it was kept off its CPU.
-    pub fn note_stall(&mut self, late: Duration) {
-        self.stalled += late;
+    /// The reading thread was kept off its CPU for `stall` (more than
+    /// `stall::STALL`).
+    pub fn note_stall(&mut self, stall: Duration) {
+        self.stalled += stall;
     }
 
     /// The next pass looks at the names again (something changed in
