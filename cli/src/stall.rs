@@ -55,8 +55,15 @@ impl Stalls {
             Some(now) => Duration::from_nanos(now.saturating_sub(std::mem::replace(&mut self.waited_ns, now))),
             None => Duration::ZERO,
         };
-        Some(late.max(waited)).filter(|d| *d > STALL)
+        stall_of(late, waited)
     }
+}
+
+/// The stall of a stretch in which the thread woke up `late` and waited
+/// `waited` on the run queue: the longer of the two (a late wake-up is
+/// most often run-queue wait too), when it is more than [`STALL`].
+fn stall_of(late: Duration, waited: Duration) -> Option<Duration> {
+    Some(late.max(waited)).filter(|d| *d > STALL)
 }
 
 #[cfg(test)]
@@ -64,10 +71,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn on_time_wake_ups_are_no_stall() {
-        let mut s = Stalls::new();
-        assert_eq!(s.at_wake_up(Some(Instant::now() + Duration::from_secs(1))), None);
-        assert_eq!(s.at_wake_up(None), None);
+    fn a_stall_is_the_longer_figure_past_a_millisecond() {
+        let ms = Duration::from_millis;
+        assert_eq!(stall_of(Duration::ZERO, Duration::ZERO), None);
+        assert_eq!(stall_of(STALL, STALL), None);
+        assert_eq!(stall_of(ms(3), ms(2)), Some(ms(3)));
+        assert_eq!(stall_of(Duration::ZERO, ms(2)), Some(ms(2)));
+        assert_eq!(stall_of(ms(2), ms(2)), Some(ms(2)), "counted once");
     }
 
     #[test]
@@ -79,13 +89,24 @@ mod tests {
         assert!(d >= STALL * 3);
     }
 
-    /// Pins the calling thread to CPU 0.
-    fn pin_to_cpu0() {
+    /// The first CPU the calling thread may run on.
+    fn first_allowed_cpu() -> usize {
+        // SAFETY: an all-zero cpu_set_t is an empty set; sched_getaffinity
+        // fills it, CPU_ISSET reads it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
+            (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set)).expect("some CPU is allowed")
+        }
+    }
+
+    /// Pins the calling thread to `cpu`.
+    fn pin_to(cpu: usize) {
         // SAFETY: an all-zero cpu_set_t is an empty set; CPU_SET and
         // sched_setaffinity take valid pointers to it.
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(0, &mut set);
+            libc::CPU_SET(cpu, &mut set);
             assert_eq!(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set), 0);
         }
     }
@@ -95,14 +116,15 @@ mod tests {
         // A pass that spins 40 ms on a CPU it shares with a spinning
         // thread waits on the run queue for a good part of it, and wakes
         // up on time: only the kernel's run-queue figure sees the stall.
-        pin_to_cpu0();
+        let cpu = first_allowed_cpu();
+        pin_to(cpu);
         let mut s = Stalls::new();
         assert!(s.schedstat.is_some() && s.run_queue_ns().is_some(), "no /proc/thread-self/schedstat: only late wake-ups count as stalls");
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let rival = {
             let stop = stop.clone();
             std::thread::spawn(move || {
-                pin_to_cpu0();
+                pin_to(cpu);
                 // Relaxed: the flag alone.
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {}
             })
