@@ -1,4 +1,4 @@
-// designs.cpp: what a Fast span costs at N IDs per thread under five ways
+// designs.cpp: what a Fast span costs at N IDs per thread under six ways
 // of storing samples, each stripped to its memory accesses (two TSC reads,
 // the loads and stores the design needs, nothing else). Not part of `make
 // speedtest` (it runs no latte code): it tells which design could meet the
@@ -9,6 +9,9 @@
 //             apart (latte's layout, src/layout.rs); the ID's slot given
 //   lines     the same rings, their write indices moved out of the slots
 //             into one area, a cache line each, side by side
+//   lines+at  as lines, the ring's samples found through an offset kept on
+//             the write index's line (so a slot's header and samples need
+//             not lie side by side)
 //   segments  a ring per (thread, ID) in 256-byte segments, each taken from
 //             one arena per thread when the ring first reaches it (so the
 //             IDs' current segments lie side by side), found through a map
@@ -94,6 +97,7 @@ static double run(Memory &m, size_t n, const std::vector<uint32_t> &ids, const s
     for (size_t k = 0; k < n; k++) {
       *reinterpret_cast<uint64_t *>(m.slots + k * SLOT) = 0;
       m.lines[k * 8] = 0;
+      m.lines[k * 8 + 1] = k * SLOT + SAMPLES_AT;
       m.per_id[k] = 0;
       m.current[k] = nullptr;
     }
@@ -106,7 +110,12 @@ static double run(Memory &m, size_t n, const std::vector<uint32_t> &ids, const s
       Sample *s;
       volatile uint64_t *index;
       uint64_t idx;
-      if (DESIGN == 0 || DESIGN == 1) {
+      if (DESIGN == 5) {
+        volatile uint64_t *line = &m.lines[size_t(id) * 8];
+        index = line;
+        idx = *index;
+        s = reinterpret_cast<Sample *>(m.slots + line[1]) + (idx & (CAP - 1));
+      } else if (DESIGN == 0 || DESIGN == 1) {
         uint8_t *slot = m.slots + size_t(id) * SLOT;
         index = DESIGN == 0 ? reinterpret_cast<volatile uint64_t *>(slot) : &m.lines[size_t(id) * 8];
         idx = *index;
@@ -144,7 +153,7 @@ static double run(Memory &m, size_t n, const std::vector<uint32_t> &ids, const s
   return best;
 }
 
-static const int DESIGNS = 5;
+static const int DESIGNS = 6;
 
 // Every design at N IDs in one order.
 static void measure(Memory &m, size_t n, bool random, double out[DESIGNS]) {
@@ -171,6 +180,7 @@ static void measure(Memory &m, size_t n, bool random, double out[DESIGNS]) {
   out[2] = run<2>(m, n, ids, ptrs);
   out[3] = run<3>(m, n, ids, ptrs);
   out[4] = run<4>(m, n, ids, ptrs);
+  out[5] = run<5>(m, n, ids, ptrs);
 }
 
 int main() {
@@ -187,7 +197,7 @@ int main() {
         for (int d = 0; d < DESIGNS; d++) best[row * DESIGNS + d] = std::min(best[row * DESIGNS + d], c[d]);
       }
   }
-  std::printf("%-6s %-7s %13s %13s %13s %13s %13s\n", "N", "order", "ring", "lines", "segments", "log", "log+find");
+  std::printf("%-6s %-7s %13s %13s %13s %13s %13s %13s\n", "N", "order", "ring", "lines", "segments", "log", "log+find", "lines+at");
   size_t row = 0;
   for (size_t n : ns)
     for (int r = 0; r < (n == 1 ? 1 : 2); r++, row++) {
