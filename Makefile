@@ -228,7 +228,8 @@ rust-test: tools
 	$(CARGO) test --profile ci-test --features uring --lib --test flush --test flush_targets --test flush_seccomp --test flush_first
 
 # Every C test program, built four ways: against liblatte.so, against
-# liblatte.a, with -DLATTE_DISABLE and no liblatte, and with ASan+UBSan.
+# liblatte.a, with -DLATTE_DISABLE and no liblatte, and with ASan+UBSan
+# (-ldl: tests that look up libc with dlsym, outside libc before glibc 2.34).
 C_BINS := $(foreach t,$(C_TESTS),$(B)/c/$(t).so $(B)/c/$(t).static $(B)/c/$(t).disabled $(B)/c/$(t).asan) $(B)/dl/dlclose $(B)/seccomp/no_uffd
 c-test: lib
 	@$(MAKE) --no-print-directory -j$(JOBS) -Otarget $(C_BINS)
@@ -251,7 +252,7 @@ $(B)/dl/dlclose: tests/dl/dlclose.c $(LIB_SO)
 
 $(B)/c/%.so: tests/c/%.c tests/c/*.h include/*.h $(LIB_SO)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_T) $< -o $@ -L$(REL) -llatte $(RPATH)
+	$(CC) $(CFLAGS_T) $< -o $@ -L$(REL) -llatte $(RPATH) -ldl
 
 $(B)/c/%.static: tests/c/%.c tests/c/*.h include/*.h $(LIB_A)
 	@mkdir -p $(@D)
@@ -259,11 +260,11 @@ $(B)/c/%.static: tests/c/%.c tests/c/*.h include/*.h $(LIB_A)
 
 $(B)/c/%.disabled: tests/c/%.c tests/c/*.h include/*.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_T) -DLATTE_DISABLE $< -o $@
+	$(CC) $(CFLAGS_T) -DLATTE_DISABLE $< -o $@ -ldl
 
 $(B)/c/%.asan: tests/c/%.c tests/c/*.h include/*.h $(LIB_SO)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_T) $(SAN) $< -o $@ -L$(REL) -llatte $(RPATH)
+	$(CC) $(CFLAGS_T) $(SAN) $< -o $@ -L$(REL) -llatte $(RPATH) -ldl
 
 # Every C++ test program (with the second translation unit), built five
 # ways: .so, .a, LATTE_DISABLE without liblatte, ASan+UBSan, TSan.

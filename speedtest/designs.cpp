@@ -21,21 +21,25 @@
 //             and a count per ID packed per thread (so that every ID's
 //             recorded count stays exact); the ID's number given
 //   log+find  the log, the ID's number found from its name pointer (names
-//             24 bytes apart) in an open-addressed table of 16-byte
-//             entries at most half full and of at least 1,024 (latte's ID
-//             cache, src/recorder/cache.rs), as `Start(id)` must
+//             24 bytes apart), as `Start(id)` must, in an open-addressed
+//             table of 16-byte entries of at least 1,024, at most half
+//             full (or 1/FILL full: `./designs FILL`) and grown to hold
+//             every ID (latte's ID cache has 1,024 entries and empties
+//             itself when half full, src/recorder/cache.rs: this lookup is
+//             a better one than latte's past 512 IDs)
 //
 // Each figure is cycles per call, the best of 7 passes of 4 M calls over N
 // IDs in round-robin or random order; every pass starts the rings again, so
 // the passes after the first touch memory already mapped. The table runs
 // three times and keeps each cell's best, ratio to one ID of its design.
-// Build and run: g++ -O2 -std=c++17 speedtest/designs.cpp -o designs && ./designs
+// Build and run: g++ -O2 -std=c++17 speedtest/designs.cpp -o designs && ./designs [FILL]
 #include <x86intrin.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -48,6 +52,7 @@ static const size_t SAMPLES_AT = 128;                     // the samples' offset
 static const size_t SEG = 16;                             // samples a segment holds
 static const size_t LOG_CAP = size_t(1) << 20;            // records a log holds
 static const uint64_t HASH = 0x9E3779B97F4A7C15ull;
+static size_t FILL = 2;  // the table is at most 1/FILL full
 
 struct Sample {
   uint64_t start, rest;
@@ -158,7 +163,7 @@ static const int DESIGNS = 6;
 // Every design at N IDs in one order.
 static void measure(Memory &m, size_t n, bool random, double out[DESIGNS]) {
   size_t size = 1024;
-  while (size < 2 * n) size <<= 1;
+  while (size < FILL * n) size <<= 1;
   m.table.assign(size, Entry{nullptr, 0});
   m.shift = 64 - __builtin_ctzll(size);
   for (size_t k = 0; k < n; k++) {
@@ -183,7 +188,9 @@ static void measure(Memory &m, size_t n, bool random, double out[DESIGNS]) {
   out[5] = run<5>(m, n, ids, ptrs);
 }
 
-int main() {
+int main(int argc, char **argv) {
+  if (argc > 1) FILL = std::strtoul(argv[1], nullptr, 10);
+  if (FILL < 2) FILL = 2;
   static Memory m;
   const size_t ns[] = {1, 8, 64, 200, 512, 2000, 10000};
   const size_t rows = 2 * (sizeof ns / sizeof ns[0]) - 1;

@@ -5,12 +5,15 @@
 //! (`latte_serve_reader_stalled_seconds_total`).
 //!
 //! A stall is a stretch between two wake-ups of the thread (a pass and the
-//! wait after it) in which it was kept off its CPU for more than [`STALL`]:
-//! the longer of the time it waited on the run queue while runnable (the
-//! kernel's figure, `/proc/thread-self/schedstat`, which counts a thread
-//! preempted in the middle of a pass as well as one woken late) and how
-//! much later than it asked it woke up (which also counts a late timer).
-//! Where the kernel keeps no such figure, only the late wake-ups count.
+//! wait after it) in which it was kept off its CPU for more than [`STALL`]
+//! in all: the longer of the time it waited on the run queue while
+//! runnable, its waits added up (the kernel's figure,
+//! `/proc/thread-self/schedstat`, which counts a thread preempted in the
+//! middle of a pass as well as one woken late: either delays the pass, and
+//! so every ring's next read), and how much later than it asked it woke up
+//! (which also counts a late timer, and a host's pause of the vCPU during
+//! the sleep; a pause in the middle of a pass is in neither). Where the
+//! kernel keeps no such figure, only the late wake-ups count.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -44,7 +47,13 @@ impl Stalls {
         let mut buf = [0u8; 96];
         let n = self.schedstat.as_ref()?.read_at(&mut buf, 0).ok()?;
         let text = std::str::from_utf8(&buf[..n]).ok()?;
-        text.split_ascii_whitespace().nth(1)?.parse().ok()
+        let mut fields = text.split_ascii_whitespace().map(|f| f.parse::<u64>());
+        // A running thread has used some CPU: a 0 there means the kernel
+        // keeps no figures (scheduler statistics off), not no wait.
+        let (Some(Ok(ran_ns)), Some(Ok(waited_ns))) = (fields.next(), fields.next()) else {
+            return None;
+        };
+        (ran_ns > 0).then_some(waited_ns)
     }
 
     /// At a wake-up that was asked for at `asked` (None for a wake-up by
@@ -119,7 +128,11 @@ mod tests {
         let cpu = first_allowed_cpu();
         pin_to(cpu);
         let mut s = Stalls::new();
-        assert!(s.schedstat.is_some() && s.run_queue_ns().is_some(), "no /proc/thread-self/schedstat: only late wake-ups count as stalls");
+        if s.run_queue_ns().is_none() {
+            // Not a failure: the product then counts late wake-ups only.
+            eprintln!("not run: this kernel keeps no run-queue figure (/proc/thread-self/schedstat)");
+            return;
+        }
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let rival = {
             let stop = stop.clone();
