@@ -226,10 +226,16 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     let started = Instant::now();
     let started_wall = std::time::SystemTime::now();
     let read_err = |e: latte::Error| fail(&o.target, &e.to_string(), EXIT_NOT_REGION);
-    let why = follow_until_end(o, &mut m, &mut follower, &mut store, &failed, started)?;
+    // Made on the following thread (this one), which it measures.
+    let mut stalls = crate::stall::Stalls::new();
+    let why = follow_until_end(o, &mut m, &mut follower, &mut store, &mut stalls, &failed, started)?;
     m.refresh().map_err(read_err)?;
     let v = m.view();
     follower.drain(&v, &mut |inc, s| store.take(&v, inc, s)).map_err(read_err)?;
+    // The last stretch: the last pass and the drain.
+    if let Some(stall) = stalls.at_wake_up(None) {
+        store.stalled += stall;
+    }
     let seconds = started.elapsed().as_secs_f64();
     let Store { queue, pending, order, stalled, .. } = store;
     drop(queue); // the writing thread ends with the last batch
@@ -260,12 +266,12 @@ fn follow_until_end(
     m: &mut latte::Mapping,
     follower: &mut Follower,
     store: &mut Store,
+    stalls: &mut crate::stall::Stalls,
     failed: &AtomicBool,
     started: Instant,
 ) -> Result<&'static str, ExitCode> {
     let progress = std::io::stderr().is_terminal();
     let mut shown_at = Instant::now();
-    let mut stalls = crate::stall::Stalls::new();
     let read_err = |e: latte::Error| fail(&o.target, &e.to_string(), EXIT_NOT_REGION);
     let why = loop {
         // Looked at before the pass: once the producer is gone, this pass
