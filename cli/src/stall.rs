@@ -5,9 +5,10 @@
 //! (`latte_serve_reader_stalled_seconds_total`).
 //!
 //! A stall is a stretch between two wake-ups of the thread (a pass and the
-//! wait after it) in which it was kept off its CPU for more than [`STALL`]
-//! in all: the longer of the time it waited on the run queue while
-//! runnable, its waits added up (the kernel's figure,
+//! wait after it; for `record`, also its last pass and the drain after it,
+//! unless the producer had exited) in which it was kept off its CPU for
+//! more than [`STALL`] in all: the longer of the time it waited on the run
+//! queue while runnable, its waits added up (the kernel's figure,
 //! `/proc/thread-self/schedstat`, which counts a thread preempted in the
 //! middle of a pass as well as one woken late: either delays the pass, and
 //! so every ring's next read), and how much later than it asked it woke up

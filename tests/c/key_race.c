@@ -30,7 +30,6 @@
 #define ROUND_FAILED 1
 #define ROUND_RACED 2
 
-typedef int (*key_create_fn)(pthread_key_t *, void (*)(void *));
 typedef int (*key_delete_fn)(pthread_key_t);
 static int made, deleted;
 
@@ -41,11 +40,12 @@ static void *next_definition(const char *name) {
   return f;
 }
 
+/* glibc's exported name of pthread_key_create, called without dlsym: a
+ * sanitizer's start-up makes keys before anything else is ready. */
+extern int __pthread_key_create(pthread_key_t *key, void (*destructor)(void *));
+
 int pthread_key_create(pthread_key_t *key, void (*destructor)(void *)) {
-  key_create_fn next;
-  void *f = next_definition("pthread_key_create");
-  memcpy(&next, &f, sizeof f); /* POSIX: a function's address */
-  int rc = next(key, destructor);
+  int rc = __pthread_key_create(key, destructor);
   if (rc == 0) __atomic_add_fetch(&made, 1, __ATOMIC_RELAXED);
   return rc;
 }
@@ -53,7 +53,7 @@ int pthread_key_create(pthread_key_t *key, void (*destructor)(void *)) {
 int pthread_key_delete(pthread_key_t key) {
   key_delete_fn next;
   void *f = next_definition("pthread_key_delete");
-  memcpy(&next, &f, sizeof f);
+  memcpy(&next, &f, sizeof f); /* POSIX: a function's address */
   int rc = next(key);
   if (rc == 0) __atomic_add_fetch(&deleted, 1, __ATOMIC_RELAXED);
   return rc;

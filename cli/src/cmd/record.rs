@@ -33,6 +33,10 @@ const QUEUE_BATCHES: usize = 128;
 /// whenever the follower sleeps.
 const WRITER_NICE: libc::c_int = 10;
 
+/// Why following ended when the producer's liveness lock was free before
+/// the last pass (nothing was written during it).
+const PRODUCER_EXITED: &str = "the producer exited";
+
 /// One batch for the writing thread: the incarnation's number in the file,
 /// its ring's owner and ID, and the samples.
 struct Batch {
@@ -232,8 +236,9 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     m.refresh().map_err(read_err)?;
     let v = m.view();
     follower.drain(&v, &mut |inc, s| store.take(&v, inc, s)).map_err(read_err)?;
-    // The last stretch: the last pass and the drain.
-    if let Some(stall) = stalls.at_wake_up(None) {
+    // The last stretch, the last pass and the drain: a stall there can
+    // lose samples unless the producer had exited before that pass.
+    if let Some(stall) = stalls.at_wake_up(None).filter(|_| why != PRODUCER_EXITED) {
         store.stalled += stall;
     }
     let seconds = started.elapsed().as_secs_f64();
@@ -294,7 +299,7 @@ fn follow_until_end(
             break "stopped by a signal";
         }
         if !alive {
-            break "the producer exited";
+            break PRODUCER_EXITED;
         }
         if o.duration.is_some_and(|d| started.elapsed() >= d) {
             break "the duration elapsed";
