@@ -18,9 +18,6 @@ pub struct Cold {
     pub(super) thread_idx: u32,
     pub(super) os_tid: u32,
     pub(super) alive: bool,
-    pub(super) overflow_starts: u64,
-    pub(super) orphan_stops: u64,
-    pub(super) dropped: u64,
     /// The thread's ring of each ID it recorded, and the ring's slot index.
     pub(super) slots_by_token: HashMap<u32, (*mut latte_slot_header, u32)>,
     /// Second level behind the hot cache: ID pointer -> this thread's ring.
@@ -251,16 +248,7 @@ impl Registry {
                 // The pool keeps room to take every state back at thread
                 // exit (it is empty here: the pop above found none).
                 self.free_colds.try_reserve(self.colds.len() + 1).map_err(|_| Error::NOMEM)?;
-                let cold = Cold {
-                    thread_idx: 0,
-                    os_tid: 0,
-                    alive: false,
-                    overflow_starts: 0,
-                    orphan_stops: 0,
-                    dropped: 0,
-                    slots_by_token: HashMap::new(),
-                    by_ptr: PtrMap::new(),
-                };
+                let cold = Cold { thread_idx: 0, os_tid: 0, alive: false, slots_by_token: HashMap::new(), by_ptr: PtrMap::new() };
                 let p = try_leak(cold).ok_or(Error::NOMEM)?;
                 self.colds.push(p);
                 p
@@ -270,9 +258,6 @@ impl Registry {
         let s = unsafe { &mut *c };
         s.thread_idx = self.next_thread_idx;
         self.next_thread_idx = self.next_thread_idx.wrapping_add(1);
-        s.overflow_starts = 0;
-        s.orphan_stops = 0;
-        s.dropped = 0;
         s.slots_by_token.clear();
         s.by_ptr.reset();
         s.os_tid = tsc::gettid();

@@ -3,8 +3,9 @@
 //! install a region or intern an ID.
 
 use super::cache::{cache_insert, cache_probe};
+use super::counters::{count_dropped, count_orphan_stop, count_overflow_start};
 use super::registry::{region_if_any, unrecordable, COLD, REGISTRY};
-use super::thread::{current, note_late_drop, note_unavailable, with_cold};
+use super::thread::{current, note_late_drop, note_unavailable};
 use crate::error::Error;
 use crate::intern::Unfit;
 use crate::layout::*;
@@ -16,7 +17,7 @@ use core::sync::atomic::Ordering;
 #[cold]
 #[inline(never)]
 pub fn note_overflow(_t: &mut latte_thread) {
-    with_cold(|c| c.overflow_starts += 1);
+    count_overflow_start();
     if let Some(r) = region_if_any() {
         bump(&r.header().overflow_starts, 1);
     }
@@ -33,7 +34,7 @@ pub(super) fn count_orphan() {
     if super::thread::take_refused_start() {
         return; // the Stop of a refused Start, counted there
     }
-    with_cold(|c| c.orphan_stops += 1);
+    count_orphan_stop();
     if let Some(r) = region_if_any() {
         bump(&r.header().orphan_stops, 1);
     }
@@ -100,7 +101,7 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
     let token = match unsafe { reg.interner.intern_ptr(region, id) } {
         Ok(tok) => tok,
         Err(why) => {
-            c.dropped += 1;
+            count_dropped();
             bump(&region.header().unfit_id_drops, 1);
             if why == Unfit::NoMemory {
                 super::thread::say_no_memory_once();
@@ -113,7 +114,7 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
         // Room for the new entry before a slot is taken for it: a full
         // memory must not abort the program, nor leave a slot unlisted.
         None if c.slots_by_token.try_reserve(1).is_err() => {
-            c.dropped += 1;
+            count_dropped();
             bump(&region.header().no_slot_drops, 1);
             super::thread::say_no_memory_once();
             return None;
@@ -124,7 +125,7 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
                 s
             }
             None => {
-                c.dropped += 1;
+                count_dropped();
                 bump(&region.header().no_slot_drops, 1);
                 return None;
             }

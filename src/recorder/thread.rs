@@ -353,15 +353,18 @@ pub fn current_if_any() -> *mut latte_thread {
     STATE.try_with(|c| c.get()).unwrap_or(core::ptr::null_mut())
 }
 
-pub(super) fn with_cold<R>(f: impl FnOnce(&mut Cold) -> R) -> Option<R> {
+/// The calling thread's index, once it has a cold state. Read through the
+/// state's pointer without a reference to the state: a signal handler may
+/// ask while the code it interrupted holds the state (`resolve_slot`).
+pub(super) fn cold_thread_idx() -> Option<u32> {
     let c = COLD.try_with(|c| c.get()).unwrap_or(core::ptr::null_mut());
     if c.is_null() {
-        None
-    } else {
-        // SAFETY: the calling thread's own cold state, touched only by this
-        // thread (and by the registry once the thread has exited).
-        Some(f(unsafe { &mut *c }))
+        return None;
     }
+    // SAFETY: the calling thread's own cold state, live while `COLD` holds
+    // it; `thread_idx` is written when the state is given to this thread,
+    // before `COLD` is set, and not again while the thread runs.
+    Some(unsafe { core::ptr::addr_of!((*c).thread_idx).read() })
 }
 
 /// The fields of `t` that say where its thread's switch count lives
