@@ -293,6 +293,77 @@ static void second_start_is_a_hit(void) {
   for (k = 0; k < 200; k++) CHECK_EQ_U(count_of(ids[k]), 2);
 }
 
+/* The newest ID takes its home entry (src/recorder/cache.rs, rule C4): a
+ * thread's hot IDs, first started after others whose entries sit at their
+ * homes, are each found there by the inline Start's first look, and the
+ * IDs moved on stay cached and keep their spans. On a thread of its own,
+ * so that the cache starts empty and nothing empties it meanwhile. */
+#define HOT_IDS 8
+static char home_pool[1 << 20];
+static void *newest_takes_home_thread(void *arg) {
+  char *hot[HOT_IDS], *old[HOT_IDS][2];
+  size_t homes[HOT_IDS];
+  size_t at = 0;
+  int n = 0, k, j;
+  (void)arg;
+  /* Hot IDs with distinct homes, then for each two pointers sharing it. */
+  for (at = 0; n < HOT_IDS && at < 4096 * 16; at += 16) {
+    size_t h = latte__cache_index(home_pool + at);
+    for (k = 0; k < n && homes[k] != h; k++) {
+    }
+    if (k < n) continue;
+    homes[n] = h;
+    hot[n] = home_pool + at;
+    sprintf(hot[n], "home.hot.%d", n);
+    n++;
+  }
+  CHECK_EQ_U(n, HOT_IDS);
+  for (k = 0; k < n; k++)
+    for (j = 0; j < 2; j++) {
+      for (; at < sizeof home_pool - 16 && latte__cache_index(home_pool + at) != homes[k]; at += 16) {
+      }
+      CHECK(at < sizeof home_pool - 16);
+      old[k][j] = home_pool + at;
+      sprintf(old[k][j], "home.old.%d.%d", k, j);
+      at += 16;
+    }
+  for (k = 0; k < n; k++)
+    for (j = 0; j < 2; j++) {
+      latte_start_inline(old[k][j], LATTE_MODE_FAST);
+      latte_stop_inline(NULL, LATTE_MODE_FAST);
+    }
+  for (k = 0; k < n; k++) CHECK(probe_distance(old[k][1]) == 0);
+  for (k = 0; k < n; k++) {
+    latte_start_inline(hot[k], LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+  }
+  for (k = 0; k < n; k++) {
+    CHECK(probe_distance(hot[k]) == 0);
+    for (j = 0; j < 2; j++) CHECK(probe_distance(old[k][j]) > 0);
+  }
+  /* Every one found again without the slow path: its span lands in the
+   * ring it had (one more sample each). */
+  for (k = 0; k < n; k++) {
+    latte_start_inline(hot[k], LATTE_MODE_FAST);
+    latte_stop_inline(NULL, LATTE_MODE_FAST);
+    for (j = 0; j < 2; j++) {
+      latte_start_inline(old[k][j], LATTE_MODE_FAST);
+      latte_stop_inline(NULL, LATTE_MODE_FAST);
+    }
+  }
+  for (k = 0; k < n; k++) {
+    CHECK_EQ_U(count_of(hot[k]), 2);
+    for (j = 0; j < 2; j++) CHECK_EQ_U(count_of(old[k][j]), 2);
+  }
+  CHECK(latte__state.cache_used == (uint64_t)(3 * n));
+  return NULL;
+}
+static void newest_id_takes_its_home(void) {
+  pthread_t th;
+  pthread_create(&th, NULL, newest_takes_home_thread, NULL);
+  pthread_join(th, NULL);
+}
+
 /* latte_thread_prefault commits a fresh ring's pages (one touch a page, the ring
  * of 65,536 samples of 16 bytes plus its header: 257 pages), caches the ID
  * for the inline path, and changes no sample: the spans after it read back
@@ -320,12 +391,14 @@ static void prefault_commits_a_fresh_ring(void) {
 static void prefault_commits_a_fresh_ring(void) { CHECK(latte_thread_prefault("prefault.fresh") == 0); }
 static void cache_home_collisions(void) {}
 static void second_start_is_a_hit(void) {}
+static void newest_id_takes_its_home(void) {}
 #endif
 
 int main(void) {
   exact_counts();
   cache_home_collisions();
   second_start_is_a_hit();
+  newest_id_takes_its_home();
   prefault_commits_a_fresh_ring();
   ring_wrap();
   depth_limit_and_orphans();
