@@ -949,6 +949,13 @@ int latte_flush_supported(void);
 // never 0 for a non-NULL `t`.
 uint64_t latte_internal_thread_resolve_v2(struct latte_thread *t, const char *id);
 
+// Out-of-line path of the inline Start: `id` was found at entry `at` of
+// `t`'s cache, past its home entry; moves it to its home entry and the ID
+// there to `at`, so that the next Start finds it at the first look
+// (`cache_promote`, rule C4 of the ID cache). Does nothing when `t` is not
+// the calling thread's active state, or entry `at` no longer holds `id`.
+void latte_internal_thread_promote_v2(struct latte_thread *t, const char *id, size_t at);
+
 // Slow path of the inline Start: 64 spans are open; counts the ignored Start.
 void latte_internal_thread_note_overflow_v2(struct latte_thread *t);
 

@@ -72,6 +72,7 @@ static inline int latte__off_reader(size_t ignored, struct latte_reader **out) {
 #define latte_thread_prefault(id) ((int64_t)latte__off_int(sizeof(id)))
 #define latte_internal_thread_resolve_v2(t, id) ((uint64_t)latte__off_u64(sizeof(t) + sizeof(id)))
 #define latte_internal_thread_note_overflow_v2(t) latte__off_void(sizeof(t))
+#define latte_internal_thread_promote_v2(t, id, at) latte__off_void(sizeof(t) + sizeof(id) + sizeof(at))
 #define latte_internal_thread_stop_slow_v2(t, mode, now) latte__off_u64(sizeof(t) + sizeof(mode) + sizeof(now))
 #define latte_internal_thread_pulse_slow_v2(t, site, id, now) latte__off_void(sizeof(t) + sizeof(site) + sizeof(id) + sizeof(now))
 #define latte_thread_get_counters(out) latte__off_zero(0, (out), sizeof(struct latte_thread_counters))

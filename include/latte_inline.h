@@ -153,12 +153,16 @@ LATTE__HOT int latte__cached(const latte_cache_entry *e, const char *id, uint64_
 LATTE__FN uint64_t latte__probe(latte_thread *t, const char *id, size_t i) {
   const char *k;
   uint64_t ring;
+  size_t home = i;
   if (id != NULL)
     for (;; i = (i + 1) & (LATTE_CACHE_SIZE - 1)) {
       k = t->cache[i].key;
       if (k == id) {
-        if (latte__cached(&t->cache[i], id, &ring)) return ring;
-        break;
+        if (!latte__cached(&t->cache[i], id, &ring)) break;
+        /* Past its home: it takes the home entry, so that the next Start
+         * finds it at the first look (src/recorder/cache.rs, rule C4). */
+        if (i != home) latte_internal_thread_promote_v2(t, id, i);
+        return ring;
       }
       if (k == NULL) break;
     }

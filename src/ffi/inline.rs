@@ -39,6 +39,21 @@ pub extern "C" fn latte_internal_thread_resolve_v2(t: *mut latte_thread, id: *co
     }
 }
 
+/// Out-of-line path of the inline Start: `id` was found at entry `at` of
+/// `t`'s cache, past its home entry; moves it to its home entry and the ID
+/// there to `at`, so that the next Start finds it at the first look
+/// (`cache_promote`, rule C4 of the ID cache). Does nothing when `t` is not
+/// the calling thread's active state, or entry `at` no longer holds `id`.
+#[no_mangle]
+pub extern "C" fn latte_internal_thread_promote_v2(t: *mut latte_thread, id: *const c_char, at: usize) {
+    guard((), || {
+        if !t.is_null() {
+            // SAFETY: the calling thread's own state (the contract above).
+            recorder::cache_promote(unsafe { &mut *t }, id, at)
+        }
+    })
+}
+
 /// Slow path of the inline Start: 64 spans are open; counts the ignored Start.
 #[no_mangle]
 pub extern "C" fn latte_internal_thread_note_overflow_v2(t: *mut latte_thread) {

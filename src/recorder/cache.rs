@@ -2,15 +2,14 @@
 //! full (the hash and sizes are constants of the generated header, which
 //! `include/latte_inline.h` uses for the same probe).
 //!
-//! The newest ID takes its home entry. The inline Start looks only there
-//! and calls out to probe further (`latte__probe`): a call and, in random
-//! order, a mispredicted branch, 7 to 11 cycles a span measured over 8 IDs
-//! cached after others had taken their home entries. So an insert whose home
-//! entry holds another ID moves that ID on to the first empty entry of
-//! its probe order and takes the home entry (rule C4): the IDs a thread
-//! starts using are found at home, the ones it used before one or more
-//! entries on. Every ID stays findable: no entry between its home and it
-//! is empty once an insert ends.
+//! An ID found past its home entry takes it (`cache_promote`). The inline
+//! Start's first look is at the home entry; the probe further on
+//! (`latte__probe`) is a branch off the fast path, mispredicted in random
+//! order: 7 to 11 cycles a span measured over 8 IDs whose homes other IDs
+//! had taken first. So a Start that finds its ID further on swaps it with the
+//! home entry's (one such Start in `PROMOTE_EVERY` on the thread): the IDs
+//! a thread uses now are found by the first look, whichever came first.
+//! Two IDs in use that share a home swap now and then.
 //!
 //! Signal handlers. A handler that records on the thread it interrupted
 //! reads the cache (the inline Start and Rust's both do), and may write it
@@ -40,13 +39,14 @@
 //!   would pass unnoticed: two signals, each within one instruction of the
 //!   other's window.)
 //!
-//! - C4 An insert that moves the home entry's ID on first copies it to the
-//!   empty entry (C1: ring, then key), then empties the home entry's key,
-//!   then fills it (C1). Until the copy is done the ID is at home; after
-//!   it, at both entries (with one ring) or at the new one. While the home
-//!   key is empty, a handler probing past it misses and takes the slow
-//!   path (its insert is skipped, C2): a lookup never finds a wrong ring,
-//!   at worst no ring.
+//! - C4 A promotion swaps an entry's ID with its home entry's under the
+//!   writing flag (C2), by C1's steps: the home key emptied, the home entry
+//!   filled with the promoted ID (now at both entries, with one ring), its
+//!   old entry's key emptied, that entry filled with the home's former ID.
+//!   Every ID in the cache before is in it after, each on its probe order
+//!   with no empty entry between its home and it. While a key is empty, a
+//!   handler probing past it misses and takes the slow path (its insert is
+//!   skipped, C2): a lookup never finds a wrong ring, at worst none.
 //!
 //! A thread sees its own writes in program order, so compiler fences are
 //! all the ordering a handler on the same thread needs.
@@ -60,7 +60,18 @@ std::thread_local! {
     /// Whether this thread is writing a cache (rule C2). Const-initialised
     /// and without a destructor, so a signal handler may read it.
     static WRITING: Cell<bool> = const { Cell::new(false) };
+    /// Probe hits past the home entry on this thread (`cache_promote`);
+    /// const-initialised, no destructor, as `WRITING`.
+    static PAST_HOME: Cell<u32> = const { Cell::new(0) };
 }
+
+/// One promotion per this many probe hits past the home entry on a
+/// thread. Two IDs in use that share a home would otherwise swap at every
+/// Start: alternating, 60 cycles a span without promotions, 70 with one at
+/// every Start, 64 with one in 64 (the count's thread-local costs the
+/// most of that; measured with `Latte.hpp`). An ID that others had pushed
+/// off its home still gets it back within 64 such Starts.
+const PROMOTE_EVERY: u32 = 64;
 
 /// Runs `f` under the thread's writing flag (rule C2); does nothing when
 /// the flag is already set (a signal handler interrupting a write).
@@ -89,13 +100,62 @@ pub(super) fn clear_cache(t: &mut latte_thread) {
 }
 
 /// Fills an empty entry by rule C1: the ring, then (after a compiler
-/// fence) the key; a fence after it too, so that a write that follows
-/// (rule C4's emptying of the home key) stays after it.
+/// fence) the key; a fence after it too, so that the next write of a
+/// promotion (rule C4) stays after it.
 fn fill(e: &mut latte_cache_entry, key: *const c_char, ring: u64) {
     e.ring = ring;
     compiler_fence(Ordering::SeqCst);
     e.key = key;
     compiler_fence(Ordering::SeqCst);
+}
+
+/// Empties an entry's key (rules C1, C4), fenced on both sides.
+fn vacate(e: &mut latte_cache_entry) {
+    compiler_fence(Ordering::SeqCst);
+    e.key = LATTE_CACHE_EMPTY as *const c_char;
+    compiler_fence(Ordering::SeqCst);
+}
+
+/// At every `PROMOTE_EVERY`th call on the thread, moves `id`, found at
+/// entry `at` of its probe order, to its home entry, and the ID there to
+/// `at` (rule C4). Does nothing when entry `at` no longer holds `id` (a
+/// signal handler changed the cache since it was found), when `at` is its
+/// home, or in a signal handler that interrupted a write of the cache (C2).
+#[cold]
+#[inline(never)]
+pub fn cache_promote(t: &mut latte_thread, id: *const c_char, at: usize) {
+    let home = cache_index(id);
+    if id.is_null() || at == home || at >= t.cache.len() || t.attached == 0 {
+        return;
+    }
+    let due = PAST_HOME.try_with(|n| {
+        n.set(n.get().wrapping_add(1));
+        n.get() % PROMOTE_EVERY == 0
+    });
+    if due == Ok(true) {
+        promote_now(t, id, at, home);
+    }
+}
+
+/// The promotion itself (rule C4): `id` from entry `at` to its `home`.
+fn promote_now(t: &mut latte_thread, id: *const c_char, at: usize, home: usize) {
+    writing(|| {
+        if t.cache[at].key != id {
+            return;
+        }
+        let (key, ring) = (t.cache[home].key, t.cache[home].ring);
+        let moved = t.cache[at].ring;
+        vacate(&mut t.cache[home]);
+        fill(&mut t.cache[home], id, moved);
+        vacate(&mut t.cache[at]);
+        fill(&mut t.cache[at], key, ring);
+    });
+    // As in `cache_insert`: a handler may have detached the state meanwhile.
+    // SAFETY: a field of the state `t` borrows; read afresh because a
+    // handler on this thread may have written it.
+    if unsafe { core::ptr::read_volatile(&t.attached) } == 0 {
+        clear_cache(t);
+    }
 }
 
 /// The tagged ring of `id` when entry `i` holds it, read by rule C3 (the
@@ -121,19 +181,19 @@ pub fn cache_entry(t: &latte_thread, id: *const c_char, i: usize) -> Option<u64>
     (key() == id).then_some(ring)
 }
 
-/// The cached tagged ring of `id`, probing from `i` (its home entry); None at the
-/// first empty entry, or when a signal handler changed the entry while it
-/// was read (rule C3). The
-/// cache is never full, so the probe ends. NULL is never cached.
+/// The cached tagged ring of `id` and its entry, probing from `i` (its
+/// home entry); None at the first empty entry, or when a signal handler
+/// changed the entry while it was read (rule C3). The cache is never full,
+/// so the probe ends. NULL is never cached.
 #[inline(always)]
-pub fn cache_probe(t: &latte_thread, id: *const c_char, mut i: usize) -> Option<u64> {
+pub fn cache_probe(t: &latte_thread, id: *const c_char, mut i: usize) -> Option<(u64, usize)> {
     if id.is_null() {
         return None;
     }
     loop {
         let e = &t.cache[i];
         if e.key == id {
-            return cache_entry(t, id, i);
+            return cache_entry(t, id, i).map(|r| (r, i));
         }
         if e.key as usize == LATTE_CACHE_EMPTY {
             return None;
@@ -142,11 +202,9 @@ pub fn cache_probe(t: &latte_thread, id: *const c_char, mut i: usize) -> Option<
     }
 }
 
-/// Adds `id` -> `ring` (tagged) to the cache at its home entry, the ID
-/// there moving on to the first empty entry of the probe order (rule C4),
-/// emptying the cache first when it is half full. An ID already cached
-/// gets the new ring where it is. Skipped in a signal handler that
-/// interrupted a write of the cache (rule C2).
+/// Adds `id` -> `ring` (tagged) to the cache at the first empty entry of
+/// its probe order, emptying the cache first when it is half full. Skipped
+/// in a signal handler that interrupted a write of the cache (rule C2).
 pub(super) fn cache_insert(t: &mut latte_thread, id: *const c_char, ring: u64) {
     if id.is_null() {
         return;
@@ -155,8 +213,7 @@ pub(super) fn cache_insert(t: &mut latte_thread, id: *const c_char, ring: u64) {
         if t.cache_used >= LATTE_CACHE_MAX_USED as u64 {
             clear_cache(t);
         }
-        let home = cache_index(id);
-        let mut i = home;
+        let mut i = cache_index(id);
         loop {
             let e = &mut t.cache[i];
             if e.key == id {
@@ -165,13 +222,10 @@ pub(super) fn cache_insert(t: &mut latte_thread, id: *const c_char, ring: u64) {
                 return;
             }
             if e.key as usize == LATTE_CACHE_EMPTY {
-                if i != home {
-                    let (key, ring) = (t.cache[home].key, t.cache[home].ring);
-                    fill(&mut t.cache[i], key, ring);
-                    t.cache[home].key = LATTE_CACHE_EMPTY as *const c_char;
-                    compiler_fence(Ordering::SeqCst);
-                }
-                fill(&mut t.cache[home], id, ring);
+                // Rule C1: the ring, then the key.
+                e.ring = ring;
+                compiler_fence(Ordering::SeqCst);
+                e.key = id;
                 t.cache_used += 1;
                 return;
             }
@@ -195,48 +249,82 @@ mod tests {
         tag_ring((n * 128) as *mut latte_slot_header, (n % 256) as u32)
     }
 
+    /// The cached ring of `id`, probed from its home entry.
+    fn ring_of(t: &latte_thread, id: *const c_char) -> Option<u64> {
+        cache_probe(t, id, cache_index(id)).map(|(r, _)| r)
+    }
+
+    #[test]
+    fn a_promoted_id_takes_its_home_and_every_id_stays_found() {
+        // SAFETY: an all-zero latte_thread is valid (integers, null pointers).
+        let mut t: Box<latte_thread> = unsafe { Box::new(core::mem::zeroed()) };
+        t.attached = 1;
+        let key = |n: usize| (0x30_0000 + n * 24) as *const c_char;
+        let home = cache_index(key(0));
+        let same: Vec<usize> = (1..200_000).filter(|&n| cache_index(key(n)) == home).take(2).collect();
+        // A key of the next home, behind the cluster: its probe runs
+        // through entries the promotion rewrites.
+        let next = (1..200_000).find(|&n| cache_index(key(n)) == (home + 1) % LATTE_CACHE_SIZE as usize).unwrap();
+        let ids = [key(0), key(same[0]), key(same[1]), key(next)];
+        for (k, &id) in ids.iter().enumerate() {
+            cache_insert(&mut t, id, slot(k + 1));
+        }
+        let at = |t: &latte_thread, id| cache_probe(t, id, cache_index(id)).map(|(_, i)| i);
+        let last = at(&t, key(same[1])).unwrap();
+        assert_eq!(last, (home + 2) % LATTE_CACHE_SIZE as usize);
+        promote_now(&mut t, key(same[1]), last, home);
+        assert_eq!(at(&t, key(same[1])), Some(home));
+        assert_eq!(at(&t, key(0)), Some(last), "the home entry's ID took the promoted one's entry");
+        for (k, &id) in ids.iter().enumerate() {
+            assert_eq!(ring_of(&t, id), Some(slot(k + 1)));
+        }
+        assert_eq!(t.cache_used, 4);
+        // Nothing to do at home, nor for an entry that no longer holds the ID.
+        for _ in 0..PROMOTE_EVERY {
+            cache_promote(&mut t, key(same[1]), home);
+            cache_promote(&mut t, key(same[0]), last);
+            cache_promote(&mut t, key(same[0]), usize::MAX);
+        }
+        assert_eq!((at(&t, key(same[1])), at(&t, key(0))), (Some(home), Some(last)));
+        for (k, &id) in ids.iter().enumerate() {
+            assert_eq!(ring_of(&t, id), Some(slot(k + 1)));
+        }
+        // One promotion in PROMOTE_EVERY calls: the rest leave it where it is.
+        let mut calls = 0;
+        while at(&t, key(0)) == Some(last) {
+            assert!(calls < PROMOTE_EVERY, "promoted within {PROMOTE_EVERY} calls");
+            cache_promote(&mut t, key(0), last);
+            calls += 1;
+        }
+        assert_eq!((at(&t, key(0)), at(&t, key(same[1]))), (Some(home), Some(last)));
+        // A detached state is left alone.
+        t.attached = 0;
+        for _ in 0..PROMOTE_EVERY {
+            cache_promote(&mut t, key(same[1]), last);
+        }
+        assert_eq!(at(&t, key(same[1])), Some(last));
+    }
+
     #[test]
     fn id_cache_probes_on_and_empties_itself_when_half_full() {
         // SAFETY: an all-zero latte_thread is valid (integers, null pointers).
         let mut t: Box<latte_thread> = unsafe { Box::new(core::mem::zeroed()) };
         t.attached = 1;
         let key = |n: usize| (0x10_0000 + n * 24) as *const c_char;
-        assert_eq!(cache_probe(&t, key(0), cache_index(key(0))), None);
-        assert_eq!(cache_probe(&t, core::ptr::null(), 0), None, "NULL is never cached");
-        // Keys sharing a home entry: the newest at home (rule C4), the
-        // others on the following entries, each with its own ring.
+        assert_eq!(ring_of(&t, key(0)), None);
+        assert_eq!(cache_probe(&t, core::ptr::null(), 0).map(|p| p.0), None, "NULL is never cached");
+        // Keys sharing a home entry go to the following entries.
         let home = cache_index(key(0));
         let same: Vec<usize> = (1..200_000).filter(|&n| cache_index(key(n)) == home).take(3).collect();
-        let at = |t: &latte_thread, k: usize| t.cache[(home + k) % LATTE_CACHE_SIZE as usize].key;
         cache_insert(&mut t, key(0), slot(1));
-        assert_eq!(at(&t, 0), key(0));
         for (k, &n) in same.iter().enumerate() {
             cache_insert(&mut t, key(n), slot(k + 2));
-            assert_eq!(at(&t, 0), key(n), "the newest takes the home entry");
-            assert_eq!(at(&t, k + 1), if k == 0 { key(0) } else { key(same[k - 1]) }, "the one it held moves to the first empty entry");
         }
-        assert_eq!(cache_probe(&t, key(0), home), Some(slot(1)));
-        assert_eq!(cache_entry(&t, key(same[2]), home), Some(slot(4)));
+        assert_eq!(ring_of(&t, key(0)), Some(slot(1)));
         for (k, &n) in same.iter().enumerate() {
-            assert_eq!(cache_probe(&t, key(n), home), Some(slot(k + 2)));
+            assert_eq!(ring_of(&t, key(n)), Some(slot(k + 2)));
+            assert_eq!(t.cache[(home + k + 1) % LATTE_CACHE_SIZE as usize].key, key(n));
         }
-        assert_eq!(t.cache_used, 4);
-        // A key cached already keeps its entry; its ring is replaced.
-        cache_insert(&mut t, key(0), slot(9));
-        assert_eq!((cache_probe(&t, key(0), home), t.cache_used), (Some(slot(9)), 4));
-        // A key whose home is taken by a key of another home (a cluster
-        // running past it) takes that entry too, and the key moved on stays
-        // findable from its own home.
-        let next = (1..200_000).find(|&n| cache_index(key(n)) == (home + 1) % LATTE_CACHE_SIZE as usize).unwrap();
-        let held = at(&t, 1);
-        cache_insert(&mut t, key(next), slot(5));
-        assert_eq!(at(&t, 1), key(next));
-        assert_eq!(cache_probe(&t, held, home), cache_probe(&t, held, cache_index(held)));
-        assert!(cache_probe(&t, held, home).is_some());
-        for (k, &n) in same.iter().enumerate() {
-            assert_eq!(cache_probe(&t, key(n), home), Some(slot(k + 2)));
-        }
-        assert_eq!(cache_probe(&t, key(0), home), Some(slot(9)));
         // Never more than half full: the insert that would pass it empties it first.
         let mut n = 1_000_000;
         while t.cache_used < LATTE_CACHE_MAX_USED as u64 {
@@ -245,8 +333,8 @@ mod tests {
         }
         cache_insert(&mut t, key(n), slot(8));
         assert_eq!(t.cache_used, 1);
-        assert_eq!(cache_probe(&t, key(n), cache_index(key(n))), Some(slot(8)));
-        assert_eq!(cache_probe(&t, key(0), home), None);
+        assert_eq!(ring_of(&t, key(n)), Some(slot(8)));
+        assert_eq!(ring_of(&t, key(0)), None);
     }
 
     #[test]
@@ -264,7 +352,7 @@ mod tests {
         // it meanwhile) leaves the cache empty.
         t.attached = 0;
         cache_insert(&mut t, id, slot(4));
-        assert_eq!(cache_probe(&t, id, h), None);
+        assert_eq!(ring_of(&t, id), None);
         assert_eq!(t.cache_used, 0);
     }
 }

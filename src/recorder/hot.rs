@@ -66,7 +66,7 @@
 //! `reentrant_drops`, and its span goes to a sink; so is one that
 //! interrupts its thread's change of states (`thread::switching`).
 
-use super::cache::{cache_entry, cache_probe};
+use super::cache::{cache_entry, cache_probe, cache_promote};
 use super::slow::{count_orphan, note_orphan, note_overflow, resolve, resolve_slot};
 use super::thread::current_if_any;
 use crate::layout::*;
@@ -161,7 +161,11 @@ pub unsafe fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     let ring = match cache_entry(t, id, h) {
         Some(r) => r,
         None => match cache_probe(t, id, h) {
-            Some(s) => s, // further along the probe order
+            // Further along the probe order: it takes its home entry.
+            Some((s, at)) => {
+                cache_promote(t, id, at);
+                s
+            }
             // SAFETY: forwarded (this function's contract on `id`).
             None => unsafe { resolve(t, id) },
         },

@@ -40,6 +40,7 @@ mod registry;
 mod slow;
 mod thread;
 
+pub use cache::cache_promote;
 pub use counters::*;
 pub use hot::*;
 pub use registry::{no_region, region_if_any, unrecordable, REGISTRY};

@@ -159,7 +159,7 @@ pub unsafe fn prefault(id: *const c_char) -> Result<u64, Error> {
     // SAFETY: the calling thread's active state.
     let t = unsafe { &mut *t };
     let slot = ring_ptr(match cache_probe(t, id, cache_index(id)) {
-        Some(r) => r,
+        Some((r, _)) => r,
         None => {
             // SAFETY: forwarded (this function's contract on `id`).
             let r = unsafe { resolve_slot(t, id) }.ok_or(Error::NOSPC)?;

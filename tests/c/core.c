@@ -293,18 +293,23 @@ static void second_start_is_a_hit(void) {
   for (k = 0; k < 200; k++) CHECK_EQ_U(count_of(ids[k]), 2);
 }
 
-/* The newest ID takes its home entry (src/recorder/cache.rs, rule C4): a
- * thread's hot IDs, first started after others whose entries sit at their
- * homes, are each found there by the inline Start's first look, and the
- * IDs moved on stay cached and keep their spans. On a thread of its own,
- * so that the cache starts empty and nothing empties it meanwhile. */
+/* An ID found past its home entry takes it (src/recorder/cache.rs, rule
+ * C4): a thread's hot IDs, first started after others had taken their
+ * homes, are soon found by the inline Start's first look, and the IDs
+ * moved on stay cached and keep their spans. On a
+ * thread of its own, so that the cache starts empty and nothing empties
+ * it meanwhile. */
 #define HOT_IDS 8
 static char home_pool[1 << 20];
-static void *newest_takes_home_thread(void *arg) {
+static void start_stop(const char *id) {
+  latte_start_inline(id, LATTE_MODE_FAST);
+  latte_stop_inline(NULL, LATTE_MODE_FAST);
+}
+static void *hot_takes_home_thread(void *arg) {
   char *hot[HOT_IDS], *old[HOT_IDS][2];
   size_t homes[HOT_IDS];
   size_t at = 0;
-  int n = 0, k, j;
+  int n = 0, k, j, rounds;
   (void)arg;
   /* Hot IDs with distinct homes, then for each two pointers sharing it. */
   for (at = 0; n < HOT_IDS && at < 4096 * 16; at += 16) {
@@ -328,39 +333,41 @@ static void *newest_takes_home_thread(void *arg) {
       at += 16;
     }
   for (k = 0; k < n; k++)
-    for (j = 0; j < 2; j++) {
-      latte_start_inline(old[k][j], LATTE_MODE_FAST);
-      latte_stop_inline(NULL, LATTE_MODE_FAST);
+    for (j = 0; j < 2; j++) start_stop(old[k][j]);
+  for (k = 0; k < n; k++) CHECK(probe_distance(old[k][0]) == 0);
+  /* First Start: cached at the first empty entry, past the old ones. */
+  for (k = 0; k < n; k++) start_stop(hot[k]);
+  for (k = 0; k < n; k++) CHECK(probe_distance(hot[k]) == 2);
+  /* Later Starts find them by the probe; one such Start in 64 on the
+   * thread promotes its ID. Each round has one such Start at least until
+   * all are home: all are within 64 promotions' worth of rounds. */
+  for (rounds = 0; rounds < 64 * HOT_IDS; rounds++) {
+    for (k = 0; k < n && probe_distance(hot[k]) == 0; k++) {
     }
-  for (k = 0; k < n; k++) CHECK(probe_distance(old[k][1]) == 0);
-  for (k = 0; k < n; k++) {
-    latte_start_inline(hot[k], LATTE_MODE_FAST);
-    latte_stop_inline(NULL, LATTE_MODE_FAST);
+    if (k == n) break;
+    for (k = 0; k < n; k++) start_stop(hot[k]);
   }
+  CHECK(rounds < 64 * HOT_IDS);
   for (k = 0; k < n; k++) {
     CHECK(probe_distance(hot[k]) == 0);
-    for (j = 0; j < 2; j++) CHECK(probe_distance(old[k][j]) > 0);
+    CHECK(probe_distance(old[k][0]) == 2);
+    CHECK(probe_distance(old[k][1]) == 1);
   }
-  /* Every one found again without the slow path: its span lands in the
-   * ring it had (one more sample each). */
+  /* Each found again without the slow path: one sample more in its ring. */
   for (k = 0; k < n; k++) {
-    latte_start_inline(hot[k], LATTE_MODE_FAST);
-    latte_stop_inline(NULL, LATTE_MODE_FAST);
-    for (j = 0; j < 2; j++) {
-      latte_start_inline(old[k][j], LATTE_MODE_FAST);
-      latte_stop_inline(NULL, LATTE_MODE_FAST);
-    }
+    start_stop(hot[k]);
+    for (j = 0; j < 2; j++) start_stop(old[k][j]);
   }
   for (k = 0; k < n; k++) {
-    CHECK_EQ_U(count_of(hot[k]), 2);
+    CHECK_EQ_U(count_of(hot[k]), (size_t)rounds + 2);
     for (j = 0; j < 2; j++) CHECK_EQ_U(count_of(old[k][j]), 2);
   }
   CHECK(latte__state.cache_used == (uint64_t)(3 * n));
   return NULL;
 }
-static void newest_id_takes_its_home(void) {
+static void hot_id_takes_its_home(void) {
   pthread_t th;
-  pthread_create(&th, NULL, newest_takes_home_thread, NULL);
+  pthread_create(&th, NULL, hot_takes_home_thread, NULL);
   pthread_join(th, NULL);
 }
 
@@ -391,14 +398,14 @@ static void prefault_commits_a_fresh_ring(void) {
 static void prefault_commits_a_fresh_ring(void) { CHECK(latte_thread_prefault("prefault.fresh") == 0); }
 static void cache_home_collisions(void) {}
 static void second_start_is_a_hit(void) {}
-static void newest_id_takes_its_home(void) {}
+static void hot_id_takes_its_home(void) {}
 #endif
 
 int main(void) {
   exact_counts();
   cache_home_collisions();
   second_start_is_a_hit();
-  newest_id_takes_its_home();
+  hot_id_takes_its_home();
   prefault_commits_a_fresh_ring();
   ring_wrap();
   depth_limit_and_orphans();
