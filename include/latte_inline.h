@@ -159,8 +159,9 @@ LATTE__FN uint64_t latte__probe(latte_thread *t, const char *id, size_t i) {
       k = t->cache[i].key;
       if (k == id) {
         if (!latte__cached(&t->cache[i], id, &ring)) break;
-        /* Past its home: it takes the home entry, so that the next Start
-         * finds it at the first look (src/recorder/cache.rs, rule C4). */
+        /* Past its home: now and then (one such find in 64, drawn at
+         * random) it takes the home entry, so that later Starts find it at
+         * the first look (src/recorder/cache.rs, rule C4). */
         if (i != home) latte_internal_thread_promote_v2(t, id, i);
         return ring;
       }

@@ -7,9 +7,10 @@
 //! (`latte__probe`) is a branch off the fast path, mispredicted in random
 //! order: 7 to 11 cycles a span measured over 8 IDs whose homes other IDs
 //! had taken first. So a Start that finds its ID further on swaps it with the
-//! home entry's (one such Start in `PROMOTE_EVERY` on the thread): the IDs
-//! a thread uses now are found by the first look, whichever came first.
-//! Two IDs in use that share a home swap now and then.
+//! home entry's (one such Start in `PROMOTE_EVERY` on the thread, drawn
+//! at random): the IDs a thread uses now are found by the first look,
+//! whichever came first. Two IDs in use that share a home swap now and
+//! then.
 //!
 //! Signal handlers. A handler that records on the thread it interrupted
 //! reads the cache (the inline Start and Rust's both do), and may write it
@@ -60,17 +61,20 @@ std::thread_local! {
     /// Whether this thread is writing a cache (rule C2). Const-initialised
     /// and without a destructor, so a signal handler may read it.
     static WRITING: Cell<bool> = const { Cell::new(false) };
-    /// Probe hits past the home entry on this thread (`cache_promote`);
-    /// const-initialised, no destructor, as `WRITING`.
-    static PAST_HOME: Cell<u32> = const { Cell::new(0) };
+    /// The thread's xorshift state for `cache_promote`'s draw (never 0);
+    /// const-initialised, no destructor, as `WRITING`. A handler's draw
+    /// between the interrupted one's load and store is lost: harmless.
+    static PROMOTE_DRAW: Cell<u32> = const { Cell::new(0x9E37_79B9) };
 }
 
 /// One promotion per this many probe hits past the home entry on a
-/// thread. Two IDs in use that share a home would otherwise swap at every
-/// Start: alternating, 60 cycles a span without promotions, 70 with one at
-/// every Start, 64 with one in 64 (the count's thread-local costs the
-/// most of that; measured with `Latte.hpp`). An ID that others had pushed
-/// off its home still gets it back within 64 such Starts.
+/// thread, on average, drawn at random. Two IDs in use that share a home
+/// would otherwise swap at every Start: alternating, 60 cycles a span
+/// without promotions, 70 with one at every Start, 64 with one in 64 (the
+/// draw's thread-local costs the most of that; measured with `Latte.hpp`).
+/// Drawn rather than counted: a count would pick the same Starts of a loop
+/// that repeats every time, so that an ID could stay off its home for
+/// good; drawn, each find past the home promotes with the same chance.
 const PROMOTE_EVERY: u32 = 64;
 
 /// Runs `f` under the thread's writing flag (rule C2); does nothing when
@@ -116,9 +120,9 @@ fn vacate(e: &mut latte_cache_entry) {
     compiler_fence(Ordering::SeqCst);
 }
 
-/// At every `PROMOTE_EVERY`th call on the thread, moves `id`, found at
-/// entry `at` of its probe order, to its home entry, and the ID there to
-/// `at` (rule C4). Does nothing when entry `at` no longer holds `id` (a
+/// At one call in `PROMOTE_EVERY` on the thread (drawn at random), moves
+/// `id`, found at entry `at` of its probe order, to its home entry, and
+/// the ID there to `at` (rule C4). Does nothing when entry `at` no longer holds `id` (a
 /// signal handler changed the cache since it was found), when `at` is its
 /// home, or in a signal handler that interrupted a write of the cache (C2).
 #[cold]
@@ -128,9 +132,13 @@ pub fn cache_promote(t: &mut latte_thread, id: *const c_char, at: usize) {
     if id.is_null() || at == home || at >= t.cache.len() || t.attached == 0 {
         return;
     }
-    let due = PAST_HOME.try_with(|n| {
-        n.set(n.get().wrapping_add(1));
-        n.get() % PROMOTE_EVERY == 0
+    let due = PROMOTE_DRAW.try_with(|d| {
+        let mut x = d.get();
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        d.set(x);
+        x % PROMOTE_EVERY == 0
     });
     if due == Ok(true) {
         promote_now(t, id, at, home);
@@ -289,20 +297,31 @@ mod tests {
         for (k, &id) in ids.iter().enumerate() {
             assert_eq!(ring_of(&t, id), Some(slot(k + 1)));
         }
-        // One promotion in PROMOTE_EVERY calls: the rest leave it where it is.
-        let mut calls = 0;
-        while at(&t, key(0)) == Some(last) {
-            assert!(calls < PROMOTE_EVERY, "promoted within {PROMOTE_EVERY} calls");
-            cache_promote(&mut t, key(0), last);
-            calls += 1;
+        // About one call in PROMOTE_EVERY promotes: two IDs sharing a home,
+        // each promoted from the other's entry in turn, swap that often.
+        let calls = 64 * PROMOTE_EVERY;
+        let mut swaps = 0;
+        for _ in 0..calls {
+            let (id, from) = if at(&t, key(0)) == Some(home) { (key(same[1]), last) } else { (key(0), last) };
+            cache_promote(&mut t, id, from);
+            if at(&t, id) == Some(home) {
+                swaps += 1;
+            }
         }
-        assert_eq!((at(&t, key(0)), at(&t, key(same[1]))), (Some(home), Some(last)));
+        assert!((32..=128).contains(&swaps), "{swaps} promotions in {calls} calls");
+        for (k, &id) in ids.iter().enumerate() {
+            assert_eq!(ring_of(&t, id), Some(slot(k + 1)));
+        }
+        if at(&t, key(0)) == Some(home) {
+            promote_now(&mut t, key(same[1]), last, home);
+        }
+        assert_eq!((at(&t, key(same[1])), at(&t, key(0))), (Some(home), Some(last)));
         // A detached state is left alone.
         t.attached = 0;
-        for _ in 0..PROMOTE_EVERY {
-            cache_promote(&mut t, key(same[1]), last);
+        for _ in 0..64 * PROMOTE_EVERY {
+            cache_promote(&mut t, key(0), last);
         }
-        assert_eq!(at(&t, key(same[1])), Some(last));
+        assert_eq!(at(&t, key(0)), Some(last));
     }
 
     #[test]

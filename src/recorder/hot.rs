@@ -161,7 +161,8 @@ pub unsafe fn start(t: &mut latte_thread, id: *const c_char, mode: latte_mode) {
     let ring = match cache_entry(t, id, h) {
         Some(r) => r,
         None => match cache_probe(t, id, h) {
-            // Further along the probe order: it takes its home entry.
+            // Further along the probe order: now and then it takes its
+            // home entry (`cache_promote`).
             Some((s, at)) => {
                 cache_promote(t, id, at);
                 s
