@@ -70,7 +70,7 @@ std::thread_local! {
 /// One promotion per this many probe hits past the home entry on a
 /// thread, on average, drawn at random. Two IDs in use that share a home
 /// would otherwise swap at every Start: alternating, 60 cycles a span
-/// without promotions, 70 with one at every Start, 64 with one in 64 (the
+/// without promotions, 70 with one at every Start, 65 with one in 64 (the
 /// draw's thread-local costs the most of that; measured with `Latte.hpp`).
 /// Drawn rather than counted: a count would pick the same Starts of a loop
 /// that repeats every time, so that an ID could stay off its home for
