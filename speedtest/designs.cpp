@@ -34,42 +34,16 @@
 // three times and keeps each cell's best, ratio to one ID of its design.
 // Build and run: g++ -O2 -std=c++17 speedtest/designs.cpp -o designs && ./designs [FILL]
 #include <x86intrin.h>
-#include <sys/mman.h>
 
 #include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <vector>
 
-static const size_t CALLS = size_t(1) << 22;
-static const int PASSES = 7;
-static const size_t MAX_IDS = 10000;
-static const size_t CAP = 65536;                          // samples a ring holds
-static const size_t SLOT = (size_t(1) << 20) + 2112;      // bytes between slots
-static const size_t SAMPLES_AT = 128;                     // the samples' offset in a slot
-static const size_t SEG = 16;                             // samples a segment holds
-static const size_t LOG_CAP = size_t(1) << 20;            // records a log holds
-static const uint64_t HASH = 0x9E3779B97F4A7C15ull;
-static size_t FILL = 2;  // the table is at most 1/FILL full
+#include "model.h"
 
-struct Sample {
-  uint64_t start, rest;
-};
-struct Entry {
-  const char *key;
-  uint64_t number;
-};
-
-static uint8_t *map_bytes(size_t bytes) {
-  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
-    std::perror("mmap");
-    std::exit(1);
-  }
-  return static_cast<uint8_t *>(p);
-}
+static const size_t SEG = 16;                   // samples a segment holds
+static const size_t LOG_CAP = size_t(1) << 20;  // records a log holds
+static size_t FILL = 2;                         // the table is at most 1/FILL full
 
 // Memory every design may use, mapped once.
 struct Memory {

@@ -20,37 +20,21 @@
 // first. Needs two CPUs; the two threads are not pinned.
 // Build and run: g++ -O2 -std=c++17 -pthread speedtest/drain.cpp -o drain && ./drain
 #include <x86intrin.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <thread>
 #include <vector>
 
-static const size_t CALLS = size_t(1) << 22;
-static const int PASSES = 7;
-static const size_t MAX_IDS = 10000;
-static const size_t CAP = 65536;                      // samples a ring holds
-static const size_t SLOT = (size_t(1) << 20) + 2112;  // bytes between slots
-static const size_t SAMPLES_AT = 128;                 // the samples' offset in a slot
-static const size_t LOG_CAP = size_t(1) << 16;        // records the log holds
-static const uint64_t BATCH = 64;                    // records per publication of the head
-static const uint64_t HASH = 0x9E3779B97F4A7C15ull;
+#include "model.h"
+
+static const size_t LOG_CAP = size_t(1) << 16;  // records the log holds
+static const uint64_t BATCH = 64;               // records per publication of the head
 
 struct Record {
   const char *name;
   uint64_t start, dur;
-};
-struct Sample {
-  uint64_t start, rest;
-};
-struct Entry {
-  const char *key;
-  uint64_t number;
 };
 
 // The log's two ends, each on its own line: the producer writes `head`, the
@@ -59,15 +43,6 @@ struct Entry {
 struct alignas(64) End {
   std::atomic<uint64_t> at{0};
 };
-
-static uint8_t *map_bytes(size_t bytes) {
-  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
-    std::perror("mmap");
-    std::exit(1);
-  }
-  return static_cast<uint8_t *>(p);
-}
 
 struct Shared {
   uint8_t *slots = map_bytes(MAX_IDS * SLOT);
