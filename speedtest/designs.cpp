@@ -55,23 +55,17 @@ struct Memory {
   uint8_t *arena = map_bytes((MAX_IDS * CAP + SEG) * sizeof(Sample));
   Sample *log = reinterpret_cast<Sample *>(map_bytes(LOG_CAP * sizeof(Sample)));
   std::vector<char> names = std::vector<char>(MAX_IDS * 24);
-  std::vector<Entry> table;
-  int shift = 0;
+  Table table;
 };
 
 static uint64_t sink;
 
-// The table's home entry for a name pointer.
-static size_t home(const Memory &m, const char *p) {
-  return size_t((uint64_t(uintptr_t(p)) * HASH) >> m.shift);
-}
 
 // One design's loop over `ids` (ID numbers) and `ptrs` (their names), best
 // cycles per call over the passes.
 template <int DESIGN>
 static double run(Memory &m, size_t n, const std::vector<uint32_t> &ids, const std::vector<const char *> &ptrs) {
   double best = 1e30;
-  const size_t mask = m.table.size() - 1;
   for (int pass = 0; pass < PASSES; pass++) {
     for (size_t k = 0; k < n; k++) {
       *reinterpret_cast<uint64_t *>(m.slots + k * SLOT) = 0;
@@ -112,10 +106,7 @@ static double run(Memory &m, size_t n, const std::vector<uint32_t> &ids, const s
         s = seg + (idx & (SEG - 1));
       } else {
         if (DESIGN == 4) {
-          const char *p = ptrs[i];
-          size_t h = home(m, p);
-          while (m.table[h].key != p) h = (h + 1) & mask;
-          id = uint32_t(m.table[h].number);
+          id = uint32_t(m.table.find(ptrs[i]));
         }
         index = &m.per_id[id];
         idx = *index;
@@ -136,16 +127,7 @@ static const int DESIGNS = 6;
 
 // Every design at N IDs in one order.
 static void measure(Memory &m, size_t n, bool random, double out[DESIGNS]) {
-  size_t size = 1024;
-  while (size < FILL * n) size <<= 1;
-  m.table.assign(size, Entry{nullptr, 0});
-  m.shift = 64 - __builtin_ctzll(size);
-  for (size_t k = 0; k < n; k++) {
-    const char *p = m.names.data() + k * 24;
-    size_t h = home(m, p);
-    while (m.table[h].key) h = (h + 1) & (size - 1);
-    m.table[h] = Entry{p, k};
-  }
+  m.table.fill(m.names.data(), 24, n, FILL);
   std::vector<uint32_t> ids(CALLS);
   std::vector<const char *> ptrs(CALLS);
   std::mt19937 rng(1);

@@ -48,20 +48,14 @@ struct Shared {
   uint8_t *slots = map_bytes(MAX_IDS * SLOT);
   Record *log = reinterpret_cast<Record *>(map_bytes(LOG_CAP * sizeof(Record)));
   std::vector<char> names = std::vector<char>(MAX_IDS * 24);
-  std::vector<Entry> table;
-  int shift = 0;
+  Table table;
   End head, tail;
   std::atomic<bool> done{false};
 };
 
-static size_t home(const Shared &s, const char *p) {
-  return size_t((uint64_t(uintptr_t(p)) * HASH) >> s.shift);
-}
-
 // The drainer: files every record up to the producer's head until told the
 // pass is over and the log is empty. Returns cycles spent and records filed.
 static void drain(Shared *s, uint64_t *cycles, uint64_t *filed) {
-  const size_t mask = s->table.size() - 1;
   uint64_t tail = 0, n = 0, busy = 0;
   for (;;) {
     const bool last = s->done.load(std::memory_order_acquire);
@@ -74,9 +68,7 @@ static void drain(Shared *s, uint64_t *cycles, uint64_t *filed) {
     const uint64_t t0 = __rdtsc();
     for (; tail != head; tail++) {
       const Record r = s->log[tail & (LOG_CAP - 1)];
-      size_t h = home(*s, r.name);
-      while (s->table[h].key != r.name) h = (h + 1) & mask;
-      uint8_t *slot = s->slots + size_t(s->table[h].number) * SLOT;
+      uint8_t *slot = s->slots + size_t(s->table.find(r.name)) * SLOT;
       volatile uint64_t *index = reinterpret_cast<volatile uint64_t *>(slot);
       const uint64_t idx = *index;
       Sample *smp = reinterpret_cast<Sample *>(slot + SAMPLES_AT) + (idx & (CAP - 1));
@@ -156,16 +148,7 @@ int main() {
   double one = 0;
   for (size_t n : ns)
     for (int r = 0; r < (n == 1 ? 1 : 2); r++) {
-      size_t size = 1024;
-      while (size < 2 * n) size <<= 1;
-      s.table.assign(size, Entry{nullptr, 0});
-      s.shift = 64 - __builtin_ctzll(size);
-      for (size_t k = 0; k < n; k++) {
-        const char *p = s.names.data() + k * 24;
-        size_t h = home(s, p);
-        while (s.table[h].key) h = (h + 1) & (size - 1);
-        s.table[h] = Entry{p, k};
-      }
+      s.table.fill(s.names.data(), 24, n, 2);
       std::vector<const char *> ptrs(CALLS);
       std::mt19937 rng(1);
       for (size_t i = 0; i < CALLS; i++) ptrs[i] = s.names.data() + (r ? rng() % n : i % n) * 24;
