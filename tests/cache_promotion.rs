@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{compiler_fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use latte::internals::ffi::{latte_start, latte_stop};
 use latte::layout::*;
 use std::ffi::CStr;
@@ -59,6 +59,7 @@ fn an_id_pushed_off_its_home_takes_it_back() {
 /// apart): fewer than the cache keeps, so that the loop takes no slow path
 /// once warm, and two of each three past their home, so that it promotes.
 const LOOP_IDS: usize = 300;
+const _: () = assert!(LOOP_IDS / 3 * 8 <= LATTE_CACHE_SIZE as usize, "the loop's homes fit the cache");
 static NAMES: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
 
 /// The loop's names, in a pool that stays for the process.
@@ -129,12 +130,17 @@ fn handlers_recording_during_promotions_keep_every_span_under_its_id() {
             let past_home = (0..LOOP_IDS).filter(|&i| unsafe { (*me).cache[cache_index(name(i))].key } != name(i)).count();
             // SAFETY: the calling thread's own handle.
             tx.send(unsafe { libc::pthread_self() } as usize).unwrap();
-            // Each ID below 65,536 spans, its ring's size: every one kept.
+            // Each ID below 65,536 spans (its ring's size) with the
+            // handler's: every one kept.
             let mut mine = vec![1u64; LOOP_IDS];
             for _ in 0..40_000 {
                 for (i, n) in mine.iter_mut().enumerate() {
+                    // Compiler fences: the Start stays between the two stores,
+                    // as a handler on this thread sees them.
                     CURRENT.store(i, Ordering::Relaxed);
+                    compiler_fence(Ordering::SeqCst);
                     latte_start(name(i), LATTE_MODE_FAST);
+                    compiler_fence(Ordering::SeqCst);
                     CURRENT.store(usize::MAX, Ordering::Relaxed);
                     latte_stop(core::ptr::null(), LATTE_MODE_FAST);
                     *n += 1;

@@ -40,8 +40,8 @@ pub extern "C" fn latte_internal_thread_resolve_v2(t: *mut latte_thread, id: *co
 }
 
 /// Out-of-line path of the inline Start: `id` was found at entry `at` of
-/// `t`'s cache, past its home entry. At one call in 64 on the thread
-/// (drawn at random) it moves `id` to its home entry and the ID there to
+/// `t`'s cache, past its home entry. At about one call in 64 on the
+/// thread (drawn at random) it moves `id` to its home entry and the ID there to
 /// `at`, so that later Starts find it at the first look (`cache_promote`,
 /// rule C4 of the ID cache). `t` must be the calling thread's own state; a
 /// state that is not attached (not the thread's active one) is left alone,

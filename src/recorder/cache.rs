@@ -2,7 +2,7 @@
 //! full (the hash and sizes are constants of the generated header, which
 //! `include/latte_inline.h` uses for the same probe).
 //!
-//! An ID found past its home entry takes it (`cache_promote`). The inline
+//! An ID found past its home entry takes it, now and then (`cache_promote`). The inline
 //! Start's first look is at the home entry; the probe further on
 //! (`latte__probe`) is a branch off the fast path, mispredicted in random
 //! order: 7 to 11 cycles a span measured over 8 IDs whose homes other IDs
@@ -64,6 +64,8 @@ std::thread_local! {
     /// The thread's xorshift state for `cache_promote`'s draw (never 0);
     /// const-initialised, no destructor, as `WRITING`. A handler's draw
     /// between the interrupted one's load and store is lost: harmless.
+    /// Every thread starts from the same seed: a thread's draws need only
+    /// be spread over its own finds, not differ from another thread's.
     static PROMOTE_DRAW: Cell<u32> = const { Cell::new(0x9E37_79B9) };
 }
 
