@@ -5,8 +5,11 @@
  * putting in the ID cache (a round-robin over more IDs than the cache
  * keeps, so that every Start inserts) records under that ID; and Starts
  * interrupted by a handler that records under 1,500 other IDs (emptying
- * the cache and reusing its entries) keep their own ID. The Rust path has
- * the same tests (tests/signals.rs). */
+ * the cache and reusing its entries) keep their own ID; and a handler that
+ * records under the IDs sharing the home entry of the one its thread is
+ * starting, while the thread promotes among them, keeps every span under
+ * its own ID. The Rust path has the same tests (tests/signals.rs,
+ * tests/cache_promotion.rs). */
 #define _POSIX_C_SOURCE 200809L
 #include "latte_inline.h"
 
@@ -17,6 +20,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "counts.h"
 
 static volatile sig_atomic_t g_done;
 static volatile long g_handler_spans;
@@ -267,6 +271,90 @@ static void starts_interrupted_by_a_handler_reusing_their_entries(void) {
 #endif
 }
 
+/* Phase 4: 300 names, three to a home entry of the cache (100 homes 8
+ * entries apart), so that two of each three sit past their home and the
+ * thread's Starts promote among them (src/recorder/cache.rs, rule C4);
+ * the handler records under the three sharing the home of the ID being
+ * started, while that Start may be swapping two of them. */
+#define PR_IDS 300
+static char g_pr_pool[1 << 22];
+static char *g_pr_names[PR_IDS];
+static long g_pr_current = -1;
+static long g_pr_handler[PR_IDS];
+#ifndef LATTE_DISABLE
+static size_t g_pr_past_home;
+#endif
+
+static void on_usr2_trio(int sig) {
+  long i = __atomic_load_n(&g_pr_current, __ATOMIC_RELAXED), j;
+  (void)sig;
+  if (i < 0) return;
+  for (j = i / 3 * 3; j < i / 3 * 3 + 3; j++) {
+    latte_start_inline(g_pr_names[j], LATTE_MODE_FAST);
+    (void)latte_stop_inline(NULL, LATTE_MODE_FAST);
+    __atomic_fetch_add(&g_pr_handler[j], 1, __ATOMIC_RELAXED);
+  }
+}
+
+static void *pr_worker(void *arg) {
+  long *per_id = (long *)arg;
+  int i, r;
+  for (i = 0; i < PR_IDS; i++) {
+    latte_start_inline(g_pr_names[i], LATTE_MODE_FAST);
+    (void)latte_stop_inline(NULL, LATTE_MODE_FAST);
+    per_id[i] = 1;
+  }
+#ifndef LATTE_DISABLE
+  for (i = 0; i < PR_IDS; i++) g_pr_past_home += latte__state.cache[latte__cache_index(g_pr_names[i])].key != g_pr_names[i];
+#endif
+  __atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
+  /* Each ID stays below its ring's 65,536 samples: every one kept. */
+  for (r = 0; r < 20000; r++)
+    for (i = 0; i < PR_IDS; i++) {
+      __atomic_store_n(&g_pr_current, (long)i, __ATOMIC_RELAXED);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      latte_start_inline(g_pr_names[i], LATTE_MODE_FAST);
+      __atomic_signal_fence(__ATOMIC_SEQ_CST);
+      __atomic_store_n(&g_pr_current, -1L, __ATOMIC_RELAXED);
+      (void)latte_stop_inline(NULL, LATTE_MODE_FAST);
+      per_id[i]++;
+    }
+  g_done = 1;
+  return NULL;
+}
+
+static void handlers_during_promotions(void) {
+  static long per_id[PR_IDS];
+  size_t o, n = 0, wrong = 0, handler = 0;
+  int count[PR_IDS / 3] = {0}, k;
+  /* The pool's pointers by home: the first three of homes 0, 8, 16, ... */
+  for (o = 0; o + 32 <= sizeof g_pr_pool && n < PR_IDS; o += 32) {
+#ifndef LATTE_DISABLE
+    size_t h = latte__cache_index(g_pr_pool + o);
+#else
+    size_t h = (o / 32) % (8 * PR_IDS / 3);
+#endif
+    if (h % 8 || h / 8 >= PR_IDS / 3 || count[h / 8] == 3) continue;
+    g_pr_names[h / 8 * 3 + (size_t)count[h / 8]++] = g_pr_pool + o;
+    n++;
+  }
+  CHECK_EQ_U(n, PR_IDS);
+  if (n < PR_IDS) return;
+  for (k = 0; k < PR_IDS; k++) snprintf(g_pr_names[k], 32, "sig.c.pr.%d", k);
+  under_signals(SIGUSR2, on_usr2_trio, pr_worker, per_id);
+  for (k = 0; k < PR_IDS; k++) {
+    handler += (size_t)g_pr_handler[k];
+    wrong += count_of(g_pr_names[k]) != (size_t)ON(per_id[k] + g_pr_handler[k]);
+  }
+#ifndef LATTE_DISABLE
+  printf("signals: %zu handler spans among IDs being promoted, %zu IDs past their home at first, %zu IDs with a wrong count\n", handler,
+         g_pr_past_home, wrong);
+  CHECK_EQ_U(g_pr_past_home, 2 * PR_IDS / 3);
+  CHECK(handler > 100);
+#endif
+  CHECK_EQ_U(wrong, 0);
+}
+
 int main(void) {
   long iters = 0;
   size_t n = 0, i, bad = 0, outer = 0, inner = 0;
@@ -301,5 +389,6 @@ int main(void) {
   CHECK_EQ_U(bad, 0);
   handler_under_the_id_being_cached();
   starts_interrupted_by_a_handler_reusing_their_entries();
+  handlers_during_promotions();
   return check_summary("c signals");
 }
