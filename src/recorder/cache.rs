@@ -2,15 +2,15 @@
 //! full (the hash and sizes are constants of the generated header, which
 //! `include/latte_inline.h` uses for the same probe).
 //!
-//! An ID found past its home entry takes it, now and then (`cache_promote`). The inline
-//! Start's first look is at the home entry; the probe further on
-//! (`latte__probe`) is a branch off the fast path, mispredicted in random
-//! order: 7 to 11 cycles a span measured over 8 IDs whose homes other IDs
-//! had taken first. So a Start that finds its ID further on swaps it with the
-//! home entry's (one such Start in `PROMOTE_EVERY` on the thread, drawn
-//! at random): the IDs a thread uses now are found by the first look,
-//! whichever came first. Two IDs in use that share a home swap now and
-//! then.
+//! An ID found past its home entry takes it, now and then
+//! (`cache_promote`). The inline Start's first look is at the home entry;
+//! the probe further on (`latte__probe`) is a branch off the fast path,
+//! mispredicted in random order: 7 to 11 cycles a span measured over 8
+//! IDs whose homes other IDs had taken first. So a Start that finds its ID
+//! further on swaps it with the home entry's (one such Start in
+//! `PROMOTE_EVERY` on the thread, drawn at random): the IDs a thread uses
+//! now are found by the first look, whichever came first. Two IDs in use
+//! that share a home swap now and then.
 //!
 //! Signal handlers. A handler that records on the thread it interrupted
 //! reads the cache (the inline Start and Rust's both do), and may write it
@@ -122,11 +122,12 @@ fn vacate(e: &mut latte_cache_entry) {
     compiler_fence(Ordering::SeqCst);
 }
 
-/// At one call in `PROMOTE_EVERY` on the thread (drawn at random), moves
-/// `id`, found at entry `at` of its probe order, to its home entry, and
-/// the ID there to `at` (rule C4). Does nothing when entry `at` no longer holds `id` (a
-/// signal handler changed the cache since it was found), when `at` is its
-/// home, or in a signal handler that interrupted a write of the cache (C2).
+/// At about one call in `PROMOTE_EVERY` on the thread (drawn at random),
+/// moves `id`, found at entry `at` of its probe order, to its home entry,
+/// and the ID there to `at` (rule C4). Does nothing when entry `at` no
+/// longer holds `id` (a signal handler changed the cache since it was
+/// found), when `at` is its home, for a state that is not attached, or in
+/// a signal handler that interrupted a write of the cache (C2).
 #[cold]
 #[inline(never)]
 pub fn cache_promote(t: &mut latte_thread, id: *const c_char, at: usize) {
