@@ -383,6 +383,12 @@ $(B)/plain.original: speedtest/plain.cpp FORCE
 	@mkdir -p $(@D)
 	$(CXX) -O3 -march=native -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(abspath $(ORIGINAL))"' $< -o $@
 
+# capacity.cpp: the short ID sweep in shared regions whose rings hold
+# 65,536 and 1,024 samples, printed for information (not judged).
+$(B)/speed/capacity: speedtest/capacity.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
+	@mkdir -p $(@D)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
+
 # speedtest.cpp, run twice: the extraction goals, then the flush goals.
 $(B)/speed/speedtest: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
 	@mkdir -p $(@D)
@@ -402,9 +408,10 @@ $(B)/speed/compare_producer: tests/compare/producer.cpp cpp_compat/Latte.hpp inc
 # records flat out and `latte diff` of two 10 M-sample recordings
 # (speedtest/compare.py: figures with their goals; exit 1 when one fails).
 # The recipe exits 1 when either failed, else run.py's 0 or 3.
-speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL) $(B)/plain.original)
+speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/capacity $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL) $(B)/plain.original)
 	rc=0; $(SPEED_RUN) --ours $(B)/speed/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
 	  --extra "$(PYTHON) speedtest/plain.py --ours $(B)/speed/plain $(if $(ORIGINAL),--original $(B)/plain.original)" \
+	  --extra "./$(B)/speed/capacity 65536" --extra "./$(B)/speed/capacity 1024" \
 	  --extra "./$(B)/speed/speedtest --shared /latte-speedtest-$$$$" --extra "./$(B)/speed/speedtest --flush-only" \
 	  --extra "$(PYV) speedtest/python_read.py $(B)/speed/producer" \
 	  || rc=$$?; \

@@ -3,19 +3,20 @@
 // shared region whose rings hold the number of samples given on the command
 // line (`latte_region_config.samples_per_slot`), over N IDs on one thread
 // (names packed one after another, as literals sit in .rodata), round-robin
-// and in random order. Not part of `make speedtest`: the sweep there runs
-// the default capacity, the original's 65,536; this tells a program with
-// many IDs per thread what a smaller ring buys (docs/figures.md, "What the
-// cost from 64 IDs on is made of").
+// and in random order. The ID sweep `make speedtest` judges runs the
+// default capacity, the original's 65,536; this tells a program with many
+// IDs per thread what a smaller ring buys (docs/figures.md, "What the cost
+// from 64 IDs on is made of"). `make speedtest` runs it for 65,536 and
+// 1,024 samples and prints its lines for information, unjudged.
 //
 // Each figure is the best of 7 passes of 2 M calls, and its ratio to one ID
 // in the same process; every ring is written through once first (its pages
-// committed, its write position past a lap). Run each capacity in its own
-// process, alternating, and compare the ratios.
+// committed, its write position past a lap). Each capacity runs in a
+// process of its own (a process has one region).
 //
-// Build and run (after `make`):
-//   g++ -O3 -march=native -std=c++17 -Icpp_compat -Iinclude -pthread \
-//     speedtest/capacity.cpp target/release/liblatte.a -ldl -lrt -o capacity
+// Build and run by hand (after `make`), from the repository's root:
+//   g++ -O3 -march=native -std=c++17 -Icpp_compat -Iinclude -pthread
+//       speedtest/capacity.cpp target/release/liblatte.a -ldl -lrt -o capacity
 //   ./capacity 65536; ./capacity 1024
 #include <sys/mman.h>
 #include <unistd.h>
@@ -82,7 +83,7 @@ int main(int argc, char **argv) {
       Latte::Fast::Stop(nullptr);
     }
   std::mt19937 rng(12345);
-  std::printf("rings of %ld samples:", samples);
+  std::printf("ID sweep in a shared region, rings of %ld samples (information), × one ID:", samples);
   double one = 0;
   for (int random = 0; random < 2; random++)
     for (int n : SWEEP_N) {
