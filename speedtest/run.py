@@ -127,7 +127,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=5, help="runs of the Snapshot row")
     ap.add_argument("--iters", type=int, default=20000)
     ap.add_argument("--stall-repeats", type=int, default=5)
-    ap.add_argument("--extra", action="append", default=[], help="a command printing GOAL/BUSY lines (ours only)")
+    ap.add_argument("--extra", dest="extras", action="append", default=[], type=lambda c: ("goal", c),
+                    help="a command printing GOAL/BUSY lines (ours only); one that fails counts as a failed goal")
+    ap.add_argument("--info", dest="extras", action="append", type=lambda c: ("info", c),
+                    help="a command printing information (ours only, not judged); one that fails is said, not counted")
     ap.add_argument("--no-warmup", action="store_true")
     ap.add_argument("--layout-passes", type=int, default=2, help="runs of the layouts sweep (placement 0)")
     ap.add_argument("--layout-iters", type=int, default=5000)
@@ -337,9 +340,14 @@ def main():
     if a.layout_passes > 0:
         layout_table(a, engines, v)
 
-    # --- extras: ours only, GOAL / BUSY lines ---
-    for cmd in a.extra:
+    # --- extras: ours only, GOAL / BUSY lines, or information, in order ---
+    for kind, cmd in a.extras:
         p = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if kind == "info":
+            print(p.stdout, end="")
+            if p.returncode != 0:
+                print(f"speedtest: {cmd} exited {p.returncode} (information only: not judged)")
+            continue
         for line in p.stdout.splitlines():
             f = line.split(maxsplit=1)
             if f and f[0] == "GOAL":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests `make speedtest ORIGINAL=...` end to end against a stand-in engine:
 speedtest/run.py (with speedtest/plain.py as its extra, as make speedtest
-runs it), given our builds and the stand-in's, prints every row with
+runs it, and a failing information command), given our builds and the stand-in's, prints every row with
 its ours/original column and a verdict, and exits 0, 1 or 3. Speed is not
 judged here (a quick run on any machine): only that the mechanism works."""
 import subprocess
@@ -12,7 +12,7 @@ ours, standin, plain_ours, plain_standin = sys.argv[1:5]
 plain = f"{sys.executable} speedtest/plain.py --ours {plain_ours} --original {plain_standin} --runs 2 --calls 20000"
 cmd = [sys.executable, "speedtest/run.py", "--ours", ours, "--original", standin, "--original-path", "stand-in",
        "--placements", "2", "--passes", "2", "--repeats", "2", "--iters", "2000", "--stall-repeats", "1", "--no-warmup",
-       "--extra", plain]
+       "--extra", plain, "--info", "echo capacity-info-line; exit 4"]
 p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
 out = p.stdout
 # The run's own verdict judges a stand-in engine in a run far too short to
@@ -47,6 +47,12 @@ head = next((i for i, l in enumerate(lines) if l.startswith("Fast Start+Stop rou
 sweep = [l.split() for l in lines[head + 2:head + 10]] if head is not None else []
 if [int(f[0]) for f in sweep if f and f[0].isdigit()] != [1, 8, 16, 24, 32, 40, 48, 64] or any(len(f) != 6 for f in sweep):
     fails.append(f"the plain loop's literal sweep is not N = 1..64 with ours, original and ours/orig: {sweep}")
+# An information command (make speedtest's capacity.cpp): its output is
+# printed, and its failure is said as information, not as a failed goal.
+if "capacity-info-line" not in lines:
+    fails.append("the --info command's output is not printed")
+if not any(l.endswith("exited 4 (information only: not judged)") for l in lines):
+    fails.append("the --info command's failure is not said as information")
 for needle in ("Snapshot of 65,536 samples", "the disturbance ours/original", "verdict:"):
     if needle not in out:
         fails.append(f"missing {needle!r}")
