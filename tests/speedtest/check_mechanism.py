@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Tests `make speedtest ORIGINAL=...` end to end against a stand-in engine:
 speedtest/run.py (with speedtest/plain.py as its extra, as make speedtest
-runs it, and a failing information command), given our builds and the stand-in's, prints every row with
-its ours/original column and a verdict, and exits 0, 1 or 3. Speed is not
-judged here (a quick run on any machine): only that the mechanism works."""
+runs it, and an information command that fails), given our builds and the
+stand-in's, prints every row with its ours/original column and a verdict,
+and exits 0, 1 or 3. Speed is not judged here (a quick run on any
+machine): only that the mechanism works."""
 import subprocess
 import sys
 
