@@ -6,21 +6,19 @@
 // and in random order, in a plain loop (N = 8, 64, 128, 200). The ID
 // sweep `make speedtest` judges runs the default capacity, the original's
 // 65,536, in hot.cpp; this tells a program with many IDs per thread what a
-// smaller ring buys, and what it keeps less of (docs/figures.md, "Ring size
-// and the cost of many IDs"). `make speedtest` runs it for 65,536 and
+// smaller ring buys, at the price of fewer spans kept (docs/figures.md,
+// "Ring size and the cost of many IDs"). `make speedtest` runs it for 65,536 and
 // 1,024 samples and prints its tables for information, unjudged.
 //
 // Each figure is the best of 7 passes of 2 M calls over N IDs, divided by
 // the best of 7 passes over one ID taking turns with them (so that a drift
-// of the machine's speed meets both alike); every ring is
-// written through once first (its pages committed, its write position past
-// a lap). Each capacity runs in a process of its own (a process has one
+// of the machine's speed meets both alike); every ring is written through
+// once first (its pages committed, its write position past a lap). Each capacity runs in a process of its own (a process has one
 // region).
 //
 // Build and run by hand (after `make`), from the repository's root:
 //   g++ -O3 -march=native -std=c++17 -Icpp_compat -Iinclude -pthread speedtest/capacity.cpp target/release/liblatte.a -ldl -lrt -o capacity
 //   ./capacity 65536; ./capacity 1024
-#include <sys/mman.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
