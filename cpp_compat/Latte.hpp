@@ -221,8 +221,9 @@ struct SnapshotResult {
 #endif
 
 namespace Internal {
-// The durations of `id` on every thread (at most MAX_SAMPLES per thread,
-// the newest); empty for an unknown ID.
+// The durations of `id` on every thread (at most a ring's worth per thread,
+// the newest: MAX_SAMPLES, or what LATTE_RING_SAMPLES sets); empty for an
+// unknown ID.
 inline std::vector<Cycles> Durations(ID id) {
   std::vector<Cycles> v;
   size_t n = MAX_SAMPLES;  // one thread's ring: one call in the common case
@@ -243,8 +244,8 @@ inline std::vector<Cycles> Durations(ID id) {
 }
 }  // namespace Internal
 
-// The durations recorded for `id` on every thread (at most MAX_SAMPLES per
-// thread, the newest); empty for an unknown ID.
+// The durations recorded for `id` on every thread (at most a ring's worth
+// per thread, the newest); empty for an unknown ID.
 inline SnapshotResult Snapshot(ID id) {
 #ifndef LATTE_DISABLE
   return SnapshotResult(Internal::Durations(id));

@@ -586,7 +586,8 @@ typedef struct latte_region_config {
   // first chunk; 0 = the default, 16). The region grows past them, a
   // chunk of twice as many slots at a time, as threads and IDs need more.
   uint32_t slot_capacity;
-  // Samples per slot, a power of two; 0 = the default (65536).
+  // Samples per slot, a power of two; 0 = the default (65536, or what
+  // `LATTE_RING_SAMPLES` sets).
   uint32_t samples_per_slot;
   // Most distinct IDs the region takes; 0 = no limit. Spans of IDs past
   // the limit are counted (`unfit_id_drops`), not recorded.
@@ -1092,7 +1093,8 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // leading '/', no other; not `/.`, `/..` or `/.latte-new-`..., the form of
 // the names latte makes a region under before it publishes it: -EINVAL)
 // with the defaults (a first chunk of 16 slots of
-// 65,536 samples, growing as needed; mode 0600). -EALREADY when a shared
+// 65,536 samples, or as many as `LATTE_RING_SAMPLES` sets, growing as
+// needed; mode 0600). -EALREADY when a shared
 // region is installed, -ENOSPC when /dev/shm cannot hold it. A region of
 // that name whose producer is gone (exited or killed) is replaced;
 // -EEXIST when the name belongs to a live producer or to an object that is
@@ -1101,7 +1103,7 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // Called after recording began (a span in a static constructor, an early
 // thread), it moves the private region, with every sample recorded so
 // far, into the object where it stands, then gives it the name: the
-// region keeps its geometry (rings of 65,536 samples, its first chunk of
+// region keeps its geometry (its rings' samples, its first chunk of
 // 256 slots; capacities that differ are -EBUSY), and the threads that
 // record meanwhile wait in the kernel on their next store into it until
 // the move is over (3 ms for a region of one ring, 23-28 ms for 64 full
@@ -1127,6 +1129,14 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // not at all when this call comes first; called before the first span,
 // this replaces the region the variable named (removing its name), as it
 // replaces the private one.
+//
+// `LATTE_RING_SAMPLES=N` (a power of two from 2 to 2^31) makes the rings
+// of every region made without a ring size (the private region, the one
+// `LATTE_REGION` names, this call's, a config whose `samples_per_slot` is
+// 0) hold N samples instead of 65,536: smaller rings cost less per span
+// when a thread records many IDs, and keep fewer spans. A value that
+// cannot be used keeps 65,536 and is said once on standard error, unless
+// `LATTE_QUIET=1`. Read once, when the first region is made.
 int latte_init_shared_region(const char *shm_name);
 
 // `latte_init_shared_region` with capacities, permissions and what to do

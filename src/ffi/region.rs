@@ -7,7 +7,8 @@ use core::ffi::{c_char, c_int, CStr};
 /// leading '/', no other; not `/.`, `/..` or `/.latte-new-`..., the form of
 /// the names latte makes a region under before it publishes it: -EINVAL)
 /// with the defaults (a first chunk of 16 slots of
-/// 65,536 samples, growing as needed; mode 0600). -EALREADY when a shared
+/// 65,536 samples, or as many as `LATTE_RING_SAMPLES` sets, growing as
+/// needed; mode 0600). -EALREADY when a shared
 /// region is installed, -ENOSPC when /dev/shm cannot hold it. A region of
 /// that name whose producer is gone (exited or killed) is replaced;
 /// -EEXIST when the name belongs to a live producer or to an object that is
@@ -16,7 +17,7 @@ use core::ffi::{c_char, c_int, CStr};
 /// Called after recording began (a span in a static constructor, an early
 /// thread), it moves the private region, with every sample recorded so
 /// far, into the object where it stands, then gives it the name: the
-/// region keeps its geometry (rings of 65,536 samples, its first chunk of
+/// region keeps its geometry (its rings' samples, its first chunk of
 /// 256 slots; capacities that differ are -EBUSY), and the threads that
 /// record meanwhile wait in the kernel on their next store into it until
 /// the move is over (3 ms for a region of one ring, 23-28 ms for 64 full
@@ -42,6 +43,14 @@ use core::ffi::{c_char, c_int, CStr};
 /// not at all when this call comes first; called before the first span,
 /// this replaces the region the variable named (removing its name), as it
 /// replaces the private one.
+///
+/// `LATTE_RING_SAMPLES=N` (a power of two from 2 to 2^31) makes the rings
+/// of every region made without a ring size (the private region, the one
+/// `LATTE_REGION` names, this call's, a config whose `samples_per_slot` is
+/// 0) hold N samples instead of 65,536: smaller rings cost less per span
+/// when a thread records many IDs, and keep fewer spans. A value that
+/// cannot be used keeps 65,536 and is said once on standard error, unless
+/// `LATTE_QUIET=1`. Read once, when the first region is made.
 #[no_mangle]
 pub extern "C" fn latte_init_shared_region(shm_name: *const c_char) -> c_int {
     latte_init_shared_region_with(shm_name, core::ptr::null())

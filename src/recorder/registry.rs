@@ -178,13 +178,15 @@ impl Registry {
         Ok(self.region.unwrap())
     }
 
-    /// Installs a private region: its first chunk of the default slots, or,
+    /// Installs a private region, its rings of `ring_samples` samples
+    /// (`LATTE_RING_SAMPLES`): its first chunk of the default slots, or,
     /// where the address space is capped (`ulimit -v`), of no more than a
     /// quarter of what the cap leaves free (the program's own allocations
     /// keep the rest), and fewer, halving down to one, while it does not
     /// fit; the region grows later as it can.
     fn install_private(&mut self) -> Result<(), Error> {
-        let ring = LATTE_SLOT_HEADER_SIZE as u64 + LATTE_DEFAULT_SAMPLES as u64 * LATTE_SAMPLE_SIZE as u64;
+        let samples = crate::region::ring_samples();
+        let ring = LATTE_SLOT_HEADER_SIZE as u64 + samples as u64 * LATTE_SAMPLE_SIZE as u64;
         let mut slots = LATTE_DEFAULT_PRIVATE_SLOTS;
         if let Some(free) = address_space_free() {
             while slots > 1 && slots as u64 * ring > free / 4 {
@@ -192,7 +194,7 @@ impl Registry {
             }
         }
         loop {
-            let made = Region::create_private(slots, LATTE_DEFAULT_SAMPLES, 0).and_then(|r| self.install(r).map_err(|(e, _)| e));
+            let made = Region::create_private(slots, samples, 0).and_then(|r| self.install(r).map_err(|(e, _)| e));
             match made {
                 Err(Error::Os(libc::ENOMEM)) if slots > 1 => slots /= 2,
                 other => return other,

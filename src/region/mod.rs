@@ -18,10 +18,12 @@ use std::sync::Mutex;
 mod fork;
 mod grow;
 mod pages;
+mod settings;
 mod share;
 
 pub use fork::ForkCut;
 use grow::reserve;
+pub use settings::{quiet, ring_samples};
 
 /// Sizes and permissions of a shared region, and what to do when its
 /// name is taken. All zeros (`{0}` in C) is the default for every field.
@@ -33,7 +35,8 @@ pub struct latte_region_config {
     /// first chunk; 0 = the default, 16). The region grows past them, a
     /// chunk of twice as many slots at a time, as threads and IDs need more.
     pub slot_capacity: u32,
-    /// Samples per slot, a power of two; 0 = the default (65536).
+    /// Samples per slot, a power of two; 0 = the default (65536, or what
+    /// `LATTE_RING_SAMPLES` sets).
     pub samples_per_slot: u32,
     /// Most distinct IDs the region takes; 0 = no limit. Spans of IDs past
     /// the limit are counted (`unfit_id_drops`), not recorded.
@@ -74,7 +77,7 @@ impl latte_region_config {
     pub fn resolved(&self) -> latte_region_config {
         latte_region_config {
             slot_capacity: if self.slot_capacity == 0 { LATTE_DEFAULT_SHARED_SLOTS } else { self.slot_capacity },
-            samples_per_slot: if self.samples_per_slot == 0 { LATTE_DEFAULT_SAMPLES } else { self.samples_per_slot },
+            samples_per_slot: if self.samples_per_slot == 0 { ring_samples() } else { self.samples_per_slot },
             id_capacity: self.id_capacity,
             mode: if self.mode == 0 { 0o600 } else { self.mode & 0o777 },
             if_taken: self.if_taken,
@@ -459,37 +462,3 @@ impl Region {
         Some(n)
     }
 }
-
-/// The variable that silences latte's lines on standard error (never its
-/// counts).
-pub const LATTE_QUIET_ENV: &str = "LATTE_QUIET";
-
-/// Whether `LATTE_QUIET=1`: the one-time lines on standard error (a region
-/// that cannot grow, one that cannot be made from `LATTE_REGION`) are not
-/// written.
-///
-/// Read from the environment once, at the first call (the registry makes
-/// that call when it installs a region, under its lock), then kept: the
-/// lines are said where memory may have run out, or from a signal
-/// handler's slow path, where reading the environment (a lock and a copy)
-/// is not safe.
-pub fn quiet() -> bool {
-    // Relaxed: a value read on its own; two first readers store the same.
-    match QUIET.load(Ordering::Relaxed) {
-        QUIET_UNREAD => {
-            let q = std::env::var_os(LATTE_QUIET_ENV).is_some_and(|v| v == "1");
-            QUIET.store(if q { QUIET_YES } else { QUIET_NO }, Ordering::Relaxed);
-            q
-        }
-        v => v == QUIET_YES,
-    }
-}
-
-/// `LATTE_QUIET` as `quiet` read it: `QUIET_UNREAD`, `QUIET_YES` or `QUIET_NO`.
-static QUIET: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(QUIET_UNREAD);
-/// `quiet` has not read the environment yet.
-const QUIET_UNREAD: u8 = 0;
-/// `LATTE_QUIET=1`.
-const QUIET_YES: u8 = 1;
-/// `LATTE_QUIET` unset or not `1`.
-const QUIET_NO: u8 = 2;

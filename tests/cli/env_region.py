@@ -10,6 +10,9 @@ records privately and says so once on standard error (not with
 LATTE_QUIET=1); `auto` and an empty value name the region after the
 program and its pid, with a suffix when that name is a live producer's or
 not a region (two programs of one name and pid, in two PID namespaces).
+LATTE_RING_SAMPLES sets how many samples its rings hold, the variable's
+region's and the private one's; a value that cannot be used is said once
+and the default kept.
 
 usage: env_region.py LATTE UNCHANGED"""
 import json
@@ -23,7 +26,7 @@ import time
 LATTE, PROG = sys.argv[1:3]
 TAG = f"latte-env-{os.getpid()}"
 passed = failed = 0
-ENV = {k: v for k, v in os.environ.items() if k not in ("LATTE_REGION", "LATTE_QUIET")}
+ENV = {k: v for k, v in os.environ.items() if k not in ("LATTE_REGION", "LATTE_QUIET", "LATTE_RING_SAMPLES")}
 
 
 def check(cond, what):
@@ -68,6 +71,47 @@ def seen(name, p, count, alive, when):
     row = ls().get(name, {})
     check(row.get("pid") == p.pid and row.get("alive") is alive, f"latte ls lists {name} (pid {p.pid}, alive {alive}) {when}: {row}")
     check(reads(name) == {"unchanged.static": 1, "unchanged.work": count}, f"latte stats {name}: 1 + {count} spans {when}: {reads(name)}")
+
+
+def stats(name):
+    """(read, lost) per ID by `latte stats NAME --json`."""
+    r = subprocess.run([LATTE, "stats", name, "--json"], capture_output=True, text=True, timeout=30)
+    if not check(r.returncode == 0, f"latte stats {name}: {r.returncode} {r.stderr}"):
+        return {}
+    return {c["component"]: (c["read"], c["lost"]) for c in json.loads(r.stdout)["components"]}
+
+
+def report_count(out, component):
+    """SAMPLES of `component` in the original's report on standard output."""
+    m = re.search(re.escape(component) + r"\D*?(\d+)", re.sub(r"\x1b\[[0-9;]*m", "", out))
+    return int(m.group(1)) if m else None
+
+
+def ring_samples():
+    """LATTE_RING_SAMPLES: the rings of the variable's region and of the
+    private region hold that many samples; every span still counted."""
+    name = f"/{TAG}-ring"
+    p = start(5000, LATTE_REGION=name, LATTE_RING_SAMPLES="1024")
+    check(ls().get(name, {}).get("ring_samples") == 1024, f"latte ls: rings of 1024 samples: {ls().get(name)}")
+    read, lost = stats(name).get("unchanged.work", (0, 0))
+    check(0 < read <= 1024 and read + lost == 5000, f"a ring of 1024 samples: read {read} + lost {lost} == 5000")
+    rc, out, err = finish(p)
+    check(rc == 0 and err == "" and report_count(out, "unchanged.work") == 1024, f"the program's report: 1024 samples, stderr {err!r}")
+    os.unlink("/dev/shm" + name)
+    # Private memory: the program's own report shows what its rings hold.
+    rc, out, err = finish(start(3000, LATTE_RING_SAMPLES="256"))
+    check(rc == 0 and err == "" and report_count(out, "unchanged.work") == 256, f"the private region's rings of 256 samples: {err!r}")
+    # A value that cannot be used: said once, the default kept.
+    for bad in ("1000", "64k", "1"):
+        p = start(2000, LATTE_REGION=name, LATTE_RING_SAMPLES=bad)
+        check(ls().get(name, {}).get("ring_samples") == 65536, f"LATTE_RING_SAMPLES={bad}: the default ring")
+        rc, out, err = finish(p)
+        check(rc == 0 and err.count("\n") == 1 and "LATTE_RING_SAMPLES" in err and bad in err and "65536" in err,
+              f"LATTE_RING_SAMPLES={bad}: one line: {err!r}")
+        check(report_count(out, "unchanged.work") == 2000, f"LATTE_RING_SAMPLES={bad}: every span kept")
+        os.unlink("/dev/shm" + name)
+    rc, _, err = finish(start(10, LATTE_RING_SAMPLES="1000", LATTE_QUIET="1"))
+    check(rc == 0 and err == "", f"LATTE_QUIET=1: nothing said of a bad LATTE_RING_SAMPLES: {err!r}")
 
 
 def main():
@@ -166,6 +210,8 @@ def main():
           f"all 16 default names taken: one line naming them: {err!r}")
     for n in taken:
         os.unlink("/dev/shm" + n)
+
+    ring_samples()
 
     # Without the variable: nothing in /dev/shm.
     before = set(os.listdir("/dev/shm"))

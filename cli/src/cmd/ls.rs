@@ -43,6 +43,7 @@ fn scan() -> Result<Vec<serde_json::Value>, ExitCode> {
                     "ids": program_ids(&v),
                     "threads": k.threads_seen,
                     "slots": k.slots_used,
+                    "ring_samples": v.geo().samples_per_slot,
                     "bytes": v.published_size(),
                 }));
             }
