@@ -1,4 +1,4 @@
-// designs.cpp: what a Fast span costs at N IDs per thread under six ways
+// designs.cpp: what a Fast span costs at N IDs per thread under seven ways
 // of storing samples, each stripped to its memory accesses (two TSC reads,
 // the loads and stores the design needs, nothing else). Not part of `make
 // speedtest` (it runs no latte code): it tells which design could meet the
@@ -27,6 +27,11 @@
 //             every ID (latte's ID cache has 1,024 entries and empties
 //             itself when half full, src/recorder/cache.rs: this lookup is
 //             a better one than latte's past 512 IDs)
+//   staged    the rings of `ring`, written a whole line at a time: a span's
+//             sample goes to the ID's line in a per-thread staging area (a
+//             line per ID, side by side) and, when that line holds four,
+//             the line goes to the ring with non-temporal stores (no read
+//             of the ring's line first); write indices as in `lines`
 //
 // Each figure is cycles per call, the best of 7 passes of 4 M calls over N
 // IDs in round-robin or random order; every pass starts the rings again, so
@@ -54,6 +59,7 @@ struct Memory {
   uint32_t *seg_map = reinterpret_cast<uint32_t *>(map_bytes(MAX_IDS * (CAP / SEG) * 4));
   uint8_t *arena = map_bytes((MAX_IDS * CAP + SEG) * sizeof(Sample));
   Sample *log = reinterpret_cast<Sample *>(map_bytes(LOG_CAP * sizeof(Sample)));
+  Sample *stage = reinterpret_cast<Sample *>(map_bytes(MAX_IDS * 64));
   std::vector<char> names = std::vector<char>(MAX_IDS * 24);
   Table table;
 };
@@ -83,7 +89,11 @@ static double run(Memory &m, size_t n, const std::vector<uint32_t> &ids, const s
       Sample *s;
       volatile uint64_t *index;
       uint64_t idx;
-      if (DESIGN == 5) {
+      if (DESIGN == 6) {
+        index = &m.lines[size_t(id) * 8];
+        idx = *index;
+        s = m.stage + size_t(id) * 4 + (idx & 3);
+      } else if (DESIGN == 5) {
         volatile uint64_t *line = &m.lines[size_t(id) * 8];
         index = line;
         idx = *index;
@@ -114,7 +124,12 @@ static double run(Memory &m, size_t n, const std::vector<uint32_t> &ids, const s
       }
       const uint64_t b = __rdtsc();
       s->start = a;
-      s->rest = DESIGN >= 3 ? ((b - a) << 24 | id) : b - a;
+      s->rest = DESIGN >= 3 && DESIGN <= 4 ? ((b - a) << 24 | id) : b - a;
+      if (DESIGN == 6 && (idx & 3) == 3) {
+        const __m128i *from = reinterpret_cast<const __m128i *>(m.stage + size_t(id) * 4);
+        __m128i *to = reinterpret_cast<__m128i *>(m.slots + size_t(id) * SLOT + SAMPLES_AT) + ((idx - 3) & (CAP - 1));
+        for (int q = 0; q < 4; q++) _mm_stream_si128(to + q, _mm_load_si128(from + q));
+      }
       *index = idx + 1;
       sink += b;
     }
@@ -123,7 +138,7 @@ static double run(Memory &m, size_t n, const std::vector<uint32_t> &ids, const s
   return best;
 }
 
-static const int DESIGNS = 6;
+static const int DESIGNS = 7;
 
 // Every design at N IDs in one order.
 static void measure(Memory &m, size_t n, bool random, double out[DESIGNS]) {
@@ -142,6 +157,7 @@ static void measure(Memory &m, size_t n, bool random, double out[DESIGNS]) {
   out[3] = run<3>(m, n, ids, ptrs);
   out[4] = run<4>(m, n, ids, ptrs);
   out[5] = run<5>(m, n, ids, ptrs);
+  out[6] = run<6>(m, n, ids, ptrs);
 }
 
 int main(int argc, char **argv) {
@@ -160,7 +176,8 @@ int main(int argc, char **argv) {
         for (int d = 0; d < DESIGNS; d++) best[row * DESIGNS + d] = std::min(best[row * DESIGNS + d], c[d]);
       }
   }
-  std::printf("%-6s %-7s %13s %13s %13s %13s %13s %13s\n", "N", "order", "ring", "lines", "segments", "log", "log+find", "lines+at");
+  std::printf("%-6s %-7s %13s %13s %13s %13s %13s %13s %13s\n", "N", "order", "ring", "lines", "segments", "log", "log+find", "lines+at",
+              "staged");
   size_t row = 0;
   for (size_t n : ns)
     for (int r = 0; r < (n == 1 ? 1 : 2); r++, row++) {
