@@ -812,7 +812,9 @@ extern "C" {
 #endif // __cplusplus
 
 // Runs calibration once through the C ABI's own path (later calls return
-// at once). Returns 0 or a negative code.
+// at once). Returns 0 or a negative code: -ENOBUFS when the region's rings
+// hold fewer than 256 samples, too few for a median per mode pair (the
+// region stays uncalibrated, and reports say so).
 int latte_calibration_run(void);
 
 // For callers with their own inline path: 1 when the caller must now run
@@ -821,7 +823,9 @@ int latte_calibration_run(void);
 // calibration is done (waits while another thread runs it).
 int latte_calibration_begin(void);
 
-// Ends a calibration begun on this thread: publishes the medians.
+// Ends a calibration begun on this thread: publishes the medians. Returns
+// 0 or a negative code (-ENOBUFS as for `latte_calibration_run`; nothing
+// is published then).
 int latte_calibration_end(void);
 
 // Iterations per mode pair the calibration loops run.
@@ -1134,9 +1138,12 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // of every region made without a ring size (the private region, the one
 // `LATTE_REGION` names, this call's, a config whose `samples_per_slot` is
 // 0) hold N samples instead of 65,536: smaller rings cost less per span
-// when a thread records many IDs, and keep fewer spans. A value that
-// cannot be used keeps 65,536 and is said once on standard error, unless
-// `LATTE_QUIET=1`. Read once, when the first region is made.
+// when a thread records many IDs, and keep fewer spans; rings under 256
+// samples cannot calibrate (-ENOBUFS). A value that cannot be used keeps
+// 65,536, as do the private and the `LATTE_REGION` region when memory, the
+// address space or /dev/shm cannot hold their first rings of N samples;
+// each is said once on standard error, unless `LATTE_QUIET=1`. Read once,
+// when the first region without a ring size is made.
 int latte_init_shared_region(const char *shm_name);
 
 // `latte_init_shared_region` with capacities, permissions and what to do

@@ -21,6 +21,13 @@ pub(crate) use crate::name::CALIBRATION_ID;
 /// Empty spans per (start, stop) pair, and pulses, at most.
 pub(crate) const CALIBRATION_ITERS: u32 = 5000;
 
+/// Fewest empty spans per (start, stop) pair, and pulses, whose median is
+/// kept as a self-offset: rings of fewer than `LATTE_OVERHEADS` times this,
+/// plus one, samples (255: rings of 256 samples calibrate) leave the region
+/// uncalibrated (`compute`: -ENOBUFS), rather than publish the median of a
+/// few cold calls.
+pub(crate) const CALIBRATION_MIN_ITERS: u32 = 25;
+
 /// Empty spans per (start, stop) pair, and pulses: [`CALIBRATION_ITERS`], or
 /// fewer so that the [`LATTE_OVERHEADS`] runs fit the calibration ring (the
 /// region's ring size) whole and every pair keeps its own samples.
@@ -165,6 +172,9 @@ pub fn end() -> Result<(), Error> {
 
 fn compute() -> Result<[f64; LATTE_OVERHEADS as usize], Error> {
     let region = recorder::region_if_any().ok_or(Error::Os(libc::EINVAL))?;
+    if iterations() < CALIBRATION_MIN_ITERS {
+        return Err(Error::Os(libc::ENOBUFS));
+    }
     let raw = recorder::calring::samples(region.geometry().samples_per_slot);
     if raw.is_empty() {
         return Err(Error::Os(libc::EINVAL));

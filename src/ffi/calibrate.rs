@@ -2,7 +2,9 @@ use super::*;
 use core::ffi::{c_char, c_int};
 
 /// Runs calibration once through the C ABI's own path (later calls return
-/// at once). Returns 0 or a negative code.
+/// at once). Returns 0 or a negative code: -ENOBUFS when the region's rings
+/// hold fewer than 256 samples, too few for a median per mode pair (the
+/// region stays uncalibrated, and reports say so).
 #[no_mangle]
 pub extern "C" fn latte_calibration_run() -> c_int {
     guard(PANICKED, || code(crate::calibrate::run_native()))
@@ -17,7 +19,9 @@ pub extern "C" fn latte_calibration_begin() -> c_int {
     guard(0, || crate::calibrate::begin() as c_int)
 }
 
-/// Ends a calibration begun on this thread: publishes the medians.
+/// Ends a calibration begun on this thread: publishes the medians. Returns
+/// 0 or a negative code (-ENOBUFS as for `latte_calibration_run`; nothing
+/// is published then).
 #[no_mangle]
 pub extern "C" fn latte_calibration_end() -> c_int {
     guard(PANICKED, || code(crate::calibrate::end()))

@@ -48,9 +48,12 @@ use core::ffi::{c_char, c_int, CStr};
 /// of every region made without a ring size (the private region, the one
 /// `LATTE_REGION` names, this call's, a config whose `samples_per_slot` is
 /// 0) hold N samples instead of 65,536: smaller rings cost less per span
-/// when a thread records many IDs, and keep fewer spans. A value that
-/// cannot be used keeps 65,536 and is said once on standard error, unless
-/// `LATTE_QUIET=1`. Read once, when the first region is made.
+/// when a thread records many IDs, and keep fewer spans; rings under 256
+/// samples cannot calibrate (-ENOBUFS). A value that cannot be used keeps
+/// 65,536, as do the private and the `LATTE_REGION` region when memory, the
+/// address space or /dev/shm cannot hold their first rings of N samples;
+/// each is said once on standard error, unless `LATTE_QUIET=1`. Read once,
+/// when the first region without a ring size is made.
 #[no_mangle]
 pub extern "C" fn latte_init_shared_region(shm_name: *const c_char) -> c_int {
     latte_init_shared_region_with(shm_name, core::ptr::null())

@@ -44,8 +44,9 @@ pub(super) fn installed() -> bool {
     INSTALLED.load(Ordering::Relaxed)
 }
 
-/// The region `LATTE_REGION` names, made now with the default capacities,
-/// and its name; None when the variable is not set, or when the region
+/// The region `LATTE_REGION` names, made now with the default capacities
+/// (rings of `LATTE_RING_SAMPLES`, or of the default when `/dev/shm` cannot
+/// hold those), and its name; None when the variable is not set, or when the region
 /// cannot be made (said on standard error, unless `LATTE_QUIET=1`).
 pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
     use std::os::unix::ffi::OsStrExt;
@@ -61,7 +62,17 @@ pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
     for k in 1..=tries {
         tried = k;
         let candidate = if k == 1 { name.clone() } else { [&name[..], format!("-{k}").as_bytes()].concat() };
-        match Region::create_shared(&candidate, &latte_region_config::default(), &mut super::lineage::of) {
+        let cfg = latte_region_config::default();
+        // Rings of a size LATTE_RING_SAMPLES set that /dev/shm cannot hold:
+        // the region is made of default rings instead (said once), so that
+        // it is still seen.
+        let made = match Region::create_shared(&candidate, &cfg, &mut super::lineage::of) {
+            Err(e) if (e == Error::Os(libc::ENOSPC) || e == Error::NOMEM) && crate::region::fall_back_ring_samples("no room in /dev/shm") => {
+                Region::create_shared(&candidate, &cfg, &mut super::lineage::of)
+            }
+            other => other,
+        };
+        match made {
             Ok(r) => return Some((r, candidate)),
             Err(e) if e == Error::Os(libc::EEXIST) => last = e,
             Err(e) => {

@@ -142,6 +142,25 @@ pub fn unrecordable(t: &latte_thread) -> *mut latte_slot_header {
     }
 }
 
+/// The first chunk's slots of a private region of rings of `samples`
+/// samples: the default, or, where the address space is capped (`ulimit
+/// -v`), no more than a quarter of what the cap leaves free holds (the
+/// program's own allocations keep the rest), halved down to one; None when
+/// not even one ring fits that quarter.
+fn private_slots(samples: u32) -> Option<u32> {
+    let ring = LATTE_SLOT_HEADER_SIZE as u64 + samples as u64 * LATTE_SAMPLE_SIZE as u64;
+    let mut slots = LATTE_DEFAULT_PRIVATE_SLOTS;
+    if let Some(free) = address_space_free() {
+        while slots as u64 * ring > free / 4 {
+            if slots == 1 {
+                return None;
+            }
+            slots /= 2;
+        }
+    }
+    Some(slots)
+}
+
 impl Registry {
     /// The region, creating the default one on first need: the shared
     /// region `LATTE_REGION` names (`env`), else a private one.
@@ -179,20 +198,30 @@ impl Registry {
     }
 
     /// Installs a private region, its rings of `ring_samples` samples
-    /// (`LATTE_RING_SAMPLES`): its first chunk of the default slots, or,
-    /// where the address space is capped (`ulimit -v`), of no more than a
-    /// quarter of what the cap leaves free (the program's own allocations
-    /// keep the rest), and fewer, halving down to one, while it does not
-    /// fit; the region grows later as it can.
+    /// (`LATTE_RING_SAMPLES`), or of the default where memory or the
+    /// address space cannot hold the first chunk of the shared region's
+    /// default slots of those (said once: `fall_back_ring_samples`).
     fn install_private(&mut self) -> Result<(), Error> {
         let samples = crate::region::ring_samples();
-        let ring = LATTE_SLOT_HEADER_SIZE as u64 + samples as u64 * LATTE_SAMPLE_SIZE as u64;
-        let mut slots = LATTE_DEFAULT_PRIVATE_SLOTS;
-        if let Some(free) = address_space_free() {
-            while slots > 1 && slots as u64 * ring > free / 4 {
-                slots /= 2;
+        let default = samples == LATTE_DEFAULT_SAMPLES;
+        let made = match private_slots(samples) {
+            Some(slots) if default || slots >= LATTE_DEFAULT_FIRST_SLOTS => self.install_private_of(samples, slots),
+            None if default => self.install_private_of(samples, 1),
+            _ => Err(Error::NOMEM),
+        };
+        match made {
+            Err(Error::Os(libc::ENOMEM)) if crate::region::fall_back_ring_samples("no memory or address space") => {
+                let slots = private_slots(LATTE_DEFAULT_SAMPLES).unwrap_or(1);
+                self.install_private_of(LATTE_DEFAULT_SAMPLES, slots)
             }
+            other => other,
         }
+    }
+
+    /// Installs a private region of rings of `samples` samples, its first
+    /// chunk of `slots` slots, and fewer, halving down to one, while it
+    /// does not fit; the region grows later as it can.
+    fn install_private_of(&mut self, samples: u32, mut slots: u32) -> Result<(), Error> {
         loop {
             let made = Region::create_private(slots, samples, 0).and_then(|r| self.install(r).map_err(|(e, _)| e));
             match made {

@@ -48,9 +48,10 @@ const QUIET_NO: u8 = 2;
 
 /// The samples a ring holds where no size is asked: `LATTE_RING_SAMPLES`
 /// when it is a power of two from 2 to 2^31 (decimal), else
-/// `LATTE_DEFAULT_SAMPLES` (the original's `MAX_SAMPLES`). A value that is
-/// set but cannot be used is said once on standard error, unless
-/// `LATTE_QUIET=1`.
+/// `LATTE_DEFAULT_SAMPLES` (the original's `MAX_SAMPLES`); an empty value
+/// is no value. A value that is set but cannot be used is said once on
+/// standard error, unless `LATTE_QUIET=1`; so is one whose rings memory
+/// cannot hold (`fall_back`), after which this is the default.
 ///
 /// Smaller rings cost less per span when a thread records many IDs (their
 /// lines stay in the caches) and keep fewer spans (docs/figures.md, "Ring
@@ -60,7 +61,7 @@ pub fn ring_samples() -> u32 {
     // (the environment is not changed while a region is made).
     match RING_SAMPLES.load(Ordering::Relaxed) {
         RING_SAMPLES_UNREAD => {
-            let value = std::env::var_os(LATTE_RING_SAMPLES_ENV);
+            let value = std::env::var_os(LATTE_RING_SAMPLES_ENV).filter(|v| !v.is_empty());
             let n = match value.as_deref().map(|v| v.to_str().and_then(parse_ring_samples).ok_or(v)) {
                 None => LATTE_DEFAULT_SAMPLES,
                 Some(Ok(n)) => n,
@@ -74,6 +75,31 @@ pub fn ring_samples() -> u32 {
         }
         n => n,
     }
+}
+
+/// Gives up the ring size `LATTE_RING_SAMPLES` set, when no region of it
+/// can be had (`why`: no memory or address space for the private region's
+/// first rings, no room in `/dev/shm` for the `LATTE_REGION` region):
+/// `ring_samples` is `LATTE_DEFAULT_SAMPLES` from now on, which is said once
+/// on standard error, unless `LATTE_QUIET=1`. False (nothing changed)
+/// when the ring size already is the default.
+pub fn fall_back(why: &str) -> bool {
+    let n = ring_samples();
+    if n == LATTE_DEFAULT_SAMPLES {
+        return false;
+    }
+    // Relaxed: a value read on its own (see `ring_samples`).
+    RING_SAMPLES.store(LATTE_DEFAULT_SAMPLES, Ordering::Relaxed);
+    if !quiet() {
+        use std::io::Write;
+        // A failed write (standard error closed) is ignored: recording goes on.
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "latte: {LATTE_RING_SAMPLES_ENV}={n}: {why} for rings of {n} samples ({} bytes each): rings hold {LATTE_DEFAULT_SAMPLES} samples",
+            n as u64 * crate::layout::LATTE_SAMPLE_SIZE as u64
+        );
+    }
+    true
 }
 
 /// `LATTE_RING_SAMPLES` as `ring_samples` resolved it, or
@@ -100,7 +126,7 @@ fn say_unusable(value: &str) {
     // A failed write (standard error closed) is ignored: recording goes on.
     let _ = writeln!(
         std::io::stderr().lock(),
-        "latte: {LATTE_RING_SAMPLES_ENV}={value:?} is not a power of two from 2 to 2147483648: rings hold {LATTE_DEFAULT_SAMPLES} samples"
+        "latte: {LATTE_RING_SAMPLES_ENV}={value:?} is not a power of two from 2 to 2147483648 in decimal digits: rings hold {LATTE_DEFAULT_SAMPLES} samples"
     );
 }
 

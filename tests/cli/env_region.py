@@ -110,6 +110,20 @@ def ring_samples():
               f"LATTE_RING_SAMPLES={bad}: one line: {err!r}")
         check(report_count(out, "unchanged.work") == 2000, f"LATTE_RING_SAMPLES={bad}: every span kept")
         os.unlink("/dev/shm" + name)
+    # An empty value is no value: nothing said.
+    p = start(10, LATTE_REGION=name, LATTE_RING_SAMPLES="")
+    check(ls().get(name, {}).get("ring_samples") == 65536, "LATTE_RING_SAMPLES=: the default ring")
+    rc, _, err = finish(p)
+    check(rc == 0 and err == "", f"LATTE_RING_SAMPLES=: nothing said: {err!r}")
+    os.unlink("/dev/shm" + name)
+    # Rings /dev/shm (512 MiB here) cannot hold, 16 of 64 MiB: the region
+    # is made of default rings, still seen, and that is said once.
+    p = start(100, LATTE_REGION=name, LATTE_RING_SAMPLES=str(1 << 22))
+    check(ls().get(name, {}).get("ring_samples") == 65536, f"rings too big for /dev/shm: default rings: {ls().get(name)}")
+    rc, out, err = finish(p)
+    check(rc == 0 and err.count("\n") == 1 and f"LATTE_RING_SAMPLES={1 << 22}" in err and "/dev/shm" in err
+          and report_count(out, "unchanged.work") == 100, f"rings too big for /dev/shm: said once: {err!r}")
+    os.unlink("/dev/shm" + name)
     rc, _, err = finish(start(10, LATTE_RING_SAMPLES="1000", LATTE_QUIET="1"))
     check(rc == 0 and err == "", f"LATTE_QUIET=1: nothing said of a bad LATTE_RING_SAMPLES: {err!r}")
 
