@@ -813,14 +813,15 @@ extern "C" {
 
 // Runs calibration once through the C ABI's own path (later calls return
 // at once). Returns 0 or a negative code: -ENOBUFS when the region's rings
-// hold fewer than 256 samples, too few for a median per mode pair (the
-// region stays uncalibrated, and reports say so).
+// hold fewer than 256 samples, too few for a median per mode pair (no
+// loop runs; the region stays uncalibrated, and reports say so).
 int latte_calibration_run(void);
 
 // For callers with their own inline path: 1 when the caller must now run
 // the calibration loops (empty spans under `latte.calibrate` for each of
 // the 9 mode pairs, then pulses) and call `latte_calibration_end`; 0 when
-// calibration is done (waits while another thread runs it).
+// calibration is done (waits while another thread runs it) or cannot run
+// (rings under 256 samples: `latte_calibration_run` says -ENOBUFS).
 int latte_calibration_begin(void);
 
 // Ends a calibration begun on this thread: publishes the medians. Returns
@@ -1140,10 +1141,11 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // 0) hold N samples instead of 65,536: smaller rings cost less per span
 // when a thread records many IDs, and keep fewer spans; rings under 256
 // samples cannot calibrate (-ENOBUFS). A value that cannot be used keeps
-// 65,536, as do the private and the `LATTE_REGION` region when memory, the
-// address space or /dev/shm cannot hold their first rings of N samples;
-// each is said once on standard error, unless `LATTE_QUIET=1`. Read once,
-// when the first region without a ring size is made.
+// 65,536, as do the private and the `LATTE_REGION` region when N is above
+// 65,536 and memory, the address space or /dev/shm cannot hold their first
+// rings of N samples (and every later region without a ring size); each
+// is said once on standard error, unless `LATTE_QUIET=1`. Read once, when
+// the first region without a ring size is made.
 int latte_init_shared_region(const char *shm_name);
 
 // `latte_init_shared_region` with capacities, permissions and what to do

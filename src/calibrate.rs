@@ -23,9 +23,9 @@ pub(crate) const CALIBRATION_ITERS: u32 = 5000;
 
 /// Fewest empty spans per (start, stop) pair, and pulses, whose median is
 /// kept as a self-offset: rings of fewer than `LATTE_OVERHEADS` times this,
-/// plus one, samples (255: rings of 256 samples calibrate) leave the region
-/// uncalibrated (`compute`: -ENOBUFS), rather than publish the median of a
-/// few cold calls.
+/// plus one, samples (251: rings of 256 samples calibrate) leave the region
+/// uncalibrated (-ENOBUFS, before any loop runs), rather than publish the
+/// median of a few cold calls.
 pub(crate) const CALIBRATION_MIN_ITERS: u32 = 25;
 
 /// Empty spans per (start, stop) pair, and pulses: [`CALIBRATION_ITERS`], or
@@ -120,14 +120,23 @@ pub fn cycles_per_ns() -> f64 {
     f
 }
 
+/// Whether the region's rings are too small to calibrate
+/// ([`CALIBRATION_MIN_ITERS`]).
+fn too_small() -> bool {
+    iterations() < CALIBRATION_MIN_ITERS
+}
+
 /// Starts calibration: true when the caller must now run the loops and
 /// call `end`; false when calibration is done (if another thread is running
-/// it, waits for it first) or cannot run.
+/// it, waits for it first) or cannot run (no region; rings too small).
 pub fn begin() -> bool {
     let region = match REGISTRY.lock().region() {
         Ok(r) => r,
         Err(_) => return false,
     };
+    if too_small() {
+        return false;
+    }
     let st = &region.header().calibration_state;
     loop {
         // AcqRel on success: we own the run; Acquire on failure: if done,
@@ -172,7 +181,7 @@ pub fn end() -> Result<(), Error> {
 
 fn compute() -> Result<[f64; LATTE_OVERHEADS as usize], Error> {
     let region = recorder::region_if_any().ok_or(Error::Os(libc::EINVAL))?;
-    if iterations() < CALIBRATION_MIN_ITERS {
+    if too_small() {
         return Err(Error::Os(libc::ENOBUFS));
     }
     let raw = recorder::calring::samples(region.geometry().samples_per_slot);
@@ -195,7 +204,7 @@ fn compute() -> Result<[f64; LATTE_OVERHEADS as usize], Error> {
 /// Calibrates through Rust's own recording path (the C ABI's `latte_start`/`latte_stop`).
 pub fn run_native() -> Result<(), Error> {
     if !begin() {
-        return Ok(());
+        return if too_small() { Err(Error::Os(libc::ENOBUFS)) } else { Ok(()) };
     }
     let t = recorder::current();
     if !t.is_null() {

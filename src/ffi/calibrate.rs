@@ -3,8 +3,8 @@ use core::ffi::{c_char, c_int};
 
 /// Runs calibration once through the C ABI's own path (later calls return
 /// at once). Returns 0 or a negative code: -ENOBUFS when the region's rings
-/// hold fewer than 256 samples, too few for a median per mode pair (the
-/// region stays uncalibrated, and reports say so).
+/// hold fewer than 256 samples, too few for a median per mode pair (no
+/// loop runs; the region stays uncalibrated, and reports say so).
 #[no_mangle]
 pub extern "C" fn latte_calibration_run() -> c_int {
     guard(PANICKED, || code(crate::calibrate::run_native()))
@@ -13,7 +13,8 @@ pub extern "C" fn latte_calibration_run() -> c_int {
 /// For callers with their own inline path: 1 when the caller must now run
 /// the calibration loops (empty spans under `latte.calibrate` for each of
 /// the 9 mode pairs, then pulses) and call `latte_calibration_end`; 0 when
-/// calibration is done (waits while another thread runs it).
+/// calibration is done (waits while another thread runs it) or cannot run
+/// (rings under 256 samples: `latte_calibration_run` says -ENOBUFS).
 #[no_mangle]
 pub extern "C" fn latte_calibration_begin() -> c_int {
     guard(0, || crate::calibrate::begin() as c_int)

@@ -50,10 +50,11 @@ use core::ffi::{c_char, c_int, CStr};
 /// 0) hold N samples instead of 65,536: smaller rings cost less per span
 /// when a thread records many IDs, and keep fewer spans; rings under 256
 /// samples cannot calibrate (-ENOBUFS). A value that cannot be used keeps
-/// 65,536, as do the private and the `LATTE_REGION` region when memory, the
-/// address space or /dev/shm cannot hold their first rings of N samples;
-/// each is said once on standard error, unless `LATTE_QUIET=1`. Read once,
-/// when the first region without a ring size is made.
+/// 65,536, as do the private and the `LATTE_REGION` region when N is above
+/// 65,536 and memory, the address space or /dev/shm cannot hold their first
+/// rings of N samples (and every later region without a ring size); each
+/// is said once on standard error, unless `LATTE_QUIET=1`. Read once, when
+/// the first region without a ring size is made.
 #[no_mangle]
 pub extern "C" fn latte_init_shared_region(shm_name: *const c_char) -> c_int {
     latte_init_shared_region_with(shm_name, core::ptr::null())

@@ -45,8 +45,8 @@ pub(super) fn installed() -> bool {
 }
 
 /// The region `LATTE_REGION` names, made now with the default capacities
-/// (rings of `LATTE_RING_SAMPLES`, or of the default when `/dev/shm` cannot
-/// hold those), and its name; None when the variable is not set, or when the region
+/// (rings of `LATTE_RING_SAMPLES`, or of the default when those are bigger
+/// and `/dev/shm` or memory cannot hold them), and its name; None when the variable is not set, or when the region
 /// cannot be made (said on standard error, unless `LATTE_QUIET=1`).
 pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
     use std::os::unix::ffi::OsStrExt;
@@ -63,11 +63,13 @@ pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
         tried = k;
         let candidate = if k == 1 { name.clone() } else { [&name[..], format!("-{k}").as_bytes()].concat() };
         let cfg = latte_region_config::default();
-        // Rings of a size LATTE_RING_SAMPLES set that /dev/shm cannot hold:
-        // the region is made of default rings instead (said once), so that
-        // it is still seen.
+        // Rings bigger than the default (LATTE_RING_SAMPLES) that /dev/shm
+        // or memory cannot hold: the region is made of default rings
+        // instead (said once), so that it is still seen.
         let made = match Region::create_shared(&candidate, &cfg, &mut super::lineage::of) {
-            Err(e) if (e == Error::Os(libc::ENOSPC) || e == Error::NOMEM) && crate::region::fall_back_ring_samples("no room in /dev/shm") => {
+            Err(e) if (e == Error::Os(libc::ENOSPC) || e == Error::NOMEM)
+                && crate::region::fall_back_ring_samples(if e == Error::NOMEM { "no memory or address space" } else { "no room in /dev/shm" }) =>
+            {
                 Region::create_shared(&candidate, &cfg, &mut super::lineage::of)
             }
             other => other,

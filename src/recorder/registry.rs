@@ -197,35 +197,37 @@ impl Registry {
         Ok(self.region.unwrap())
     }
 
-    /// Installs a private region, its rings of `ring_samples` samples
-    /// (`LATTE_RING_SAMPLES`), or of the default where memory or the
-    /// address space cannot hold the first chunk of the shared region's
-    /// default slots of those (said once: `fall_back_ring_samples`).
+    /// Installs a private region of rings of `ring_samples` samples
+    /// (`LATTE_RING_SAMPLES`). Rings no bigger than the default take a
+    /// first chunk of fewer slots, down to one, where memory or the address
+    /// space is short; bigger ones need a first chunk of the shared
+    /// region's default slots, and where that does not fit, the region is
+    /// made of default rings instead (said once: `fall_back_ring_samples`).
     fn install_private(&mut self) -> Result<(), Error> {
         let samples = crate::region::ring_samples();
-        let default = samples == LATTE_DEFAULT_SAMPLES;
+        let least = if samples > LATTE_DEFAULT_SAMPLES { LATTE_DEFAULT_FIRST_SLOTS } else { 1 };
         let made = match private_slots(samples) {
-            Some(slots) if default || slots >= LATTE_DEFAULT_FIRST_SLOTS => self.install_private_of(samples, slots),
-            None if default => self.install_private_of(samples, 1),
+            Some(slots) if slots >= least => self.install_private_of(samples, slots, least),
+            None if least == 1 => self.install_private_of(samples, 1, 1),
             _ => Err(Error::NOMEM),
         };
         match made {
             Err(Error::Os(libc::ENOMEM)) if crate::region::fall_back_ring_samples("no memory or address space") => {
                 let slots = private_slots(LATTE_DEFAULT_SAMPLES).unwrap_or(1);
-                self.install_private_of(LATTE_DEFAULT_SAMPLES, slots)
+                self.install_private_of(LATTE_DEFAULT_SAMPLES, slots, 1)
             }
             other => other,
         }
     }
 
     /// Installs a private region of rings of `samples` samples, its first
-    /// chunk of `slots` slots, and fewer, halving down to one, while it
+    /// chunk of `slots` slots, and fewer, halving down to `least`, while it
     /// does not fit; the region grows later as it can.
-    fn install_private_of(&mut self, samples: u32, mut slots: u32) -> Result<(), Error> {
+    fn install_private_of(&mut self, samples: u32, mut slots: u32, least: u32) -> Result<(), Error> {
         loop {
             let made = Region::create_private(slots, samples, 0).and_then(|r| self.install(r).map_err(|(e, _)| e));
             match made {
-                Err(Error::Os(libc::ENOMEM)) if slots > 1 => slots /= 2,
+                Err(Error::Os(libc::ENOMEM)) if slots / 2 >= least => slots /= 2,
                 other => return other,
             }
         }

@@ -77,19 +77,23 @@ pub fn ring_samples() -> u32 {
     }
 }
 
-/// Gives up the ring size `LATTE_RING_SAMPLES` set, when no region of it
-/// can be had (`why`: no memory or address space for the private region's
-/// first rings, no room in `/dev/shm` for the `LATTE_REGION` region):
-/// `ring_samples` is `LATTE_DEFAULT_SAMPLES` from now on, which is said once
-/// on standard error, unless `LATTE_QUIET=1`. False (nothing changed)
-/// when the ring size already is the default.
+/// Gives up a ring size `LATTE_RING_SAMPLES` set above the default, when
+/// no region of it can be had (`why`: no memory or address space for the
+/// private region's first rings, no room in `/dev/shm` for the
+/// `LATTE_REGION` region): `ring_samples` is `LATTE_DEFAULT_SAMPLES` from
+/// now on, for every later region too, which is said once on standard
+/// error, unless `LATTE_QUIET=1`. False (nothing changed) when the ring
+/// size is no bigger than the default: default rings would need more.
 pub fn fall_back(why: &str) -> bool {
     let n = ring_samples();
-    if n == LATTE_DEFAULT_SAMPLES {
+    if n <= LATTE_DEFAULT_SAMPLES {
         return false;
     }
-    // Relaxed: a value read on its own (see `ring_samples`).
-    RING_SAMPLES.store(LATTE_DEFAULT_SAMPLES, Ordering::Relaxed);
+    // Relaxed: a value read on its own (see `ring_samples`); the swap lets
+    // one caller only give `n` up and say so, however many ask at once.
+    if RING_SAMPLES.swap(LATTE_DEFAULT_SAMPLES, Ordering::Relaxed) != n {
+        return false;
+    }
     if !quiet() {
         use std::io::Write;
         // A failed write (standard error closed) is ignored: recording goes on.
