@@ -67,11 +67,7 @@ pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
         // or memory cannot hold: the region is made of default rings
         // instead (said once), so that it is still seen.
         let made = match Region::create_shared(&candidate, &cfg, &mut super::lineage::of) {
-            Err(e) if (e == Error::Os(libc::ENOSPC) || e == Error::NOMEM)
-                && crate::region::fall_back_ring_samples(if e == Error::NOMEM { "no memory or address space" } else { "no room in /dev/shm" }) =>
-            {
-                Region::create_shared(&candidate, &cfg, &mut super::lineage::of)
-            }
+            Err(e) if short_of_room(e).is_some_and(crate::region::fall_back_ring_samples) => Region::create_shared(&candidate, &cfg, &mut super::lineage::of),
             other => other,
         };
         match made {
@@ -85,6 +81,16 @@ pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
     }
     say_private(&name, tried, last);
     None
+}
+
+/// What ran short when a region could not be made for want of room, as
+/// `fall_back_ring_samples` says it; None for any other error.
+fn short_of_room(e: Error) -> Option<&'static str> {
+    match e {
+        Error::NOMEM => Some("no memory or address space"),
+        e if e == Error::Os(libc::ENOSPC) => Some("no room in /dev/shm"),
+        _ => None,
+    }
 }
 
 /// Whether a `LATTE_REGION` value asks for the default name.
