@@ -126,21 +126,18 @@ pub fn region_name(value: &[u8], argv0: Option<&[u8]>, pid: u32) -> Vec<u8> {
 /// when the default name moved on to them (`AUTO_TRIES`).
 pub(super) fn say_private(name: &[u8], tried: u32, e: Error) {
     if crate::region::quiet() {
-        return;
+        return; // nor is the holder looked up
     }
-    use std::io::Write;
     let also = match tried {
         0 | 1 => String::new(),
         2 => " nor its -2".to_string(),
         k => format!(" nor its -2 ... -{k}"),
     };
-    // A failed write (standard error closed) is ignored: recording goes on.
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "latte: {LATTE_REGION_ENV}: cannot make the shared region {}{also}: {e}{}; recording into private memory instead",
+    crate::region::say(format_args!(
+        "{LATTE_REGION_ENV}: cannot make the shared region {}{also}: {e}{}; recording into private memory instead",
         String::from_utf8_lossy(name),
         if e == Error::Os(libc::EEXIST) { holder(name) } else { String::new() }
-    );
+    ));
 }
 
 /// Who holds a name that could not be taken: a live producer (its pid),
@@ -157,12 +154,7 @@ fn holder(name: &[u8]) -> String {
 /// The one line on standard error when no region at all can be made (not
 /// even a private one of one ring): nothing is recorded from then on.
 pub(super) fn say_no_region(e: Error) {
-    if crate::region::quiet() {
-        return;
-    }
-    use std::io::Write;
-    // A failed write (standard error closed) is ignored.
-    let _ = writeln!(std::io::stderr().lock(), "latte: no memory for a region to record into ({e}): nothing is recorded in this process");
+    crate::region::say(format_args!("no memory for a region to record into ({e}): nothing is recorded in this process"));
 }
 
 #[cfg(test)]

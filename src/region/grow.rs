@@ -131,13 +131,6 @@ fn unreserve(fd: BorrowedFd<'_>, offset: u64) {
 /// header (`no_slot_drops`, `unfit_id_drops`).
 #[cold]
 fn tell_once(e: Error, slots: bool) {
-    if quiet() {
-        return;
-    }
     let what = if slots { "rings" } else { "ID names" };
-    use std::io::Write;
-    // Written piece by piece to the unbuffered standard error: nothing is
-    // allocated (memory may be what ran out). A failed write (standard
-    // error closed) loses the line.
-    let _ = writeln!(std::io::stderr().lock(), "latte: the region cannot grow to hold more {what} ({e}); spans that do not fit are counted, not recorded");
+    super::say(format_args!("the region cannot grow to hold more {what} ({e}); spans that do not fit are counted, not recorded"));
 }

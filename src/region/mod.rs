@@ -23,7 +23,7 @@ mod share;
 
 pub use fork::ForkCut;
 use grow::reserve;
-pub use settings::{fall_back as fall_back_ring_samples, quiet, ring_samples};
+pub use settings::{fall_back as fall_back_ring_samples, quiet, ring_samples, say};
 
 /// Sizes and permissions of a shared region, and what to do when its
 /// name is taken. All zeros (`{0}` in C) is the default for every field.

@@ -37,6 +37,18 @@ pub fn quiet() -> bool {
     }
 }
 
+/// Writes `latte: ` and `line` to standard error as one line, unless
+/// `LATTE_QUIET=1`. Allocates nothing (memory may be what ran out):
+/// standard error is unbuffered, and the line goes out piece by piece. A
+/// failed write (standard error closed) loses the line; recording goes on.
+pub fn say(line: core::fmt::Arguments<'_>) {
+    if quiet() {
+        return;
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "latte: {line}");
+}
+
 /// `LATTE_QUIET` as `quiet` read it: `QUIET_UNREAD`, `QUIET_YES` or `QUIET_NO`.
 static QUIET: AtomicU8 = AtomicU8::new(QUIET_UNREAD);
 /// `quiet` has not read the environment yet.
@@ -94,15 +106,10 @@ pub fn fall_back(why: &str) -> bool {
     if RING_SAMPLES.swap(LATTE_DEFAULT_SAMPLES, Ordering::Relaxed) != n {
         return false;
     }
-    if !quiet() {
-        use std::io::Write;
-        // A failed write (standard error closed) is ignored: recording goes on.
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "latte: {LATTE_RING_SAMPLES_ENV}={n}: {why} for rings of {n} samples ({} bytes each): rings hold {LATTE_DEFAULT_SAMPLES} samples",
-            n as u64 * crate::layout::LATTE_SAMPLE_SIZE as u64
-        );
-    }
+    say(format_args!(
+        "{LATTE_RING_SAMPLES_ENV}={n}: {why} for rings of {n} samples ({} bytes each): rings hold {LATTE_DEFAULT_SAMPLES} samples",
+        n as u64 * crate::layout::LATTE_SAMPLE_SIZE as u64
+    ));
     true
 }
 
@@ -123,15 +130,9 @@ pub fn parse_ring_samples(v: &str) -> Option<u32> {
 
 /// The one line on standard error for a value that cannot be used.
 fn say_unusable(value: &str) {
-    if quiet() {
-        return;
-    }
-    use std::io::Write;
-    // A failed write (standard error closed) is ignored: recording goes on.
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "latte: {LATTE_RING_SAMPLES_ENV}={value:?} is not a power of two from 2 to 2147483648 in decimal digits: rings hold {LATTE_DEFAULT_SAMPLES} samples"
-    );
+    say(format_args!(
+        "{LATTE_RING_SAMPLES_ENV}={value:?} is not a power of two from 2 to 2147483648 in decimal digits: rings hold {LATTE_DEFAULT_SAMPLES} samples"
+    ));
 }
 
 #[cfg(test)]
