@@ -29,12 +29,15 @@ def main():
         h.check(made.returncode == 0 and made.stdout.strip() == f"MADE {N}", f"{N} regions made: {made.returncode} {made.stdout!r} {made.stderr!r}")
         names = [f"{TAG}-{i}" for i in range(N)]
 
+        # A pass of serve may have read a region's last span before its
+        # producer exited (up 1 then): wait for the pass after.
         def all_counted():
             s = h.parse(h.scrape(port))
             got = {l["region"]: v for n, l, v in s if n == "latte_span_duration_seconds_count" and l.get("id") == "many.span"}
-            return s if len(got) == N and all(got.get(x) == i + 1 for i, x in enumerate(names)) else None
+            down = {l["region"] for n, l, v in s if n == "latte_producer_up" and v == 0}
+            return s if len(got) == N and all(got.get(x) == i + 1 and x in down for i, x in enumerate(names)) else None
 
-        s = h.wait_for(f"every one of {N} regions exported with its exact count", all_counted, 20)
+        s = h.wait_for(f"every one of {N} regions exported with its exact count, its producer down", all_counted, 20)
         if s is None:
             s = h.parse(h.scrape(port))
         count = {l["region"]: v for n, l, v in s if n == "latte_span_duration_seconds_count" and l.get("id") == "many.span"}
