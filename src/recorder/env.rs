@@ -46,8 +46,9 @@ pub(super) fn installed() -> bool {
 
 /// The region `LATTE_REGION` names, made now with the default capacities
 /// (rings of `LATTE_RING_SAMPLES`, or of the default when those are bigger
-/// and `/dev/shm` or memory cannot hold them), and its name; None when the variable is not set, or when the region
-/// cannot be made (said on standard error, unless `LATTE_QUIET=1`).
+/// and `/dev/shm` or memory cannot hold them), and its name; None when the
+/// variable is not set, or when the region cannot be made (said on
+/// standard error, unless `LATTE_QUIET=1`).
 pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
     use std::os::unix::ffi::OsStrExt;
     let value = std::env::var_os(LATTE_REGION_ENV)?;
