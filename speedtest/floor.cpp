@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -49,13 +50,30 @@ static double run(size_t n, bool random, uint8_t *mem) {
   return best;
 }
 
-int main() {
+// Prints the line of /proc/self/smaps_rollup that counts huge pages.
+static void print_huge_pages() {
+  FILE *f = std::fopen("/proc/self/smaps_rollup", "r");
+  char line[256];
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "AnonHugePages:", 14) == 0) std::printf("%s", line);
+  if (f) std::fclose(f);
+}
+
+int main(int argc, char **argv) {
   const size_t ns[] = {1, 8, 64, 512, 2000, 10000};
   const size_t page = 4096 + 2112;
   const size_t ring = (size_t(1) << 20) + 2112;
-  void *p = mmap(nullptr, 10000 * ring, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const size_t huge = size_t(2) << 20;
+  const bool want_huge = argc > 1 && std::strcmp(argv[1], "huge") == 0;
+  void *p = mmap(nullptr, 10000 * ring + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return 1;
-  uint8_t *mem = static_cast<uint8_t *>(p);
+  uint8_t *mem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(p) + huge - 1) & ~(huge - 1));
+  if (want_huge && madvise(mem, 10000 * ring, MADV_HUGEPAGE) != 0) {
+    std::perror("madvise(MADV_HUGEPAGE)");
+    return 1;
+  }
+  mem[0] = 1;
+  run<16>(1, false, mem);  // warms the loop; not printed
   std::printf("%-6s %-7s %13s %13s %13s %13s\n", "N", "order", "16 B apart", "64 B apart", "4 KiB+2112", "1 MiB+2112");
   double base[4] = {0, 0, 0, 0};
   for (size_t n : ns) {
@@ -68,5 +86,6 @@ int main() {
       std::printf("\n");
     }
   }
+  if (want_huge) print_huge_pages();
   return 0;
 }
