@@ -59,7 +59,10 @@ enum Cmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// Keep every column even when the terminal is narrower.
+        /// Keep every column, and every name whole in its column, even when
+        /// the terminal is narrower. Without it, a name too long for its
+        /// column is cut with a reference (`…[1]`) to a line under the table
+        /// that gives it whole.
         #[arg(long)]
         wide: bool,
         /// Leave out the samples whose thread was switched out (flagged by a

@@ -390,4 +390,38 @@ mod tests {
         assert!(head.contains("SAMPLES") && head.contains("MEDIAN") && head.contains("P99 ") && !head.contains("SKEW"), "{t80}");
         assert!(t80.contains("left out to fit the terminal:") && t80.contains("SKEW"), "{t80}");
     }
+
+    #[test]
+    fn command_table_shows_every_name_whole() {
+        let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
+        let row =
+            |name: &str| Row { name: name.into(), token: 0, summary: s.clone(), outliers: 0, lost: 0, threads: 1, switched: 0, clean: false, tracked: false };
+        let long = "x".repeat(300);
+        let names = ["same.prefix.longer.than.the.column.1", "same.prefix.longer.than.the.column.2", "short", long.as_str()];
+        let rows: Vec<Row> = names.iter().map(|n| row(n)).collect();
+        let opts = |max_width| Options { unit: LATTE_UNIT_CYCLE, data: LATTE_DATA_RAW, extended: true, color: false, max_width };
+        // No width: the column is as wide as the longest name, nothing is cut.
+        let wide = render(&rows, &opts(None), &Calibration::default(), None);
+        for n in names {
+            assert!(wide.lines().any(|l| l.starts_with(&format!("│ {n} "))), "{n}: {wide}");
+        }
+        assert!(!wide.contains('…'), "{wide}");
+        // Fitted to 80: names past the column are cut with a reference to
+        // a line under the table that gives them whole, and the two that
+        // differ only at the end no longer look alike.
+        let t = render(&rows, &opts(Some(80)), &Calibration::default(), None);
+        let table: Vec<&str> = t.lines().filter(|l| l.starts_with('│')).collect();
+        for l in &table {
+            assert!(l.chars().count() <= 80, "{l}");
+        }
+        let cells: Vec<&str> = table.iter().filter_map(|l| l.split('│').nth(1)).map(str::trim).collect();
+        assert!(cells.contains(&"short"), "{t}");
+        let cut: Vec<&&str> = cells.iter().filter(|c| c.contains('…')).collect();
+        assert_eq!(cut.len(), 3, "{t}");
+        assert!(cut[0] != cut[1], "{t}");
+        for (k, n) in [names[0], names[1], names[3]].iter().enumerate() {
+            assert!(cut[k].ends_with(&format!("…[{}]", k + 1)), "{t}");
+            assert!(t.lines().any(|l| l == format!("[{}] {n}", k + 1)), "{n}: {t}");
+        }
+    }
 }

@@ -246,13 +246,40 @@ fn wrap(items: &[String], width: Option<usize>) -> String {
     out
 }
 
+/// The COMPONENT column's width in the extended table: the longest name
+/// (at least the standard 20), and, fitted to a width, at most a third of
+/// it. A longer name is cut there by `name_cell`.
+fn name_width(rows: &[Row], max_width: Option<usize>) -> usize {
+    let longest = rows.iter().map(|r| terminal_text(&r.name).chars().count()).max().unwrap_or(0);
+    let w = longest.max(COLS[0].1);
+    max_width.map_or(w, |m| w.min((m / 3).max(COLS[0].1)))
+}
+
+/// A name in a column `w` wide: whole when it fits, else its first
+/// characters, `…` and a reference `[k]` to the line under the table that
+/// gives it whole (pushed onto `whole`), so that no two names that differ
+/// only past the cut look alike.
+fn name_cell(name: &str, w: usize, whole: &mut Vec<String>) -> String {
+    if name.chars().count() <= w {
+        return name.to_string();
+    }
+    whole.push(name.to_string());
+    let mark = format!("…[{}]", whole.len());
+    let keep = w.saturating_sub(mark.chars().count());
+    format!("{}{mark}", cut(name, keep))
+}
+
 /// The `latte` command's table: box-drawn, with percentile and loss
 /// columns and the counters when `opts.extended`, fitted to
-/// `opts.max_width`.
+/// `opts.max_width`. In the extended table names are shown whole: the
+/// COMPONENT column is as wide as the longest, or, fitted to a width, a
+/// name too long for it is cut with a reference to a line under the table
+/// that gives it whole.
 pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<&crate::counters::latte_counters>) -> String {
     let units = Units { unit: opts.unit, cycles_per_ns: cal.cycles_per_ns };
     let mut cols: Vec<(&str, usize)> = COLS.to_vec();
     if opts.extended {
+        cols[0].1 = name_width(rows, opts.max_width);
         cols.extend_from_slice(&EXTRA_COLS);
     }
     let mut keep = vec![true; cols.len()];
@@ -287,12 +314,19 @@ pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<
     border(&mut out, c, '├', '┬', '┤', &widths);
     cells(&mut out, c, &shown.iter().map(|c| c.0.to_string()).collect::<Vec<_>>(), &widths);
     border(&mut out, c, '├', '┼', '┤', &widths);
+    let mut whole = Vec::new();
     for r in rows {
         let mut v = row_cells(r, &units, opts.extended);
         v[0] = terminal_text(&v[0]).into_owned();
+        if opts.extended {
+            v[0] = name_cell(&v[0], widths[0], &mut whole);
+        }
         cells(&mut out, c, &pick(v), &widths);
     }
     border(&mut out, c, '└', '┴', '┘', &widths);
+    for (k, name) in whole.iter().enumerate() {
+        let _ = writeln!(out, "[{}] {name}", k + 1);
+    }
     if opts.extended && rows.iter().any(|r| r.clean) {
         out.push_str(&wrap(&["clean: samples switched out (SWITCHED) are left out of the figures; no outlier rule".to_string()], opts.max_width));
         for r in rows.iter().filter(|r| r.nothing_left()) {
