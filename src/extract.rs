@@ -5,7 +5,7 @@
 
 use crate::error::Error;
 use crate::layout::*;
-use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, Cursors, ReadMode, View};
+use crate::reader::{latte_cursor, latte_raw_sample, latte_slot_info, ReadMode, View};
 
 /// The view of this process's own region, if there is one.
 pub fn own_view() -> Option<View<'static>> {
@@ -59,10 +59,13 @@ pub fn read_slots(
     buf: &mut Vec<latte_raw_sample>,
     mut f: impl FnMut(&latte_slot_info, &mut Vec<latte_raw_sample>, &latte_cursor) -> Result<(), Error>,
 ) -> Result<(), Error> {
-    let mut cursors = Cursors::new();
     for s in slots {
-        cursors.read(v, s, buf, fin.mode(s))?;
-        f(s, buf, cursors.get_mut(s.index))?;
+        // A cursor of its own per slot, fresh: each slot is read once, from
+        // its start (a table of cursors by slot index would be as long as
+        // the highest index, made again for every call).
+        let mut cur = latte_cursor::default();
+        v.read_slot(s.index, &mut cur, buf, fin.mode(s))?;
+        f(s, buf, &cur)?;
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! 100,000 distinct ID names of up to 1,024 bytes in one process: each is
 //! recorded, read back whole from the live region by another mapping (as a
-//! reader process would) and from a flushed image, and nothing is dropped.
+//! reader process would), in the report of the live region, and from a
+//! flushed image, and nothing is dropped.
 //! The region starts with 16 slots and grows by chunks as the IDs need them.
 
 mod common;
@@ -59,6 +60,17 @@ fn a_hundred_thousand_names_recorded_read_live_and_flushed_whole() {
     // Live, through a mapping of the object, as another process reads it.
     let m = Mapping::open_shm(region.as_bytes()).unwrap();
     check(&m.view(), "live");
+    // The report of the live region (what `latte stats` prints): a row per
+    // name, whole, with its one sample.
+    let rows = latte::report::rows_of_view(&m.view(), LATTE_DATA_RAW, &latte::reader::Calibration::default()).unwrap();
+    assert_eq!(rows.len(), N, "report: a row per ID");
+    let mut seen = vec![false; N];
+    for r in &rows {
+        let k: usize = r.name.split(':').next().unwrap().parse().unwrap();
+        assert_eq!((r.name.as_str(), r.summary.count, r.lost), (name(k).as_str(), 1, 0), "report: ID {k}");
+        assert!(!seen[k], "report: one row per ID");
+        seen[k] = true;
+    }
     // A flushed image.
     let path = std::env::temp_dir().join(format!("latte-many-names-{}.img", std::process::id()));
     let f = std::fs::File::create(&path).unwrap();

@@ -193,7 +193,11 @@ pub fn rows_of_view(view: &View, data: latte_data, cal: &Calibration) -> Result<
 /// samples the OS interrupted are known, not guessed.
 pub fn rows_of_view_with(view: &View, data: latte_data, cal: &Calibration, clean: bool) -> Result<Vec<Row>, Error> {
     let ids = view.ids()?;
-    let slots = view.slots()?;
+    let mut slots = view.slots()?;
+    // Grouped by ID once (a stable sort keeps each ID's slots in slot
+    // order), so that a report over many IDs costs no pass over every slot
+    // per ID.
+    slots.sort_by_key(|s| s.id_token);
     let tracked = view.switches_tracked();
     let fin = crate::extract::final_slots(view);
     let mut out = Vec::new();
@@ -202,11 +206,13 @@ pub fn rows_of_view_with(view: &View, data: latte_data, cal: &Calibration, clean
         if is_reserved_name(name_bytes(&id.name)) {
             continue;
         }
-        let mine: Vec<latte_slot_info> = slots.iter().filter(|s| s.id_token == id.token).copied().collect();
+        let from = slots.partition_point(|s| s.id_token < id.token);
+        let to = from + slots[from..].partition_point(|s| s.id_token == id.token);
+        let mine = &slots[from..to];
         if mine.is_empty() {
             continue;
         }
-        let c = read_component(view, &fin, &mine, &mut raw, clean)?;
+        let c = read_component(view, &fin, mine, &mut raw, clean)?;
         if let Some(row) = row_of(id, c, data, cal, clean, tracked)? {
             out.push(row);
         }
