@@ -38,7 +38,8 @@ const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 /// Bytes a cut name ends with: `~`, then its 64-bit hash in 16 hex digits.
 const CUT_SUFFIX_LEN: usize = 1 + 16;
 
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// FNV-1a's 64-bit hash of `bytes`.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h = FNV_OFFSET_BASIS;
     for &b in bytes {
         h ^= b as u64;

@@ -27,6 +27,10 @@ pub struct Cold {
     /// probe, not the registry lock. Starts over when it fills up
     /// ([`PtrMap`]).
     pub(super) by_ptr: PtrMap,
+    /// ID pointers this thread was refused a ring or a name for, each with
+    /// its mark (`slow::refusal_mark`): while the region backs off from the
+    /// failure, their spans are counted without the registry lock.
+    pub(super) refused: PtrMap,
 }
 
 /// Process-wide recorder state, behind `REGISTRY`.
@@ -281,7 +285,7 @@ impl Registry {
                 // The pool keeps room to take every state back at thread
                 // exit (it is empty here: the pop above found none).
                 self.free_colds.try_reserve(self.colds.len() + 1).map_err(|_| Error::NOMEM)?;
-                let cold = Cold { thread_idx: 0, os_tid: 0, alive: false, slots_by_token: HashMap::new(), by_ptr: PtrMap::new() };
+                let cold = Cold { thread_idx: 0, os_tid: 0, alive: false, slots_by_token: HashMap::new(), by_ptr: PtrMap::new(), refused: PtrMap::new() };
                 let p = try_leak(cold).ok_or(Error::NOMEM)?;
                 self.colds.push(p);
                 p
@@ -293,6 +297,7 @@ impl Registry {
         self.next_thread_idx = self.next_thread_idx.wrapping_add(1);
         s.slots_by_token.clear();
         s.by_ptr.reset();
+        s.refused.reset();
         s.os_tid = tsc::gettid();
         s.alive = true;
         bump(&region.header().threads_seen, 1);
@@ -412,6 +417,7 @@ impl Registry {
             self.reusable.make_contiguous()[first..].sort_unstable();
         }
         s.by_ptr.reset();
+        s.refused.reset();
         // Within the room `new_cold` reserved: no allocation at thread exit.
         self.free_colds.push(c);
     }

@@ -4,7 +4,7 @@
 
 use super::cache::{cache_insert, cache_probe};
 use super::counters::{count_dropped, count_orphan_stop, count_overflow_start};
-use super::registry::{region_if_any, unrecordable, COLD, REGISTRY};
+use super::registry::{region_if_any, unrecordable, Cold, COLD, REGISTRY};
 use super::thread::{current, note_late_drop, note_unavailable};
 use crate::error::Error;
 use crate::intern::Unfit;
@@ -86,6 +86,10 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
     if let Some(ring) = c.by_ptr.get(id as usize) {
         return Some(ring);
     }
+    // SAFETY: forwarded (this function's contract on `id`).
+    if unsafe { refused_again(c, id) } {
+        return None;
+    }
     let Some(mut reg) = REGISTRY.lock_unless_held() else {
         note_unavailable();
         return None;
@@ -105,6 +109,9 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
             bump(&region.header().unfit_id_drops, 1);
             if why == Unfit::NoMemory {
                 super::thread::say_no_memory_once();
+            } else {
+                // SAFETY: forwarded (this function's contract on `id`).
+                unsafe { note_refused(c, id, REFUSED_NAME) };
             }
             return None;
         }
@@ -127,6 +134,8 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
             None => {
                 count_dropped();
                 bump(&region.header().no_slot_drops, 1);
+                // SAFETY: forwarded (this function's contract on `id`).
+                unsafe { note_refused(c, id, REFUSED_RING) };
                 return None;
             }
         },
@@ -134,6 +143,60 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
     let ring = tag_ring(slot, token);
     c.by_ptr.insert(id as usize, ring);
     Some(ring)
+}
+
+/// A refusal's kind in its mark's low bit: no ring for the ID.
+const REFUSED_RING: u64 = 0;
+/// A refusal's kind in its mark's low bit: no room for the ID's name.
+const REFUSED_NAME: u64 = 1;
+
+/// What `c.refused` keeps for an ID pointer: the hash of the text it
+/// pointed to (so that a pointer now naming another ID does not match)
+/// with the refusal's kind in the low bit. None for NULL.
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string.
+unsafe fn refusal_mark(id: *const c_char, kind: u64) -> Option<u64> {
+    if id.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated (the contract).
+    let text = unsafe { core::ffi::CStr::from_ptr(id) }.to_bytes();
+    Some((crate::name::fnv1a(text) & !1) | kind)
+}
+
+/// Notes, under the registry lock, that this thread was refused a ring or
+/// a name for `id` (a region that cannot grow): `refused_again` then
+/// counts its next spans of `id` without the lock.
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string.
+unsafe fn note_refused(c: &mut Cold, id: *const c_char, kind: u64) {
+    // SAFETY: forwarded.
+    if let Some(mark) = unsafe { refusal_mark(id, kind) } {
+        c.refused.insert(id as usize, mark);
+    }
+}
+
+/// Counts a span of an ID this thread was refused a ring or a name for,
+/// the same text at the same pointer, while the region still backs off
+/// from the failure: as the registry would, but without its lock (which
+/// many threads recording into a full region would queue on) and with no
+/// system call. False when the registry must be asked.
+///
+/// # Safety
+/// `id` is NULL or a NUL-terminated string.
+unsafe fn refused_again(c: &Cold, id: *const c_char) -> bool {
+    let Some(mark) = c.refused.get(id as usize) else { return false };
+    let Some(region) = region_if_any() else { return false };
+    // SAFETY: forwarded.
+    if unsafe { refusal_mark(id, mark & 1) } != Some(mark) || !region.refusing(crate::tsc::clock_ns(libc::CLOCK_MONOTONIC)) {
+        return false;
+    }
+    count_dropped();
+    let counter = if mark & 1 == REFUSED_NAME { &region.header().unfit_id_drops } else { &region.header().no_slot_drops };
+    bump(counter, 1);
+    true
 }
 
 /// Resolves the calling thread's ring for `id` as a first Start would (and

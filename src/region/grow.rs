@@ -29,10 +29,29 @@ impl Region {
         let r = self.grow_locked(&mut g, slots);
         if let Err(e) = r {
             if g.slot_chunks > 0 {
-                g.failed(e, slots, now);
+                self.failed(&mut g, e, slots, now);
             }
         }
         r
+    }
+
+    /// Notes a failure at `now` to get room (`Growth::failed`), where
+    /// `refusing` sees it too.
+    pub(super) fn failed(&self, g: &mut Growth, e: Error, slots: bool, now: u64) {
+        g.failed(e, slots, now);
+        // Relaxed: a hint. A thread that sees an older value asks under
+        // the registry lock, which gives the same answer.
+        self.failed_ns.store(g.failed_ns, Ordering::Relaxed);
+    }
+
+    /// Whether the region backs off at `now` (CLOCK_MONOTONIC, ns) from a
+    /// failure to get room, as `grow` would: read without a lock, so that
+    /// a thread refused a ring or a name can count its next spans of that
+    /// ID without asking the registry again (`recorder::slow`).
+    pub fn refusing(&self, now: u64) -> bool {
+        // Relaxed: see `failed`.
+        let f = self.failed_ns.load(Ordering::Relaxed);
+        f != 0 && now.wrapping_sub(f) < GROW_RETRY_NS
     }
 
     fn grow_locked(&self, g: &mut Growth, slots: bool) -> Result<(), Error> {

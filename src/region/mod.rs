@@ -168,6 +168,9 @@ pub struct Region {
     /// holds its protection and the chunks).
     header_map: Mmap,
     geo: Geometry,
+    /// The growth's `failed_ns`, for threads that ask without a lock
+    /// whether the region backs off (`refusing`); 0: no failure yet.
+    failed_ns: AtomicU64,
 }
 
 /// Bytes of the mapping that holds the header (the header's page).
@@ -198,6 +201,7 @@ impl Region {
             name_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),
             header_map,
             geo,
+            failed_ns: AtomicU64::new(0),
         }
     }
 

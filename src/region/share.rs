@@ -255,7 +255,7 @@ impl Region {
             _ => Ok(()),
         };
         if let Err(e) = r {
-            g.failed(e, true, now);
+            self.failed(&mut g, e, true, now);
         }
         r
     }

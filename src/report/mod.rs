@@ -400,8 +400,7 @@ mod tests {
     #[test]
     fn command_table_shows_every_name_whole() {
         let s = summarize(&[1.0, 2.0, 3.0]).unwrap();
-        let row =
-            |name: &str| Row { name: name.into(), token: 0, summary: s.clone(), outliers: 0, lost: 0, threads: 1, switched: 0, clean: false, tracked: false };
+        let row = |name: &str| Row { name: name.into(), token: 0, summary: s, outliers: 0, lost: 0, threads: 1, switched: 0, clean: false, tracked: false };
         let long = "x".repeat(300);
         let names = ["same.prefix.longer.than.the.column.1", "same.prefix.longer.than.the.column.2", "short", long.as_str()];
         let rows: Vec<Row> = names.iter().map(|n| row(n)).collect();

@@ -342,18 +342,24 @@ pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<
         out.push_str(&wrap(&items, opts.max_width));
     }
     if let Some(k) = counters {
-        let items = [
-            format!("threads {}", k.threads_seen),
-            format!("ids {}", k.ids_used),
-            format!("slots {}", k.slots_used),
-            format!("overflow starts {}", k.overflow_starts),
-            format!("orphan stops {}", k.orphan_stops),
-            format!("unfit-id drops {}", k.unfit_id_drops),
-            format!("no-slot drops {}", k.no_slot_drops),
-            format!("slot reuses {} (discarded {})", k.slot_reuses, k.reuse_discarded),
-            format!("late drops {}", k.late_drops),
-        ];
-        out.push_str(&wrap(&items, opts.max_width));
+        out.push_str(&counter_lines(k, opts.max_width));
     }
     out
+}
+
+/// The region's counters under the command's table, in lines no wider
+/// than `width`.
+fn counter_lines(k: &crate::counters::latte_counters, width: Option<usize>) -> String {
+    let items = [
+        format!("threads {}", k.threads_seen),
+        format!("ids {}", k.ids_used),
+        format!("slots {}", k.slots_used),
+        format!("overflow starts {}", k.overflow_starts),
+        format!("orphan stops {}", k.orphan_stops),
+        format!("unfit-id drops {}", k.unfit_id_drops),
+        format!("no-slot drops {}", k.no_slot_drops),
+        format!("slot reuses {} (discarded {})", k.slot_reuses, k.reuse_discarded),
+        format!("late drops {}", k.late_drops),
+    ];
+    wrap(&items, width)
 }

@@ -1,0 +1,94 @@
+//! A thread refused a ring because its region cannot grow counts its next
+//! spans of that ID without the registry lock, so that many threads
+//! recording into a full region do not queue on it; once the region's
+//! back-off has passed it asks again and records.
+
+mod common;
+use common::*;
+use latte::layout::*;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+/// The lock holder's states, in `HOLDER`: not yet running, running,
+/// asked to take the lock, holding it, told the spans are done, or gave up
+/// waiting for that.
+const WAITING: u8 = 0;
+const STARTED: u8 = 5;
+const ASKED: u8 = 1;
+const HELD: u8 = 2;
+const DONE: u8 = 3;
+const GAVE_UP: u8 = 4;
+
+/// The address space capped at what the process has mapped now.
+fn cap_address_space() {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = s.lines().find(|l| l.starts_with("VmSize:")).and_then(|l| l.split_whitespace().nth(1)).unwrap().parse().unwrap();
+    let cap = libc::rlimit { rlim_cur: kib << 10, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: a valid rlimit; this process (a forked child) only.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &cap) }, 0);
+}
+
+fn lift_cap() {
+    let none = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: a valid rlimit.
+    unsafe { libc::setrlimit(libc::RLIMIT_AS, &none) };
+}
+
+#[test]
+fn a_refused_id_is_counted_without_the_registry_lock_until_the_region_tries_again() {
+    let name = format!("/latte-test-refusal-{}", std::process::id());
+    in_child(|| {
+        std::env::set_var("LATTE_QUIET", "1");
+        latte::internals::recorder::install_shared(name.as_bytes(), &small_rings(4)).unwrap();
+        let fit: Vec<std::ffi::CString> = (0..4).map(|k| std::ffi::CString::new(format!("refusal.fit.{k}")).unwrap()).collect();
+        for id in &fit {
+            span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        assert_eq!((counters().slots_used, counters().no_slot_drops), (4, 0));
+        // Another thread, made before the cap, takes the registry lock when
+        // told and keeps it until told the spans are done, or 10 s.
+        static HOLDER: AtomicU8 = AtomicU8::new(WAITING);
+        let holder = std::thread::spawn(|| {
+            HOLDER.store(STARTED, Ordering::Release);
+            while HOLDER.load(Ordering::Acquire) != ASKED {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let _held = latte::internals::recorder::REGISTRY.lock();
+            HOLDER.store(HELD, Ordering::Release);
+            let t0 = Instant::now();
+            while HOLDER.load(Ordering::Acquire) != DONE {
+                if t0.elapsed() > Duration::from_secs(10) {
+                    HOLDER.store(GAVE_UP, Ordering::Release);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        while HOLDER.load(Ordering::Acquire) != STARTED {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // No room for a fifth ring: the region cannot map another chunk.
+        cap_address_space();
+        span(c"refusal.x", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        HOLDER.store(ASKED, Ordering::Release);
+        while HOLDER.load(Ordering::Acquire) != HELD {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The registry is held elsewhere: these spans are counted all the
+        // same (before the fix they waited for the lock, here 10 s).
+        for _ in 0..1000 {
+            span(c"refusal.x", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        let in_time = HOLDER.swap(DONE, Ordering::AcqRel) == HELD;
+        holder.join().unwrap();
+        let during = counters();
+        // Past the back-off (1 s), with room again: the ID gets its ring.
+        lift_cap();
+        std::thread::sleep(Duration::from_millis(1100));
+        span(c"refusal.x", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        let kept = snapshot(c"refusal.x").len();
+        eprintln!("counted while the lock was held: {in_time}; no-slot drops {}; kept after the back-off {kept}", during.no_slot_drops);
+        in_time && during.no_slot_drops == 1001 && kept == 1 && counters().no_slot_drops == 1001
+    });
+    let _ = latte::shm::unlink(name.as_bytes());
+}
