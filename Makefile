@@ -48,8 +48,13 @@ lib: tools $(LIB_SO) $(REL)/liblatte.so.$(MAJOR)
 $(REL)/liblatte.so.$(MAJOR): $(LIB_SO)
 	ln -sf liblatte.so $@
 
+# The libraries users build and install carry the io_uring flush
+# (latte_flush_async; at run time it reports -ENOSYS or -EPERM where
+# io_uring is refused). Every build into target/release names the same
+# features, so that none overwrites the libraries with another set.
+LIB_FEATURES := --features latte/uring
 $(LIB_SO) $(LIB_A): $(SRCS) include/latte.h
-	$(CARGO) build --release
+	$(CARGO) build --release $(LIB_FEATURES)
 
 # Regenerate the committed C header from the Rust sources.
 header:
@@ -59,7 +64,7 @@ header:
 # latte_disable.h misses an entry point of latte.h.
 check-header: tools
 	$(CARGO) run --release -p latte-header -- check
-	$(CARGO) build --release
+	$(CARGO) build --release $(LIB_FEATURES)
 	@missing=0; for f in $$(grep -oE '^[a-z_0-9 *]*\blatte_[a-z_0-9]+\(' include/latte.h | grep -oE 'latte_[a-z_0-9]+\($$' | tr -d '('); do \
 	  grep -q "#define $$f(" include/latte_disable.h || { echo "latte_disable.h lacks $$f"; missing=1; }; done; \
 	  test $$missing = 0 && echo "header: latte.h is generated and latte_disable.h covers every entry point"
