@@ -11,6 +11,7 @@ import stat
 import pty
 import re
 import shutil
+import socket
 import struct
 import subprocess
 import sys
@@ -326,8 +327,18 @@ with open(textfile, "w") as f:
     f.write("not a region\n" * 1000)
 expect_fail(textfile, 4, "not a latte region", "a text file")
 os.unlink(textfile)
+# Objects that cannot be regions: a socket and symbolic links (one to a
+# region: latte never follows a link).
+odd = [f"/dev/shm/latte-e2e-odd-{os.getpid()}-{k}" for k in ("sock", "link", "loop")]
+sock = socket.socket(socket.AF_UNIX)
+sock.bind(odd[0])
+os.symlink(f"/dev/shm{NAME}", odd[1])
+os.symlink(odd[2], odd[2])
 r = latte("ls")
-check(r.returncode == 0 and "-foreign" not in r.stdout, "ls skips objects that are not ours")
+check(r.returncode == 0 and "-foreign" not in r.stdout and "-odd-" not in r.stdout, f"ls skips objects that are not ours: {r.stdout}")
+sock.close()
+for p in odd:
+    os.unlink(p)
 
 # Permission denied: the region is 0600 and owned by us; read it as nobody.
 runuser = shutil.which("runuser") or shutil.which("setpriv")

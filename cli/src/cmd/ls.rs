@@ -27,6 +27,11 @@ fn scan() -> Result<Vec<serde_json::Value>, ExitCode> {
         Err(e) => return Err(fail("/dev/shm", &format!("cannot list: {e}"), EXIT_OTHER)),
     };
     for e in dir.flatten() {
+        // Only regular files can be regions: sockets, FIFOs, directories
+        // and symbolic links (which latte never follows) are not listed.
+        if !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
         // Opened by its bytes (a name need not be UTF-8), shown with any
         // byte that is not UTF-8 as \xNN.
         let raw = [b"/", e.file_name().as_bytes()].concat();
@@ -47,9 +52,9 @@ fn scan() -> Result<Vec<serde_json::Value>, ExitCode> {
                     "bytes": v.published_size(),
                 }));
             }
-            // Objects that are not latte regions (bad magic, empty, not a
-            // regular file, an invalid name) are not listed; those it cannot
-            // read are, with why.
+            // Objects that are not latte regions (bad magic, empty, an
+            // invalid name, replaced by something else since listed) are
+            // not listed; those it cannot read are, with why.
             Err(c) if c == Error::NotLatte || c == Error::Os(libc::EINVAL) || c == Error::Os(libc::EISDIR) => {}
             Err(c) => {
                 use std::os::unix::fs::MetadataExt;
