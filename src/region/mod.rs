@@ -41,7 +41,8 @@ pub struct latte_region_config {
     /// Most distinct IDs the region takes; 0 = no limit. Spans of IDs past
     /// the limit are counted (`unfit_id_drops`), not recorded.
     pub id_capacity: u32,
-    /// Permission bits of the shm object; 0 = the default (0600).
+    /// Permission bits of the shm object, at most 0o777 (other bits:
+    /// -EINVAL); 0 = the default (0600).
     pub mode: u32,
     /// When the name is taken: `LATTE_IF_TAKEN_REPLACE_STALE` (0, the
     /// default) or `LATTE_IF_TAKEN_FAIL`; any other value is -EINVAL.
@@ -64,8 +65,13 @@ pub const LATTE_IF_TAKEN_FAIL: u32 = 1;
 
 impl latte_region_config {
     /// Whether a dead producer's region under the name is replaced
-    /// (`if_taken`); -EINVAL for a value that is neither.
+    /// (`if_taken`), once the config is checked: -EINVAL for an `if_taken`
+    /// that is neither value, or a `mode` with bits past 0o777 (a mistaken
+    /// value must not make a region that others may write).
     fn replace_stale(&self) -> Result<bool, Error> {
+        if self.mode & !0o777 != 0 {
+            return Err(Error::INVAL);
+        }
         match self.if_taken {
             LATTE_IF_TAKEN_REPLACE_STALE => Ok(true),
             LATTE_IF_TAKEN_FAIL => Ok(false),
@@ -79,7 +85,7 @@ impl latte_region_config {
             slot_capacity: if self.slot_capacity == 0 { LATTE_DEFAULT_SHARED_SLOTS } else { self.slot_capacity },
             samples_per_slot: if self.samples_per_slot == 0 { ring_samples() } else { self.samples_per_slot },
             id_capacity: self.id_capacity,
-            mode: if self.mode == 0 { 0o600 } else { self.mode & 0o777 },
+            mode: if self.mode == 0 { 0o600 } else { self.mode },
             if_taken: self.if_taken,
         }
     }

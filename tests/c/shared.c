@@ -96,8 +96,8 @@ static int producer_main(char **argv) {
 }
 
 /* Replace mode (a fresh process): the name argv[2] belongs to a dead
- * producer: with LATTE_IF_TAKEN_FAIL EEXIST, an unknown if_taken EINVAL,
- * by default a new region. */
+ * producer: with LATTE_IF_TAKEN_FAIL EEXIST, an unknown if_taken or a
+ * mode past 0777 EINVAL, by default a new region. */
 static int replace_main(char **argv) {
   latte_region_config cfg;
   memset(&cfg, 0, sizeof cfg);
@@ -108,6 +108,11 @@ static int replace_main(char **argv) {
   cfg.if_taken = 7;
   if (latte_init_shared_region_with(argv[2], &cfg) != -EINVAL) return 2;
   cfg.if_taken = LATTE_IF_TAKEN_REPLACE_STALE;
+  /* Bits past 0777 are a mistake, not a request for 0777. */
+  cfg.mode = 0xffffffffu;
+  if (latte_init_shared_region_with(argv[2], &cfg) != -EINVAL) return 2;
+  cfg.mode = 01640;
+  if (latte_init_shared_region_with(argv[2], &cfg) != -EINVAL) return 2;
   cfg.mode = 0640;
   if (latte_init_shared_region_with(argv[2], &cfg) != 0) return 4;
   {
