@@ -592,7 +592,8 @@ typedef struct latte_region_config {
   // Most distinct IDs the region takes; 0 = no limit. Spans of IDs past
   // the limit are counted (`unfit_id_drops`), not recorded.
   uint32_t id_capacity;
-  // Permission bits of the shm object; 0 = the default (0600).
+  // Permission bits of the shm object, at most 0o777 (other bits:
+  // -EINVAL); 0 = the default (0600).
   uint32_t mode;
   // When the name is taken: `LATTE_IF_TAKEN_REPLACE_STALE` (0, the
   // default) or `LATTE_IF_TAKEN_FAIL`; any other value is -EINVAL.
@@ -913,7 +914,8 @@ int latte_samples_clean(const double *values, size_t n, double *out_values, size
 // caller may close `fd` at once) as a self-describing image,
 // asynchronously through io_uring, and returns at once; `unit` is recorded
 // as the preferred display unit. 0, or -EBADF (bad fd, or not open for
-// writing), -EINVAL (O_APPEND, or not a regular file), -ESPIPE (a pipe,
+// writing), -EINVAL (O_APPEND, not a regular file, or `unit` neither
+// LATTE_UNIT_CYCLE nor LATTE_UNIT_TIME), -ESPIPE (a pipe,
 // FIFO or socket), -EBUSY (a flush is pending), -ENOSYS/-EPERM
 // (io_uring unavailable), LATTE_ERR_NOT_SUPPORTED (built without the
 // `uring` feature: use `latte_flush_sync`).
@@ -940,7 +942,8 @@ int latte_flush_cancel(void);
 int latte_flush_get_status(struct latte_flush_status *out);
 
 // Writes the same image as `latte_flush_async`, synchronously, with pwrite
-// on the calling thread (the fallback without io_uring). 0 or a code.
+// on the calling thread (the fallback without io_uring). 0 or a code, as
+// `latte_flush_async`'s.
 int latte_flush_sync(int fd, latte_unit unit);
 
 // 1 when this build has the asynchronous (io_uring) flush, else 0.

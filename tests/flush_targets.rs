@@ -53,6 +53,12 @@ fn refuses(flush: fn(i32, latte_unit) -> i32) {
     // A character device.
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
     assert_eq!(flush(null.as_raw_fd(), LATTE_UNIT_CYCLE), -libc::EINVAL, "/dev/null");
+    // A display unit no reader knows, into a good file: refused, nothing written.
+    let path = temp("unit");
+    let f = std::fs::File::create(&path).unwrap();
+    assert_eq!(flush(f.as_raw_fd(), 77), -libc::EINVAL, "unit 77");
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "nothing written for a bad unit");
+    std::fs::remove_file(&path).unwrap();
 }
 
 #[test]

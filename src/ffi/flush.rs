@@ -8,7 +8,8 @@ use core::ffi::c_int;
 /// caller may close `fd` at once) as a self-describing image,
 /// asynchronously through io_uring, and returns at once; `unit` is recorded
 /// as the preferred display unit. 0, or -EBADF (bad fd, or not open for
-/// writing), -EINVAL (O_APPEND, or not a regular file), -ESPIPE (a pipe,
+/// writing), -EINVAL (O_APPEND, not a regular file, or `unit` neither
+/// LATTE_UNIT_CYCLE nor LATTE_UNIT_TIME), -ESPIPE (a pipe,
 /// FIFO or socket), -EBUSY (a flush is pending), -ENOSYS/-EPERM
 /// (io_uring unavailable), LATTE_ERR_NOT_SUPPORTED (built without the
 /// `uring` feature: use `latte_flush_sync`).
@@ -47,7 +48,8 @@ pub extern "C" fn latte_flush_get_status(out: *mut crate::flush::latte_flush_sta
 }
 
 /// Writes the same image as `latte_flush_async`, synchronously, with pwrite
-/// on the calling thread (the fallback without io_uring). 0 or a code.
+/// on the calling thread (the fallback without io_uring). 0 or a code, as
+/// `latte_flush_async`'s.
 #[no_mangle]
 pub extern "C" fn latte_flush_sync(fd: c_int, unit: latte_unit) -> c_int {
     guard(PANICKED, || code(crate::flush::flush_sync(fd, unit).map(|_| ())))

@@ -312,8 +312,19 @@ fn set_len(fd: i32, total: u64) {
     unsafe { libc::ftruncate(fd, total as libc::off_t) };
 }
 
+/// -EINVAL for a display unit that is neither cycles nor time: the image
+/// would carry a unit no reader knows.
+fn check_unit(unit: latte_unit) -> Result<(), Error> {
+    if unit == LATTE_UNIT_CYCLE || unit == LATTE_UNIT_TIME {
+        Ok(())
+    } else {
+        Err(Error::INVAL)
+    }
+}
+
 /// Writes the image with pwrite on the calling thread. Returns the bytes written.
 pub fn flush_sync(fd: i32, unit: latte_unit) -> Result<u64, Error> {
+    check_unit(unit)?;
     let target = own_target(fd)?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&target);
     let region = crate::recorder::REGISTRY.lock().region()?;
@@ -337,6 +348,7 @@ mod uring;
 
 /// Starts an asynchronous flush to `fd` (io_uring). 0, or an error code.
 pub fn flush_async(fd: i32, unit: latte_unit) -> Result<(), Error> {
+    check_unit(unit)?;
     #[cfg(feature = "uring")]
     {
         uring::flush_async(fd, unit)
