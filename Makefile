@@ -53,15 +53,16 @@ $(REL)/liblatte.so.$(MAJOR): $(LIB_SO)
 # io_uring is refused). Every build into target/release names the same
 # features, so that none overwrites the libraries with another set.
 LIB_FEATURES := --features latte/uring
-$(LIB_SO) $(LIB_A): $(SRCS) include/latte.h
+$(LIB_SO) $(LIB_A) $(REL)/latte &: $(SRCS) include/latte.h
 	$(CARGO) build --release $(LIB_FEATURES)
 
 # Regenerate the committed C header from the Rust sources.
 header:
 	$(CARGO) run --release -p latte-header -- write
 
-# Fails when include/latte.h differs from what the sources generate, or when
-# latte_disable.h misses an entry point of latte.h.
+# Fails when include/latte.h differs from what the sources generate, when
+# latte_disable.h misses an entry point of latte.h, or when the release
+# library exports other symbols or lacks the io_uring flush.
 check-header: tools
 	$(CARGO) run --release -p latte-header -- check
 	$(CARGO) build --release $(LIB_FEATURES)
@@ -71,6 +72,9 @@ check-header: tools
 	@other=$$(nm -D --defined-only $(LIB_SO) | awk '{print $$3}' | grep -v '^latte_' || true); \
 	  if [ -n "$$other" ]; then echo "liblatte.so exports symbols outside latte_*: $$other"; exit 1; fi; \
 	  echo "exports: liblatte.so exports latte_* symbols only ($$(nm -D --defined-only $(LIB_SO) | grep -c ' T latte_') functions)"
+	@$(PYTHON) -c 'import ctypes, sys; sys.exit(ctypes.CDLL(sys.argv[1]).latte_flush_supported() != 1)' $(LIB_SO) || \
+	  { echo "$(LIB_SO) lacks the io_uring flush: built without $(LIB_FEATURES)"; exit 1; }; \
+	  echo "flush: $(LIB_SO) has the io_uring flush"
 
 # Gates: clippy with warnings as errors and every unsafe block documented
 # (clippy::undocumented_unsafe_blocks, in the library, the command and the
@@ -351,16 +355,10 @@ SPEED_FLAGS := -O3 -march=native -std=c++17 -Wall -Wextra -Icpp_compat -Iinclude
 ORIGINAL ?=
 SPEED_RUN := $(PYTHON) speedtest/run.py
 
-# The one build make speedtest makes: the release library with the `uring`
-# feature (the flush rows need the io_uring flush) and the `latte` command
-# (speedtest/compare.py runs it), in one cargo build in target/uring, which
-# compiles the library's crate once for both. The feature adds the io_uring
-# flush (the only code under cfg(feature = "uring") is in src/flush.rs) and
-# nothing else, so every other row measures the code `make lib` ships.
-URING_A := target/uring/release/liblatte.a
-URING_LATTE := target/uring/release/latte
-$(URING_A) $(URING_LATTE) &: $(SRCS) include/latte.h
-	$(CARGO) build --release --features latte/uring --target-dir target/uring
+# The one build make speedtest makes is `make lib`'s: the release
+# libraries with the io_uring flush (the flush rows need it) and the `latte`
+# command (speedtest/compare.py runs it), one cargo build in target/release.
+# Every row measures the code `make lib` ships and `make install` installs.
 
 # hot.cpp at every code placement (speedtest/hot.cpp: "Code placement"):
 # $(B)/speed/hot.ours.K and, with ORIGINAL=, $(B)/hot.original.K.
@@ -368,9 +366,9 @@ PLACEMENTS := 0 1 2 3 4 5 6 7
 HOT_OURS := $(foreach k,$(PLACEMENTS),$(B)/speed/hot.ours.$(k))
 HOT_ORIGINAL := $(foreach k,$(PLACEMENTS),$(B)/hot.original.$(k))
 
-$(B)/speed/hot.ours.%: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
+$(B)/speed/hot.ours.%: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
 	@mkdir -p $(@D)
-	$(CXX) $(SPEED_FLAGS) -DLATTE_BENCH_PLACEMENT=$* $< -o $@ $(URING_A) $(STATIC_LIBS)
+	$(CXX) $(SPEED_FLAGS) -DLATTE_BENCH_PLACEMENT=$* $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
 # The original engine's build: its header alone (header-only), by path.
 .PHONY: FORCE
@@ -381,9 +379,9 @@ $(B)/hot.original.%: speedtest/hot.cpp FORCE
 
 # plain.cpp (Start+Stop in a plain loop), ours and, with ORIGINAL=, the
 # original's; speedtest/plain.py runs them as one of run.py's extras.
-$(B)/speed/plain: speedtest/plain.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
+$(B)/speed/plain: speedtest/plain.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
 	@mkdir -p $(@D)
-	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
 $(B)/plain.original: speedtest/plain.cpp FORCE
 	@test -f "$(ORIGINAL)" || { echo "make: ORIGINAL=$(ORIGINAL) is not a file"; exit 1; }
@@ -393,24 +391,24 @@ $(B)/plain.original: speedtest/plain.cpp FORCE
 # capacity.cpp: Fast Start+Stop over 8 to 200 IDs in shared regions whose
 # rings hold 65,536 and 1,024 samples, printed for information (run.py
 # --info: not judged).
-$(B)/speed/capacity: speedtest/capacity.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
+$(B)/speed/capacity: speedtest/capacity.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
 	@mkdir -p $(@D)
-	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
 # speedtest.cpp, run twice: the extraction goals, then the flush goals.
-$(B)/speed/speedtest: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
+$(B)/speed/speedtest: speedtest/speedtest.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
 	@mkdir -p $(@D)
-	$(CXX) $(SPEED_FLAGS) $< -o $@ $(URING_A) $(STATIC_LIBS)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
 # python/tests/producer.c and tests/compare/producer.cpp against the same
 # library, for the Python row and speedtest/compare.py.
-$(B)/speed/producer: python/tests/producer.c include/*.h $(URING_A)
+$(B)/speed/producer: python/tests/producer.c include/*.h $(LIB_A)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_T) $< -o $@ $(URING_A) $(STATIC_LIBS)
+	$(CC) $(CFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
-$(B)/speed/compare_producer: tests/compare/producer.cpp cpp_compat/Latte.hpp include/*.h $(URING_A)
+$(B)/speed/compare_producer: tests/compare/producer.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
 	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS_T) $< -o $@ $(URING_A) $(STATIC_LIBS)
+	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
 # Then, whatever run.py's verdict, `latte record` following a thread that
 # records flat out and `latte diff` of two 10 M-sample recordings
@@ -423,7 +421,7 @@ speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/capacity $(B)/speed/spe
 	  --extra "./$(B)/speed/speedtest --shared /latte-speedtest-$$$$" --extra "./$(B)/speed/speedtest --flush-only" \
 	  --extra "$(PYV) speedtest/python_read.py $(B)/speed/producer" \
 	  || rc=$$?; \
-	  $(PYTHON) speedtest/compare.py $(URING_LATTE) $(B)/speed/compare_producer || { c=$$?; [ "$$rc" = 1 ] || rc=$$c; }; \
+	  $(PYTHON) speedtest/compare.py $(REL)/latte $(B)/speed/compare_producer || { c=$$?; [ "$$rc" = 1 ] || rc=$$c; }; \
 	  exit $${rc:-0}
 
 # hot.cpp against `make lib`'s library, for the mechanism check below.
@@ -588,4 +586,4 @@ soak: tools
 
 clean:
 	$(CARGO) clean
-	rm -rf $(B) target/uring
+	rm -rf $(B)

@@ -142,7 +142,9 @@ pub fn describe(code: i32) -> &'static CStr {
         c if c == -libc::EINVAL => c"invalid argument",
         c if c == -libc::EBUSY => c"busy (recording already began, or an operation is pending)",
         c if c == -libc::EALREADY => c"already done (a shared region is installed)",
-        c if c == -libc::EEXIST => c"the name is taken (a live producer holds it, an object there is not a latte region, or LATTE_IF_TAKEN_FAIL keeps a dead one's)",
+        c if c == -libc::EEXIST => {
+            c"the name is taken (a live producer holds it, an object there is not a latte region, or LATTE_IF_TAKEN_FAIL keeps a dead one's)"
+        }
         c if c == -libc::ENOENT => c"no such region or file",
         c if c == -libc::EACCES => c"permission denied",
         c if c == -libc::ENOSPC => c"no space left (shm, disk, or a table is full)",

@@ -1,7 +1,8 @@
 //! A thread refused a ring because its region cannot grow counts its next
 //! spans of that ID without the registry lock, so that many threads
 //! recording into a full region do not queue on it; once the region's
-//! back-off has passed it asks again and records.
+//! back-off has passed, or an exited thread has handed a ring back, it
+//! asks again and records.
 
 mod common;
 use common::*;
@@ -75,7 +76,8 @@ fn a_refused_id_is_counted_without_the_registry_lock_until_the_region_tries_agai
             std::thread::sleep(Duration::from_millis(1));
         }
         // The registry is held elsewhere: these spans are counted all the
-        // same (before the fix they waited for the lock, here 10 s).
+        // same (had they asked the registry, they would wait for the lock,
+        // here 10 s).
         for _ in 0..1000 {
             span(c"refusal.x", LATTE_MODE_FAST, LATTE_MODE_FAST);
         }
@@ -89,6 +91,42 @@ fn a_refused_id_is_counted_without_the_registry_lock_until_the_region_tries_agai
         let kept = snapshot(c"refusal.x").len();
         eprintln!("counted while the lock was held: {in_time}; no-slot drops {}; kept after the back-off {kept}", during.no_slot_drops);
         in_time && during.no_slot_drops == 1001 && kept == 1 && counters().no_slot_drops == 1001
+    });
+    let _ = latte::shm::unlink(name.as_bytes());
+}
+
+#[test]
+fn a_refused_id_takes_the_ring_an_exited_thread_hands_back() {
+    let name = format!("/latte-test-refusal-reuse-{}", std::process::id());
+    in_child(|| {
+        std::env::set_var("LATTE_QUIET", "1");
+        latte::internals::recorder::install_shared(name.as_bytes(), &small_rings(4)).unwrap();
+        // A thread takes the first ring and waits to be told to exit; this
+        // thread takes the other three.
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let (ready, started) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            span(c"refusal.other", LATTE_MODE_FAST, LATTE_MODE_FAST);
+            ready.send(()).unwrap();
+            wait.recv().unwrap();
+        });
+        started.recv().unwrap();
+        for id in [c"refusal.a", c"refusal.b", c"refusal.c"] {
+            span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        cap_address_space();
+        span(c"refusal.x", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        let refused = counters().no_slot_drops;
+        // The other thread exits: its ring is handed back, and the refused
+        // ID, asked again at once (within the back-off), gets it.
+        go.send(()).unwrap();
+        other.join().unwrap();
+        span(c"refusal.x", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        let after = counters();
+        lift_cap();
+        let kept = snapshot(c"refusal.x").len();
+        eprintln!("refused {refused}; then no-slot drops {}, reuses {}, kept {kept}", after.no_slot_drops, after.slot_reuses);
+        refused == 1 && after.no_slot_drops == 1 && after.slot_reuses == 1 && kept == 1
     });
     let _ = latte::shm::unlink(name.as_bytes());
 }

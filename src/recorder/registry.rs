@@ -415,6 +415,10 @@ impl Registry {
             // In slot order: reused oldest first, as they were handed out
             // (an unstable sort allocates nothing; the indices are distinct).
             self.reusable.make_contiguous()[first..].sort_unstable();
+            if let (Some(region), true) = (self.region, self.reusable.len() > first) {
+                // Rings to hand out again: threads refused one must ask.
+                region.forget_refusal();
+            }
         }
         s.by_ptr.reset();
         s.refused.reset();

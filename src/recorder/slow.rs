@@ -111,7 +111,7 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
                 super::thread::say_no_memory_once();
             } else {
                 // SAFETY: forwarded (this function's contract on `id`).
-                unsafe { note_refused(c, id, REFUSED_NAME) };
+                unsafe { note_refused(c, region, id, REFUSED_NAME) };
             }
             return None;
         }
@@ -135,7 +135,7 @@ pub unsafe fn resolve_slot(_t: &mut latte_thread, id: *const c_char) -> Option<u
                 count_dropped();
                 bump(&region.header().no_slot_drops, 1);
                 // SAFETY: forwarded (this function's contract on `id`).
-                unsafe { note_refused(c, id, REFUSED_RING) };
+                unsafe { note_refused(c, region, id, REFUSED_RING) };
                 return None;
             }
         },
@@ -171,10 +171,11 @@ unsafe fn refusal_mark(id: *const c_char, kind: u64) -> Option<u64> {
 ///
 /// # Safety
 /// `id` is NULL or a NUL-terminated string.
-unsafe fn note_refused(c: &mut Cold, id: *const c_char, kind: u64) {
+unsafe fn note_refused(c: &mut Cold, region: &Region, id: *const c_char, kind: u64) {
     // SAFETY: forwarded.
     if let Some(mark) = unsafe { refusal_mark(id, kind) } {
         c.refused.insert(id as usize, mark);
+        region.note_refusal();
     }
 }
 
@@ -189,8 +190,12 @@ unsafe fn note_refused(c: &mut Cold, id: *const c_char, kind: u64) {
 unsafe fn refused_again(c: &Cold, id: *const c_char) -> bool {
     let Some(mark) = c.refused.get(id as usize) else { return false };
     let Some(region) = region_if_any() else { return false };
+    // The clock before the text: a long name's hash costs more.
+    if !region.refusing(crate::tsc::clock_ns(libc::CLOCK_MONOTONIC)) {
+        return false;
+    }
     // SAFETY: forwarded.
-    if unsafe { refusal_mark(id, mark & 1) } != Some(mark) || !region.refusing(crate::tsc::clock_ns(libc::CLOCK_MONOTONIC)) {
+    if unsafe { refusal_mark(id, mark & 1) } != Some(mark) {
         return false;
     }
     count_dropped();

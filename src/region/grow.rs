@@ -29,25 +29,38 @@ impl Region {
         let r = self.grow_locked(&mut g, slots);
         if let Err(e) = r {
             if g.slot_chunks > 0 {
-                self.failed(&mut g, e, slots, now);
+                g.failed(e, slots, now);
             }
         }
         r
     }
 
-    /// Notes a failure at `now` to get room (`Growth::failed`), where
-    /// `refusing` sees it too.
-    pub(super) fn failed(&self, g: &mut Growth, e: Error, slots: bool, now: u64) {
-        g.failed(e, slots, now);
-        // Relaxed: a hint. A thread that sees an older value asks under
-        // the registry lock, which gives the same answer.
-        self.failed_ns.store(g.failed_ns, Ordering::Relaxed);
+    /// Arms the hint `refusing` reads: a thread was refused a ring or a
+    /// name just now, under the registry lock (so no ring of an exited
+    /// thread was left to give it), while the region backs off from the
+    /// failure its growth noted last (none: nothing is armed).
+    pub fn note_refusal(&self) {
+        let failed = self.growth().failed_ns;
+        // Relaxed: a hint, stored under the registry lock. A thread that
+        // sees it late asks under that lock, which gives the same answer.
+        self.failed_ns.store(failed, Ordering::Relaxed);
+    }
+
+    /// Drops the hint `refusing` reads until the next failure: rings of
+    /// exited threads can be handed out again, so a thread refused one must
+    /// ask the registry. Called under the registry lock, which every
+    /// refusal is noted under, so that no thread counts a span that the
+    /// registry would have given one of those rings.
+    pub fn forget_refusal(&self) {
+        // Relaxed: ordered against the refusals by the registry lock.
+        self.failed_ns.store(0, Ordering::Relaxed);
     }
 
     /// Whether the region backs off at `now` (CLOCK_MONOTONIC, ns) from a
-    /// failure to get room, as `grow` would: read without a lock, so that
-    /// a thread refused a ring or a name can count its next spans of that
-    /// ID without asking the registry again (`recorder::slow`).
+    /// failure to get room, as `grow` would, with no ring handed back since
+    /// (`forget_refusal`): read without a lock, so that a thread refused a
+    /// ring or a name can count its next spans of that ID without asking
+    /// the registry again (`recorder::slow`).
     pub fn refusing(&self, now: u64) -> bool {
         // Relaxed: see `failed`.
         let f = self.failed_ns.load(Ordering::Relaxed);

@@ -174,8 +174,9 @@ pub struct Region {
     /// holds its protection and the chunks).
     header_map: Mmap,
     geo: Geometry,
-    /// The growth's `failed_ns`, for threads that ask without a lock
-    /// whether the region backs off (`refusing`); 0: no failure yet.
+    /// The growth's `failed_ns` when a thread was last refused a ring or a
+    /// name, for threads that ask without a lock whether the region still
+    /// refuses (`refusing`); 0: none, or a ring was handed back since.
     failed_ns: AtomicU64,
 }
 

@@ -255,7 +255,7 @@ impl Region {
             _ => Ok(()),
         };
         if let Err(e) = r {
-            self.failed(&mut g, e, true, now);
+            g.failed(e, true, now);
         }
         r
     }
