@@ -13,7 +13,10 @@ usage: compare.py LATTE PRODUCER
 2. `latte serve` following the same flat-out thread for SECONDS (rings of
    the default 65,536 samples, which it laps in under 2 ms): lost must be 0;
    serve's CPU time (user + system, from /proc) while it followed, scaled
-   to a thread recording 36 M spans/s, must stay under 25 % of one core.
+   to a thread recording 36 M spans/s, must stay under 25 % of one core:
+   SERVE_RUNS runs, PASS when every run is under the goal, FAIL when none
+   is, BUSY (too noisy to judge, every figure printed) when they lie on
+   both sides of it. The loss is judged on the first run.
    A reader kept off its CPU longer than a ring takes to lap (on a VM
    whose vCPU the host pauses) cannot follow that thread whole: serve
    says how long it was (latte_serve_reader_stalled_seconds_total). A
@@ -22,8 +25,8 @@ usage: compare.py LATTE PRODUCER
 3. diff of two recordings of 10 M samples each (the producer's "rec.slow",
    recorded twice): wall time of `latte diff`, goal under 2 s.
 
-Prints one row per figure with its goal and PASS or FAIL; exits 1 when a
-goal failed."""
+Prints one row per figure with its goal and PASS, FAIL or BUSY; exits 1
+when a goal failed, else 3 when a row was too noisy to judge, else 0."""
 import atexit, os, re, shutil, subprocess, sys, tempfile, time, urllib.request
 
 LATTE, PRODUCER = sys.argv[1], sys.argv[2]
@@ -34,12 +37,16 @@ DIFF_GOAL_S = 2.0
 # share of one core serve may use to follow it.
 SERVE_RATE = 36e6
 SERVE_SHARE_GOAL = 0.25
+# Runs of serve following the thread: on 2 vCPUs its CPU share moves by a
+# fifth from run to run.
+SERVE_RUNS = 3
 # Samples per ring of the producer's region (the default).
 RING = 65536
 TMP = tempfile.mkdtemp(prefix="latte-speed-compare-")
 # Hundreds of MiB of recordings: gone however the run ends.
 atexit.register(shutil.rmtree, TMP, True)
 failed = 0
+busy = 0
 
 
 def row(name, value, goal, ok):
@@ -178,13 +185,25 @@ def run_serve():
             pass
 
 
-written, recorded, lost, read, cpu, stalled = run_serve()
-rate = written / SECONDS
-share = cpu / SECONDS * SERVE_RATE / rate
-print(f"   producer wrote {written} spans in {SECONDS} s ({rate / 1e6:.1f} M/s); serve recorded {recorded}, read {read}, lost {lost}, CPU {cpu:.2f} s")
-judge_loss("serve", "reading thread", written, recorded, lost, stalled)
-row(f"serve: CPU to follow {SERVE_RATE / 1e6:.0f} M spans/s", f"{share * 100:.1f} % of one core", f"< {SERVE_SHARE_GOAL * 100:.0f} %", share < SERVE_SHARE_GOAL)
-print(f"{'serve: samples followed per reader core':<44} {read / cpu / 1e6 if cpu > 0 else float('inf'):>24.1f} M/s   (figure; memcpy above)")
+shares, per_core = [], []
+for k in range(SERVE_RUNS):
+    written, recorded, lost, read, cpu, stalled = run_serve()
+    rate = written / SECONDS
+    shares.append(cpu / SECONDS * SERVE_RATE / rate)
+    per_core.append(read / cpu if cpu > 0 else float("inf"))
+    print(f"   run {k + 1}: producer wrote {written} spans in {SECONDS} s ({rate / 1e6:.1f} M/s); serve recorded {recorded}, read {read}, lost {lost}, CPU {cpu:.2f} s")
+    if k == 0:
+        judge_loss("serve", "reading thread", written, recorded, lost, stalled)
+name = f"serve: CPU to follow {SERVE_RATE / 1e6:.0f} M spans/s"
+value = ", ".join(f"{x * 100:.1f}" for x in shares) + " % of one core"
+goal = f"< {SERVE_SHARE_GOAL * 100:.0f} %"
+under = [x < SERVE_SHARE_GOAL for x in shares]
+if any(under) and not all(under):
+    busy += 1
+    print(f"{name:<44} {value:>28}   goal {goal:<22} BUSY (runs on both sides of the goal)")
+else:
+    row(name, value, goal, all(under))
+print(f"{'serve: samples followed per reader core':<44} {sorted(per_core)[len(per_core) // 2] / 1e6:>24.1f} M/s   (figure, median of the runs; memcpy above)")
 
 files = []
 for k in range(2):
@@ -201,4 +220,4 @@ for _ in range(3):
     best = dt if best is None else min(best, dt)
 print("   " + "\n   ".join(r.stdout.strip().splitlines()))
 row("diff: two recordings of 10 M samples", f"{best:.2f} s (best of 3)", f"< {DIFF_GOAL_S} s", best < DIFF_GOAL_S and r.returncode in (0, 8))
-sys.exit(1 if failed else 0)
+sys.exit(1 if failed else 3 if busy else 0)
