@@ -35,12 +35,21 @@ fn lift_cap() {
     unsafe { libc::setrlimit(libc::RLIMIT_AS, &none) };
 }
 
-#[test]
-fn a_refused_id_is_counted_without_the_registry_lock_until_the_region_tries_again() {
-    let name = format!("/latte-test-refusal-{}", std::process::id());
+/// Runs `f` in a child recording into a shared region of 4 rings named
+/// after `what`, removed afterwards.
+fn in_region_of_four_rings(what: &str, f: impl FnOnce() -> bool) {
+    let name = format!("/latte-test-refusal-{what}-{}", std::process::id());
     in_child(|| {
         std::env::set_var("LATTE_QUIET", "1");
         latte::internals::recorder::install_shared(name.as_bytes(), &small_rings(4)).unwrap();
+        f()
+    });
+    let _ = latte::shm::unlink(name.as_bytes());
+}
+
+#[test]
+fn a_refused_id_is_counted_without_the_registry_lock_until_the_region_tries_again() {
+    in_region_of_four_rings("lock", || {
         let fit: Vec<std::ffi::CString> = (0..4).map(|k| std::ffi::CString::new(format!("refusal.fit.{k}")).unwrap()).collect();
         for id in &fit {
             span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);
@@ -92,15 +101,11 @@ fn a_refused_id_is_counted_without_the_registry_lock_until_the_region_tries_agai
         eprintln!("counted while the lock was held: {in_time}; no-slot drops {}; kept after the back-off {kept}", during.no_slot_drops);
         in_time && during.no_slot_drops == 1001 && kept == 1 && counters().no_slot_drops == 1001
     });
-    let _ = latte::shm::unlink(name.as_bytes());
 }
 
 #[test]
 fn a_refused_id_takes_the_ring_an_exited_thread_hands_back() {
-    let name = format!("/latte-test-refusal-reuse-{}", std::process::id());
-    in_child(|| {
-        std::env::set_var("LATTE_QUIET", "1");
-        latte::internals::recorder::install_shared(name.as_bytes(), &small_rings(4)).unwrap();
+    in_region_of_four_rings("reuse", || {
         // A thread takes the first ring and waits to be told to exit; this
         // thread takes the other three.
         let (go, wait) = std::sync::mpsc::channel::<()>();
@@ -128,5 +133,4 @@ fn a_refused_id_takes_the_ring_an_exited_thread_hands_back() {
         eprintln!("refused {refused}; then no-slot drops {}, reuses {}, kept {kept}", after.no_slot_drops, after.slot_reuses);
         refused == 1 && after.no_slot_drops == 1 && after.slot_reuses == 1 && kept == 1
     });
-    let _ = latte::shm::unlink(name.as_bytes());
 }
