@@ -28,8 +28,9 @@ pub struct Cold {
     /// ([`PtrMap`]).
     pub(super) by_ptr: PtrMap,
     /// ID pointers this thread was refused a ring or a name for, each with
-    /// its mark (`slow::refusal_mark`): while the region backs off from the
-    /// failure, their spans are counted without the registry lock.
+    /// its mark (`slow::refusal_mark`): while the region still refuses
+    /// (`Region::refusing`), their spans are counted without the registry
+    /// lock.
     pub(super) refused: PtrMap,
 }
 

@@ -43,7 +43,7 @@ impl Region {
         let failed = self.growth().failed_ns;
         // Relaxed: a hint, stored under the registry lock. A thread that
         // sees it late asks under that lock, which gives the same answer.
-        self.failed_ns.store(failed, Ordering::Relaxed);
+        self.refusal_ns.store(failed, Ordering::Relaxed);
     }
 
     /// Drops the hint `refusing` reads until the next failure: rings of
@@ -53,7 +53,7 @@ impl Region {
     /// registry would have given one of those rings.
     pub fn forget_refusal(&self) {
         // Relaxed: ordered against the refusals by the registry lock.
-        self.failed_ns.store(0, Ordering::Relaxed);
+        self.refusal_ns.store(0, Ordering::Relaxed);
     }
 
     /// Whether the region backs off at `now` (CLOCK_MONOTONIC, ns) from a
@@ -62,8 +62,8 @@ impl Region {
     /// ring or a name can count its next spans of that ID without asking
     /// the registry again (`recorder::slow`).
     pub fn refusing(&self, now: u64) -> bool {
-        // Relaxed: see `failed`.
-        let f = self.failed_ns.load(Ordering::Relaxed);
+        // Relaxed: see `note_refusal`.
+        let f = self.refusal_ns.load(Ordering::Relaxed);
         f != 0 && now.wrapping_sub(f) < GROW_RETRY_NS
     }
 

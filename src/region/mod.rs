@@ -177,7 +177,7 @@ pub struct Region {
     /// The growth's `failed_ns` when a thread was last refused a ring or a
     /// name, for threads that ask without a lock whether the region still
     /// refuses (`refusing`); 0: none, or a ring was handed back since.
-    failed_ns: AtomicU64,
+    refusal_ns: AtomicU64,
 }
 
 /// Bytes of the mapping that holds the header (the header's page).
@@ -208,7 +208,7 @@ impl Region {
             name_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),
             header_map,
             geo,
-            failed_ns: AtomicU64::new(0),
+            refusal_ns: AtomicU64::new(0),
         }
     }
 
