@@ -20,13 +20,61 @@ const HELD: u8 = 2;
 const DONE: u8 = 3;
 const GAVE_UP: u8 = 4;
 
-/// The address space capped at what the process has mapped now.
-fn cap_address_space() {
+/// The address space capped at what the process has mapped now and
+/// `spare` bytes more.
+fn cap_address_space(spare: u64) {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
     let kib: u64 = s.lines().find(|l| l.starts_with("VmSize:")).and_then(|l| l.split_whitespace().nth(1)).unwrap().parse().unwrap();
-    let cap = libc::rlimit { rlim_cur: kib << 10, rlim_max: libc::RLIM_INFINITY };
+    let cap = libc::rlimit { rlim_cur: (kib << 10) + spare, rlim_max: libc::RLIM_INFINITY };
     // SAFETY: a valid rlimit; this process (a forked child) only.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &cap) }, 0);
+}
+
+/// A thread, made before the address space is capped, that takes the
+/// registry lock when asked and keeps it until told the spans are done,
+/// or 10 s.
+struct Holder(std::thread::JoinHandle<()>);
+
+/// The holder's state (one holder per process: each test runs in a child).
+static HOLDER: AtomicU8 = AtomicU8::new(WAITING);
+
+impl Holder {
+    fn start() -> Holder {
+        let t = std::thread::spawn(|| {
+            HOLDER.store(STARTED, Ordering::Release);
+            while HOLDER.load(Ordering::Acquire) != ASKED {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let _held = latte::internals::recorder::REGISTRY.lock();
+            HOLDER.store(HELD, Ordering::Release);
+            let t0 = Instant::now();
+            while HOLDER.load(Ordering::Acquire) != DONE {
+                if t0.elapsed() > Duration::from_secs(10) {
+                    HOLDER.store(GAVE_UP, Ordering::Release);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        while HOLDER.load(Ordering::Acquire) != STARTED {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Holder(t)
+    }
+
+    /// Runs `f` while the registry lock is held on the holder's thread;
+    /// whether `f` finished before the holder gave up (had `f`'s spans
+    /// asked the registry, they would wait for the lock, here 10 s).
+    fn while_held(self, f: impl FnOnce()) -> bool {
+        HOLDER.store(ASKED, Ordering::Release);
+        while HOLDER.load(Ordering::Acquire) != HELD {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        f();
+        let in_time = HOLDER.swap(DONE, Ordering::AcqRel) == HELD;
+        self.0.join().unwrap();
+        in_time
+    }
 }
 
 fn lift_cap() {
@@ -55,43 +103,15 @@ fn a_refused_id_is_counted_without_the_registry_lock_until_the_region_tries_agai
             span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);
         }
         assert_eq!((counters().slots_used, counters().no_slot_drops), (4, 0));
-        // Another thread, made before the cap, takes the registry lock when
-        // told and keeps it until told the spans are done, or 10 s.
-        static HOLDER: AtomicU8 = AtomicU8::new(WAITING);
-        let holder = std::thread::spawn(|| {
-            HOLDER.store(STARTED, Ordering::Release);
-            while HOLDER.load(Ordering::Acquire) != ASKED {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            let _held = latte::internals::recorder::REGISTRY.lock();
-            HOLDER.store(HELD, Ordering::Release);
-            let t0 = Instant::now();
-            while HOLDER.load(Ordering::Acquire) != DONE {
-                if t0.elapsed() > Duration::from_secs(10) {
-                    HOLDER.store(GAVE_UP, Ordering::Release);
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(1));
+        let holder = Holder::start();
+        // No room for a fifth ring: the region cannot map another chunk.
+        cap_address_space(0);
+        span(c"refusal.x", LATTE_MODE_FAST, LATTE_MODE_FAST);
+        let in_time = holder.while_held(|| {
+            for _ in 0..1000 {
+                span(c"refusal.x", LATTE_MODE_FAST, LATTE_MODE_FAST);
             }
         });
-        while HOLDER.load(Ordering::Acquire) != STARTED {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // No room for a fifth ring: the region cannot map another chunk.
-        cap_address_space();
-        span(c"refusal.x", LATTE_MODE_FAST, LATTE_MODE_FAST);
-        HOLDER.store(ASKED, Ordering::Release);
-        while HOLDER.load(Ordering::Acquire) != HELD {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // The registry is held elsewhere: these spans are counted all the
-        // same (had they asked the registry, they would wait for the lock,
-        // here 10 s).
-        for _ in 0..1000 {
-            span(c"refusal.x", LATTE_MODE_FAST, LATTE_MODE_FAST);
-        }
-        let in_time = HOLDER.swap(DONE, Ordering::AcqRel) == HELD;
-        holder.join().unwrap();
         let during = counters();
         // Past the back-off (1 s), with room again: the ID gets its ring.
         lift_cap();
@@ -119,7 +139,7 @@ fn a_refused_id_takes_the_ring_an_exited_thread_hands_back() {
         for id in [c"refusal.a", c"refusal.b", c"refusal.c"] {
             span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);
         }
-        cap_address_space();
+        cap_address_space(0);
         span(c"refusal.x", LATTE_MODE_FAST, LATTE_MODE_FAST);
         let refused = counters().no_slot_drops;
         // The other thread exits: its ring is handed back, and the refused
@@ -132,5 +152,41 @@ fn a_refused_id_takes_the_ring_an_exited_thread_hands_back() {
         let kept = snapshot(c"refusal.x").len();
         eprintln!("refused {refused}; then no-slot drops {}, reuses {}, kept {kept}", after.no_slot_drops, after.slot_reuses);
         refused == 1 && after.no_slot_drops == 1 && after.slot_reuses == 1 && kept == 1
+    });
+}
+
+#[test]
+fn a_name_refused_for_want_of_room_is_counted_without_the_registry_lock() {
+    in_region_of_four_rings("name", || {
+        // Names of 4,000 bytes: 480 of them fill the first five name chunks
+        // (64 KiB to 1 MiB) most of the way, with the rings they need.
+        let name = |k: usize| std::ffi::CString::new(format!("{k:06}{}", "n".repeat(3994))).unwrap();
+        let names: Vec<std::ffi::CString> = (0..520).map(name).collect();
+        for id in &names[..480] {
+            span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);
+        }
+        assert_eq!(counters().unfit_id_drops, 0);
+        let holder = Holder::start();
+        // Room for small allocations and another chunk of rings, not for
+        // the next name chunk (2 MiB).
+        cap_address_space(1 << 20);
+        let refused = names[480..].iter().find(|id| {
+            span(id, LATTE_MODE_FAST, LATTE_MODE_FAST);
+            counters().unfit_id_drops > 0
+        });
+        let Some(refused) = refused else {
+            lift_cap();
+            eprintln!("no name was refused");
+            return false;
+        };
+        let in_time = holder.while_held(|| {
+            for _ in 0..1000 {
+                span(refused, LATTE_MODE_FAST, LATTE_MODE_FAST);
+            }
+        });
+        let c = counters();
+        lift_cap();
+        eprintln!("counted while the lock was held: {in_time}; unfit-id drops {}, no-slot drops {}", c.unfit_id_drops, c.no_slot_drops);
+        in_time && c.unfit_id_drops == 1001 && c.no_slot_drops == 0
     });
 }
