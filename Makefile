@@ -412,8 +412,9 @@ $(B)/speed/compare_producer: tests/compare/producer.cpp cpp_compat/Latte.hpp inc
 
 # Then, whatever run.py's verdict, `latte record` following a thread that
 # records flat out and `latte diff` of two 10 M-sample recordings
-# (speedtest/compare.py: figures with their goals; exit 1 when one fails).
-# The recipe exits 1 when either failed, else run.py's 0 or 3.
+# (speedtest/compare.py: figures with their goals; exit 1 when one fails,
+# else 3 when one was too noisy to judge). The recipe exits 1 when either
+# failed, else 3 when either could not judge a row, else 0.
 speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/capacity $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL) $(B)/plain.original)
 	rc=0; $(SPEED_RUN) --ours $(B)/speed/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
 	  --extra "$(PYTHON) speedtest/plain.py --ours $(B)/speed/plain $(if $(ORIGINAL),--original $(B)/plain.original)" \
