@@ -51,12 +51,47 @@ pub fn unlink(name: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether `target` names a region rather than a file: no '/' after its
-/// first character (`/name`, or `name` for `/name`: what `latte ls` prints
-/// always reaches its region, even where a file or directory of that name
-/// exists); any other (`./x.img`, `/tmp/x.img`, `dir/x.img`) is a path.
-pub fn is_region_name(target: &str) -> bool {
-    !target.is_empty() && !target.get(1..).unwrap_or("").contains('/')
+/// Whether `target` has the form of a region name rather than a file
+/// path: no '/' after its first byte (`/name`, or `name` for `/name`); any
+/// other (`./x.img`, `/tmp/x.img`, `dir/x.img`) is a path.
+pub fn is_region_name(target: &[u8]) -> bool {
+    !target.is_empty() && !target[1..].contains(&b'/')
+}
+
+/// What a reader reads for a target given by a person (a command line, a
+/// Python call): see [`target`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The region of this name (its bytes, with the leading '/').
+    /// `file_too`: a file (not a directory) of the target's path exists
+    /// as well, which `./name` would name.
+    Region { name: Vec<u8>, file_too: bool },
+    /// The file at this path.
+    File(std::path::PathBuf),
+}
+
+/// The one rule by which a target is told to be a region or a file: a
+/// target of the form of a region name ([`is_region_name`]) is that region,
+/// unless no such region exists and a file (not a directory) of that path
+/// does: then it is the file, as any other tool reads it. Every other
+/// target is a file path. When both exist, the region is read
+/// (`Target::Region` with `file_too`: what `latte ls` shows always reaches
+/// its region).
+pub fn target(target: &[u8]) -> Target {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(target));
+    if !is_region_name(target) {
+        return Target::File(path.to_path_buf());
+    }
+    let name = if target[0] == b'/' { target.to_vec() } else { [b"/", target].concat() };
+    let file_too = std::fs::metadata(path).is_ok_and(|m| !m.is_dir());
+    // The object itself, not what a link there points to (latte never
+    // follows one).
+    let region = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&[b"/dev/shm", &name[..]].concat())).is_ok();
+    if file_too && !region {
+        return Target::File(path.to_path_buf());
+    }
+    Target::Region { name, file_too }
 }
 
 #[cfg(test)]
@@ -73,6 +108,6 @@ mod tests {
         let name = |len: usize| [&b"/"[..], &vec![b'a'; len]].concat();
         assert!(validate_name(&name(LATTE_MAX_REGION_NAME as usize)).is_ok());
         assert_eq!(validate_name(&name(LATTE_MAX_REGION_NAME as usize + 1)), Err(Error::INVAL));
-        assert!(is_region_name("x") && is_region_name("/x") && !is_region_name("./x") && !is_region_name("/tmp/x"));
+        assert!(is_region_name(b"x") && is_region_name(b"/x") && !is_region_name(b"./x") && !is_region_name(b"/tmp/x") && !is_region_name(b""));
     }
 }

@@ -16,12 +16,29 @@ pub enum Target {
     File(std::path::PathBuf),
 }
 
-/// The rule of `Mapping::open_any`, on bytes (a name need not be UTF-8): a
-/// target with no '/' after its first byte is a region name (`/name`, or
-/// `name` for `/name`), any other a file path.
+/// How a target is read ([`latte::shm::target`]'s rule, on bytes: a name
+/// need not be UTF-8), saying on standard error how to name the file when
+/// a region and a file answer to the target both.
+pub fn resolve(target: &OsStr) -> Target {
+    match latte::shm::target(target.as_bytes()) {
+        latte::shm::Target::Region { name, file_too } => {
+            if file_too {
+                let text = shown(target.as_bytes());
+                let file = if text.starts_with('/') { format!("/.{text}") } else { format!("./{text}") };
+                eprintln!("latte: {text}: reading the region {} (a file of that name exists too: write {file} for the file)", shown(&name));
+            }
+            Target::Region(name)
+        }
+        latte::shm::Target::File(p) => Target::File(p),
+    }
+}
+
+/// The form of a target alone, whatever exists: a region name (`/name`,
+/// or `name` for `/name`) or a file path (`latte rm` and `latte serve`,
+/// which take region names only).
 pub fn classify(target: &OsStr) -> Target {
     let b = target.as_bytes();
-    if !b.is_empty() && !b[1..].contains(&b'/') {
+    if latte::shm::is_region_name(b) {
         Target::Region(if b[0] == b'/' { b.to_vec() } else { [b"/", b].concat() })
     } else {
         Target::File(std::path::PathBuf::from(target))
@@ -35,7 +52,12 @@ pub fn shown(b: &[u8]) -> String {
 
 /// Opens a region or file, or prints one precise message and gives the exit code.
 pub fn open(raw: &OsStr) -> Result<Mapping, ExitCode> {
-    let kind = classify(raw);
+    open_target(raw).map(|(_, m)| m)
+}
+
+/// As `open`, with what the target was read as ([`resolve`]).
+pub fn open_target(raw: &OsStr) -> Result<(Target, Mapping), ExitCode> {
+    let kind = resolve(raw);
     let target = &shown(raw.as_bytes());
     let target = target.as_str();
     if raw.as_bytes() == b"/" {
@@ -53,25 +75,17 @@ pub fn open(raw: &OsStr) -> Result<Mapping, ExitCode> {
         Target::Region(n) => Mapping::open_shm(n),
         Target::File(p) => Mapping::open_file(p),
     };
-    r.map_err(|e| {
+    let m = r.map_err(|e| {
         let (what, path) = match &kind {
             Target::Region(n) => (format!("region {}", shown(n)), std::path::PathBuf::from(OsStr::from_bytes(&[b"/dev/shm", &n[..]].concat()))),
             Target::File(p) => (p.display().to_string(), p.clone()),
         };
         match e {
-            c if c == Error::Os(libc::ENOENT) => match kind {
+            c if c == Error::Os(libc::ENOENT) => match &kind {
                 Target::Region(n) if std::path::Path::new(raw).is_dir() => {
-                    fail(target, &format!("is a directory, not a latte region or a flushed image (and there is no region {})", shown(&n)), EXIT_NOT_REGION)
+                    fail(target, &format!("is a directory, not a latte region or a flushed image (and there is no region {})", shown(n)), EXIT_NOT_REGION)
                 }
-                Target::Region(n) if std::path::Path::new(raw).exists() => {
-                    let file = if target.starts_with('/') { format!("/.{target}") } else { format!("./{target}") };
-                    fail(
-                        target,
-                        &format!("no such region {} (a name without '/' after its first character is a region; write {file} for the file)", shown(&n)),
-                        EXIT_MISSING,
-                    )
-                }
-                Target::Region(n) => fail(target, &format!("no such region (no /dev/shm{}; `latte ls` lists the regions)", shown(&n)), EXIT_MISSING),
+                Target::Region(n) => fail(target, &format!("no such region (no /dev/shm{}; `latte ls` lists the regions)", shown(n)), EXIT_MISSING),
                 Target::File(_) => fail(target, "no such file", EXIT_MISSING),
             },
             c if c == Error::Os(libc::EACCES) || c == Error::Os(libc::EPERM) => {
@@ -85,7 +99,8 @@ pub fn open(raw: &OsStr) -> Result<Mapping, ExitCode> {
             Error::Os(errno) => fail(&what, &format!("{} (errno {errno})", strerror(e)), EXIT_OTHER),
             _ => fail(&what, &strerror(e), EXIT_OTHER),
         }
-    })
+    })?;
+    Ok((kind, m))
 }
 
 /// Cycles per ns for display: the producer's figure, else measured here

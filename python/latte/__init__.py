@@ -306,8 +306,9 @@ class Region:
 
 def open(target) -> Region:
     """Opens a region (``"/name"`` or ``"name"``: no ``/`` after the first
-    character), or a flushed image or recording (any other path, or an
-    ``os.PathLike``) read-only, and validates it."""
+    character), or a flushed image or recording (any other path, an
+    ``os.PathLike``, or a name of no region that is a file's path, as the
+    ``latte`` command reads it) read-only, and validates it."""
     if isinstance(target, os.PathLike):
         target = os.fspath(target)
         if _is_region_name(target):
@@ -319,14 +320,6 @@ def open(target) -> Region:
         raise IsADirectoryError(21, "is a directory, not a latte region, flushed image or recording", target)
     try:
         return Region(_latte.open_target(target))
-    except FileNotFoundError as e:
-        if _is_region_name(target) and os.path.exists(target):
-            # As the `latte` command says it.
-            file = "/." + target if target.startswith("/") else "./" + target
-            err = FileNotFoundError(e.errno, f"{e.strerror} (a name without '/' after its first character is a region; write {file} for the file)", target)
-            err.code = e.code
-            raise err from None
-        raise
     except FormatError as e:
         if getattr(e, "code", None) == _NOT_LATTE and not _is_region_name(target):
             err = FormatError(f"{e} (latte.open reads shared-memory regions and the files latte_flush_sync and latte record write)")

@@ -213,17 +213,15 @@ impl Mapping {
         Self::from_fd(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
-    /// A region or a file, by one rule: a target with no '/' after its
-    /// first character is a region name (`/name`, or `name` for `/name`:
-    /// what `latte ls` prints always reaches its region, even where a file
-    /// or directory of that name exists); any other (`./x.img`,
-    /// `/tmp/x.img`, `dir/x.img`) is a file path.
+    /// A region or a file, by the rule of [`crate::shm::target`]: a target
+    /// with no '/' after its first character is a region name (`/name`, or
+    /// `name` for `/name`) unless no such region exists and a file of that
+    /// path does; any other (`./x.img`, `/tmp/x.img`, `dir/x.img`) is a
+    /// file path.
     pub fn open_any(target: &str) -> Result<Mapping, Error> {
-        if crate::shm::is_region_name(target) {
-            let name = if target.starts_with('/') { target.to_string() } else { format!("/{target}") };
-            Self::open_shm(name.as_bytes())
-        } else {
-            Self::open_file(std::path::Path::new(target))
+        match crate::shm::target(target.as_bytes()) {
+            crate::shm::Target::Region { name, .. } => Self::open_shm(&name),
+            crate::shm::Target::File(p) => Self::open_file(&p),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! of every sample read during the interval (`read + lost == recorded`).
 
 use crate::exit::{fail, strerror, EXIT_NOT_REGION};
-use crate::target::{classify, cycles_per_ns, open, shown, Target};
+use crate::target::{cycles_per_ns, open_target, shown, Target};
 use crate::term::{emit, field, table, timestamp, Style};
 use hdrhistogram::Histogram;
 use latte::error::Error;
@@ -170,7 +170,7 @@ impl Shown {
 /// Watches `raw` until the producer exits (or `o.count` intervals, or
 /// forever with `o.follow`).
 pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
-    let mut m = open(raw)?;
+    let (kind, mut m) = open_target(raw)?;
     let target = &report::terminal_text(&shown(raw.as_bytes())).into_owned();
     let v = m.view();
     let mut pid = v.producer_pid();
@@ -185,7 +185,7 @@ pub fn run(raw: &OsStr, o: &WatchOpts, style: Style) -> Result<(), ExitCode> {
     let (every, clean) = (o.every, o.clean);
     // With --follow, a region whose producer exited is followed to the
     // producer that takes its name over (a restart).
-    let rename = match classify(raw) {
+    let rename = match kind {
         Target::Region(n) if o.follow => Some(n),
         _ => None,
     };
