@@ -63,6 +63,7 @@ pub mod trace;
 pub use api::{init_shared_region, init_shared_region_with, own_report, own_report_with, pulse_at, snapshot, Mode, PulseSite, RegionConfig, Span};
 pub use api::{LATTE_IF_TAKEN_FAIL, LATTE_IF_TAKEN_REPLACE_STALE};
 pub use error::Error;
+pub use liveness::{remove_region, Removal};
 pub use reader::{Mapping, ReadMode, View};
 pub use tsc::measure_cycles_per_ns;
 

@@ -32,6 +32,17 @@
 //!   one stale region, one wins and the other finds either the old
 //!   object locked or the name on the winner's object, whose lock is held.
 //!
+//! - L5 To remove a region on purpose (`latte rm`, [`remove_region`]):
+//!   open the object its name refers to for writing; check that it is a
+//!   regular file that starts with latte's magic (nothing else is ever
+//!   removed); take its lock as L4 does (that fails while the producer
+//!   lives: the region is refused, unless the caller forces it, when the
+//!   lock is not asked for); check that the name still refers to that
+//!   object; unlink the name; let go of the lock. While the lock is held no
+//!   take-over (L4) can rename a new object over the name, so what is
+//!   unlinked is the object found dead. L4 and L5 decide "dead" by the
+//!   same test, the lock taken, so they never disagree.
+//!
 //! Shared-memory names are files in `/dev/shm` (glibc's `shm_open`), which
 //! is what `link` and `rename` act on.
 
@@ -273,4 +284,71 @@ fn take_over(old: BorrowedFd<'_>, tmp_path: &CStr, target: &CStr, inherit: &mut 
         return Some(Err(Error::last_os()));
     }
     Some(Ok(()))
+}
+
+/// What [`remove_region`] found under a name (and removed, unless asked
+/// only to look).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// A latte region whose producer is gone (its lock was free).
+    Dead,
+    /// A latte region whose producer lives, removed because forced: the
+    /// producer goes on recording into its object, which no new reader can
+    /// open by the name.
+    Live,
+}
+
+/// L5: removes the latte region `name` (`/name`): a dead one, or with
+/// `force` a live one too; with `dry_run` it only says what it would do.
+///
+/// Errors: `-ENOENT` no such object; `-EINVAL` not a valid region name;
+/// [`Error::NotLatte`] an object that is not a regular file starting with
+/// latte's magic (never removed); `-EBUSY` a live producer's region (without
+/// `force`); `-EACCES` or `-EPERM` this process may not open the object for
+/// writing or remove its name (another user's region in `/dev/shm`, whose
+/// sticky bit lets only the owner remove it).
+pub fn remove_region(name: &[u8], force: bool, dry_run: bool) -> Result<Removal, Error> {
+    crate::shm::validate_name(name)?;
+    let target = crate::shm::path(name)?;
+    // SAFETY: a valid path; O_NONBLOCK so that a FIFO does not block,
+    // O_NOFOLLOW so that a symbolic link is never followed.
+    let fd = unsafe { libc::open(target.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
+    if fd < 0 {
+        return Err(match Error::last_os() {
+            // A symbolic link (O_NOFOLLOW) or a directory: not a region.
+            e if e == Error::Os(libc::ELOOP) || e == Error::Os(libc::EISDIR) || e == Error::Os(libc::ENXIO) => Error::NotLatte,
+            e => e,
+        });
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: all-zero stats are valid out-parameters.
+    let (mut a, mut b): (libc::stat, libc::stat) = unsafe { (core::mem::zeroed(), core::mem::zeroed()) };
+    // SAFETY: a valid descriptor and out-parameter.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut a) } != 0 || a.st_mode & libc::S_IFMT != libc::S_IFREG || !is_latte(fd.as_fd()) {
+        return Err(Error::NotLatte);
+    }
+    // The test of L4: the lock can be taken only when its producer is gone.
+    let found = match hold(fd.as_fd()) {
+        Ok(()) => Removal::Dead,
+        Err(e) if e == Error::Os(libc::EEXIST) && force => Removal::Live,
+        Err(e) if e == Error::Os(libc::EEXIST) => return Err(Error::BUSY),
+        Err(e) => return Err(e),
+    };
+    if dry_run {
+        return Ok(found);
+    }
+    // SAFETY: a valid path and out-parameter.
+    if unsafe { libc::stat(target.as_ptr(), &mut b) } != 0 || identity(&a) != identity(&b) {
+        // Taken over or removed since it was opened: what the name refers
+        // to now is not what was found dead.
+        return Err(Error::Os(libc::ENOENT));
+    }
+    // SAFETY: a valid path.
+    if unsafe { libc::unlink(target.as_ptr()) } != 0 {
+        return Err(Error::last_os());
+    }
+    // Dropping `fd` lets go of the lock, after the name is gone.
+    drop(fd);
+    Ok(found)
 }

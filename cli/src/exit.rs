@@ -6,13 +6,16 @@ use std::process::ExitCode;
 
 /// Exit codes: 0 success, 1 other failure, 2 usage, 3 no such region or
 /// file, 4 not a latte region (or a directory, truncated, corrupt, another
-/// layout version), 5 permission denied, 6 the output file cannot be written.
+/// layout version), 5 permission denied, 6 the output file cannot be
+/// written, 7 (`rm`) a live producer's region, not removed.
 pub const EXIT_OTHER: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_MISSING: u8 = 3;
 pub const EXIT_NOT_REGION: u8 = 4;
 pub const EXIT_PERMISSION: u8 = 5;
 pub const EXIT_OUTPUT: u8 = 6;
+/// `latte rm`: a live producer's region was refused (no `--force`).
+pub const EXIT_LIVE: u8 = 7;
 /// `latte diff`: at least one ID got significantly slower beyond the threshold.
 pub const EXIT_SLOWER: u8 = 8;
 

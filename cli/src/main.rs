@@ -1,6 +1,8 @@
 //! `latte`: read a running service's region (or a flushed file) from outside.
 //! Read-only by construction: every object is opened O_RDONLY and mapped
-//! PROT_READ, through the same reader and report code as the library.
+//! PROT_READ, through the same reader and report code as the library. The
+//! one exception is `latte rm`, which removes regions' names from /dev/shm
+//! when asked (`cmd::rm`).
 //!
 //! Output follows the terminal: colour only on a terminal (`--color`,
 //! `NO_COLOR`, `TERM=dumb`), tables fitted to its width (`--wide` keeps every
@@ -28,7 +30,7 @@ mod target;
 mod term;
 
 #[derive(Parser)]
-#[command(name = "latte", version, about = "Read latte regions of running services (read-only)")]
+#[command(name = "latte", version, about = "Read latte regions of running services (read-only; `rm` removes regions)")]
 struct Cli {
     /// When to colour the output: auto (only on a terminal, and not with
     /// NO_COLOR or TERM=dumb), always, never.
@@ -183,6 +185,30 @@ enum Cmd {
         #[arg(long)]
         wide: bool,
     },
+    /// Remove latte regions from /dev/shm: by name (a live producer's
+    /// region only with --force), or every region whose producer is gone
+    /// (--dead). Anything that is not a latte region is never removed.
+    Rm {
+        /// Region names (`/name` or `name`).
+        #[arg(required_unless_present = "dead", conflicts_with = "dead")]
+        names: Vec<OsString>,
+        /// Every latte region whose producer is gone (it no longer holds
+        /// the region's liveness lock; the test a new producer uses to take
+        /// over a name).
+        #[arg(long)]
+        dead: bool,
+        /// Only regions made at least this long ago (e.g. 30s, 10m, 2h, 7d):
+        /// the time the region's header gives, else the object's last change.
+        #[arg(long, value_parser = parse_age, value_name = "DURATION")]
+        older_than: Option<Duration>,
+        /// Remove a live producer's region too: the producer records on
+        /// into an object no new reader can open by its name.
+        #[arg(long, conflicts_with = "dead")]
+        force: bool,
+        /// Say what would be removed, and remove nothing.
+        #[arg(short = 'n', long = "dry-run")]
+        dry_run: bool,
+    },
     /// Draw runs: per ID, the percentile spectrum of each run (one curve per
     /// run) and a heat map of one run's latency over time, as SVG or PNG.
     Plot {
@@ -232,6 +258,24 @@ fn parse_offset(s: &str) -> Result<Duration, String> {
         return Ok(Duration::ZERO);
     }
     parse_interval(s)
+}
+
+/// An age: a number with `s`, `m`, `h` or `d` (seconds without one), 0 or more.
+fn parse_age(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, scale) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1.0),
+        Some((i, 'm')) => (&t[..i], 60.0),
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        Some((i, 'd')) => (&t[..i], 86400.0),
+        _ => (t, 1.0),
+    };
+    let x: f64 = num.trim().parse().map_err(|_| format!("not a duration: {s} (e.g. 30s, 10m, 2h, 7d)"))?;
+    // Not `x < 0.0` alone: NaN is refused too.
+    if x.is_nan() || x < 0.0 || x * scale > 1e10 {
+        return Err(format!("duration out of range: {s}"));
+    }
+    Ok(Duration::from_secs_f64(x * scale))
 }
 
 /// `5`, `5%` or `0.5%`: a share (0.05, 0.005).
@@ -292,6 +336,7 @@ fn main() -> ExitCode {
             &cmd::diff::DiffOpts { a, b, alpha, threshold, clean, json, replicates: replicates as usize, seed },
             if wide { Style { width: None, ..style } } else { style },
         )),
+        Cmd::Rm { names, dead, older_than, force, dry_run } => exit::done(cmd::rm::run(&cmd::rm::RmOpts { names, dead, older_than, force, dry_run })),
         Cmd::Plot { sources, output, ids, clean, heatmap_run } => {
             exit::done(cmd::plot::run(&cmd::plot::PlotOpts { sources, output, ids, clean, heatmap_run: (heatmap_run - 1) as usize }))
         }

@@ -6,31 +6,18 @@
 //! holes, never hangs on a FIFO, never prints a name's control characters
 //! raw, and reports a region truncated under a live producer.
 
+use common::LATTE;
 use latte::layout::*;
 use std::mem::offset_of;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const LATTE: &str = env!("CARGO_BIN_EXE_latte");
+mod common;
 
 /// Runs `latte args`, killed after 10 s; returns (exit code or -signal, stdout, stderr, seconds).
 fn latte(args: &[&str]) -> (i32, String, String, f64) {
-    let t0 = Instant::now();
-    let mut child = Command::new(LATTE).args(args).env("NO_COLOR", "1").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if t0.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let out = child.wait_with_output().unwrap();
-    use std::os::unix::process::ExitStatusExt;
-    let code = out.status.code().unwrap_or_else(|| -out.status.signal().unwrap_or(0));
-    (code, String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned(), t0.elapsed().as_secs_f64())
+    let r = common::latte(args);
+    (r.code, r.stdout, r.stderr, r.secs)
 }
 
 /// Bytes of data the tmpfs on /dev/shm holds.
@@ -227,30 +214,5 @@ fn scenario() {
 
 #[test]
 fn hostile_objects_in_a_private_dev_shm() {
-    // SAFETY: no memory effects.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it mounts a tmpfs of its own on /dev/shm in a private mount namespace");
-    // SAFETY: fork: the child is single-threaded, so it may enter a mount
-    // namespace of its own; it runs the scenario there and _exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        // SAFETY: plain system calls in the child.
-        let code = unsafe {
-            if libc::unshare(libc::CLONE_NEWNS) != 0
-                || libc::mount(core::ptr::null(), c"/".as_ptr(), core::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, core::ptr::null()) != 0
-                || libc::mount(c"tmpfs".as_ptr(), c"/dev/shm".as_ptr(), c"tmpfs".as_ptr(), 0, c"size=64m".as_ptr() as *const libc::c_void) != 0
-            {
-                10
-            } else {
-                std::panic::catch_unwind(scenario).map(|_| 0).unwrap_or(1)
-            }
-        };
-        // SAFETY: leave the child.
-        unsafe { libc::_exit(code) };
-    }
-    let mut st = 0;
-    // SAFETY: our child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
-    assert!(libc::WIFEXITED(st), "killed by signal {}", libc::WTERMSIG(st));
-    assert_ne!(libc::WEXITSTATUS(st), 10, "could not make a private /dev/shm");
-    assert_eq!(libc::WEXITSTATUS(st), 0, "see FAILED lines above");
+    common::in_private_shm(scenario);
 }

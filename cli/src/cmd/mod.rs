@@ -6,6 +6,7 @@ pub mod diff;
 pub mod ls;
 pub mod plot;
 pub mod record;
+pub mod rm;
 pub mod serve;
 pub mod stats;
 pub mod trace;
