@@ -5,10 +5,17 @@
 //!
 //! Every read goes through [`View::read_slot`] (the ring protocol's reader
 //! steps). The accounting is per incarnation of a slot (one generation:
-//! one owner thread and one ID) and exact: `read + lost == end_idx -
-//! start_idx`, from the writer's own index. What a slot's owner wrote after
-//! the last look, when the slot went to a new owner before it was seen
-//! closed, cannot be known: that incarnation says so (`tail_unknown`).
+//! one owner thread and one ID) and exact: `read + lost == recorded()`,
+//! from the writers' own indices. When a slot went to new owners between
+//! two looks, R1 gives how much its earlier owners wrote that no look saw:
+//! the rest of the incarnation followed and every owner in between, whose
+//! IDs and threads no look saw either. Those samples are counted lost in
+//! the incarnation the slot had before (`unseen`; in the new one when the
+//! follower had none there), so that over all incarnations read + lost is
+//! every sample the region's rings recorded while followed, however short
+//! their threads lived; such an incarnation says that its own tail is
+//! unknown (`tail_unknown`). `latte serve` counts them in the series of the
+//! slot's last owner seen, the same attribution.
 
 use crate::error::Error;
 use crate::layout::LATTE_SLOT_CLOSED;
@@ -46,8 +53,14 @@ pub struct Incarnation {
     pub end_idx: u64,
     /// Samples handed to the sink.
     pub read: u64,
-    /// Samples overwritten before they could be read.
+    /// Samples overwritten before they could be read, `unseen` included.
     pub lost: u64,
+    /// Samples this slot's owners wrote that no look saw, counted lost
+    /// here (module doc): past `end_idx` by this owner (its unread tail)
+    /// and by the owners the slot had before the next look saw it, or,
+    /// for the first incarnation the follower saw in a slot, by the owners
+    /// before it since following began.
+    pub unseen: u64,
     /// The slot was seen closed and read to its end: `end_idx` is all its
     /// owner wrote.
     pub closed: bool,
@@ -57,9 +70,10 @@ pub struct Incarnation {
 }
 
 impl Incarnation {
-    /// Samples written by the owner over the followed span (read + lost).
+    /// Samples recorded over the followed span (read + lost): the owner's
+    /// from `start_idx` to `end_idx`, and the `unseen` ones.
     pub fn recorded(&self) -> u64 {
-        self.end_idx - self.start_idx
+        self.end_idx - self.start_idx + self.unseen
     }
 }
 
@@ -70,6 +84,9 @@ struct Followed {
     inc: Incarnation,
     /// An incarnation is being followed (the slot had an owner when seen).
     active: bool,
+    /// Samples the slot's owners wrote before following began that R1 will
+    /// report as `lost_before` (a slot first seen being assigned).
+    before: u64,
 }
 
 /// A reader following every slot of a live region (module doc).
@@ -128,12 +145,18 @@ impl Follower {
         if first {
             self.started = true;
             if !self.opts.from_start {
-                // Begin at each owner's index now: what it wrote before is
-                // not part of what is followed.
+                // Begin at each owner's index now: what it (and the slot's
+                // earlier owners, `base`) wrote before is not part of what
+                // is followed.
                 for i in 0..used {
-                    let s = view.slot_info(i as u32)?;
+                    let s = settled_slot_info(view, i as u32)?;
+                    let f = &mut self.slots[i];
                     if s.generation != 0 {
-                        self.slots[i].cur = latte_cursor { generation: s.generation, next: s.write_idx, ..Default::default() };
+                        f.cur = latte_cursor { generation: s.generation, next: s.write_idx, base: s.gen_base, ..Default::default() };
+                    } else {
+                        // Still being assigned: R1 will count every
+                        // earlier owner's samples, these ones too.
+                        f.before = s.gen_base.saturating_add(s.write_idx);
                     }
                 }
             }
@@ -167,13 +190,26 @@ impl Follower {
             self.pacing.idle(i, now);
             return Ok(()); // being reassigned: a later look sees its new owner
         }
+        // What earlier owners wrote that no look saw, less what was written
+        // before following began.
+        let unseen = r.lost_before.saturating_sub(core::mem::take(&mut f.before));
+        let mut unseen_here = 0;
         if f.cur.generation != before || !f.active {
             if f.active {
                 // The slot went to a new owner before it was seen closed.
                 if !f.inc.closed {
                     f.inc.tail_unknown = true;
                 }
+                if unseen > 0 {
+                    // Counted in the incarnation the slot had (module doc).
+                    f.inc.unseen += unseen;
+                    f.inc.lost += unseen;
+                    let inc = f.inc;
+                    sink(&inc, &[]);
+                }
                 self.ended.push(f.inc);
+            } else {
+                unseen_here = unseen;
             }
             let start = if f.cur.generation == before { start_idx } else { 0 };
             f.inc = Incarnation {
@@ -184,6 +220,8 @@ impl Follower {
                 os_tid: info.os_tid,
                 start_idx: start,
                 end_idx: start,
+                unseen: unseen_here,
+                lost: unseen_here,
                 ..Default::default()
             };
             f.active = true;
@@ -194,7 +232,7 @@ impl Follower {
         f.inc.read += r.read;
         f.inc.lost += r.lost;
         f.inc.end_idx = f.cur.next;
-        debug_assert_eq!(f.inc.read + f.inc.lost, f.inc.end_idx - f.inc.start_idx);
+        debug_assert_eq!(f.inc.read + f.inc.lost, f.inc.recorded());
         if info.state == LATTE_SLOT_CLOSED && info.generation == f.cur.generation && f.cur.next >= info.write_idx {
             f.inc.closed = true;
         }
@@ -203,10 +241,28 @@ impl Follower {
         } else {
             self.pacing.looked(i, now, f.cur.next, cap);
         }
-        if r.read > 0 || r.lost > 0 {
+        if r.read > 0 || r.lost > 0 || unseen_here > 0 {
             let inc = f.inc;
             sink(&inc, &self.buf);
         }
         Ok(())
     }
 }
+
+/// Looks at a slot being assigned (generation 0: A1 to A4 under the
+/// registry lock, a few stores) again, a bounded number of times, so that
+/// where following begins is read from a settled header.
+fn settled_slot_info(view: &View, i: u32) -> Result<crate::reader::latte_slot_info, Error> {
+    let mut s = view.slot_info(i)?;
+    for _ in 0..SETTLE_TRIES {
+        if s.generation != 0 {
+            break;
+        }
+        std::thread::yield_now();
+        s = view.slot_info(i)?;
+    }
+    Ok(s)
+}
+
+/// Looks `settled_slot_info` takes at most.
+const SETTLE_TRIES: u32 = 64;

@@ -118,9 +118,13 @@ class Follow:
     ``timeout`` seconds have passed.
 
     ``read``, ``lost`` and ``recorded`` count over every poll so far, from
-    the reader's cursors: ``read + lost == recorded``, the samples written
+    the writers' own counts: ``read + lost == recorded``, the samples written
     to the followed rings up to where the polls reached (from the rings'
-    start, or from when the follower began without ``from_start``).
+    start, or from when the follower began without ``from_start``). A ring
+    handed from thread to thread between two polls is accounted whole: what
+    no poll saw, its threads' tail and threads that came and went between
+    polls, is counted lost, in the ID and thread of the ring's owner seen
+    last (as ``latte record`` and ``latte serve`` count it).
     """
 
     def __init__(self, region: "Region", tokens, thread, from_start: bool, interval: float, timeout):

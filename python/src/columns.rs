@@ -88,7 +88,7 @@ impl Columns {
     }
 
     /// Appends decoded samples recorded under `token` by thread `tid`.
-    fn push(&mut self, raw: &[latte_raw_sample], token: u32, tid: u32, clock: &Clock) -> Result<(), Error> {
+    pub fn push(&mut self, raw: &[latte_raw_sample], token: u32, tid: u32, clock: &Clock) -> Result<(), Error> {
         if self.id.capacity() - self.id.len() < raw.len() {
             // A live slot written since the room was counted: grown by
             // doubling, as it may happen chunk after chunk.
@@ -159,11 +159,17 @@ pub struct Filter {
 
 impl Filter {
     fn wants(&self, s: &latte_slot_info, hidden: &[bool]) -> bool {
+        self.wants_owner(s.id_token, s.os_tid, hidden)
+    }
+
+    /// Whether samples of ID `token` written by OS thread `tid` are wanted
+    /// (`hidden`: per token, a reserved one).
+    pub fn wants_owner(&self, token: u32, tid: u32, hidden: &[bool]) -> bool {
         let token_ok = match &self.tokens {
-            Some(t) => t.contains(&s.id_token),
-            None => !hidden.get(s.id_token as usize).copied().unwrap_or(true),
+            Some(t) => t.contains(&token),
+            None => !hidden.get(token as usize).copied().unwrap_or(true),
         };
-        token_ok && self.thread.is_none_or(|t| t == s.os_tid)
+        token_ok && self.thread.is_none_or(|t| t == tid)
     }
 }
 

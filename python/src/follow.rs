@@ -1,67 +1,79 @@
-//! `Follower`: the new samples of a region at each poll, from one reader
-//! cursor per slot (the ring protocol's own: what `latte watch` keeps),
-//! with the accounting of the `latte` command: per slot, samples returned
-//! plus samples lost (overwritten before a poll reached them) equal the
-//! samples the producer wrote up to where the polls reached.
+//! `Follower`: the new samples of a region at each poll, through the
+//! library's one follower of rings over time (`latte::follow::Follower`,
+//! what `latte record` follows with): per ring and owner, samples returned
+//! plus samples lost equal the samples its owners wrote while followed,
+//! owners that came and went between two polls included (counted lost in
+//! the ring's owner seen last).
 
-use crate::columns::{read_view, Filter};
+use crate::columns::{Clock, Columns, Filter};
 use crate::errors::to_py;
 use crate::region::Region;
 use latte::error::Error;
-use latte::reader::latte_cursor;
+use latte::follow::{FollowOptions, Follower as Rings, Incarnation};
+use latte::reader::{latte_raw_sample, View};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Mutex;
 
 /// What a follower has done so far.
-#[derive(Default)]
 struct State {
-    /// One cursor per slot, by slot index.
-    cursors: Vec<latte_cursor>,
-    /// Per slot: the position its cursor started from (0, or where the
-    /// ring's writer was when a follower that skips the past began), and
-    /// the generation it belongs to.
-    start: Vec<(u32, u64)>,
-    /// Samples the cursors of slots since handed to a new owner reached
-    /// (read + lost) in their previous owners' generations.
-    earlier: u64,
-    read: u64,
-    lost: u64,
+    rings: Rings,
+    /// Samples read at the follower's start (the first look of a follower
+    /// that skips the past), returned by the first poll.
+    early: Columns,
     /// A recording's loss is still to be counted (by the first poll of a
     /// follower from the start).
     recording_due: bool,
+    /// What the recording's followed rings lost, counted by that poll.
+    recording_lost: u64,
+    /// The figures of the wanted incarnations at the last poll.
+    read: u64,
+    lost: u64,
+    recorded: u64,
 }
 
 impl State {
-    /// Samples the producer wrote that this follower accounts for: every
-    /// cursor's position less where it started.
-    fn recorded(&self) -> u64 {
-        let now: u64 = self
-            .cursors
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let (g, s) = self.start.get(i).copied().unwrap_or_default();
-                if c.generation == g {
-                    c.next - s.min(c.next)
-                } else {
-                    c.next
-                }
-            })
-            .sum();
-        self.earlier + now
+    /// Sums the figures of the incarnations `filter` wants.
+    fn figures(&mut self, v: &View, filter: &Filter) -> Result<(), Error> {
+        let hidden = hidden_tokens(v)?;
+        let (mut read, mut lost, mut recorded) = (0u64, self.recording_lost, self.recording_lost);
+        for i in self.rings.incarnations().iter().filter(|i| filter.wants_owner(i.id_token, i.os_tid, &hidden)) {
+            read += i.read;
+            lost += i.lost;
+            recorded += i.recorded();
+        }
+        (self.read, self.lost, self.recorded) = (read, lost, recorded);
+        Ok(())
     }
+}
 
-    /// Before a poll: a cursor about to restart on a slot's new owner hands
-    /// what it reached to `earlier`.
-    fn carry(&mut self, slot: usize, generation: u32) {
-        if let Some(c) = self.cursors.get(slot) {
-            if c.generation != 0 && c.generation != generation {
-                let (g, s) = self.start.get(slot).copied().unwrap_or_default();
-                self.earlier += if c.generation == g { c.next - s.min(c.next) } else { c.next };
+/// Per ID token: a reserved one (calibration's), never returned unless asked for.
+fn hidden_tokens(v: &View) -> Result<Vec<bool>, Error> {
+    Ok(v.ids()?.iter().map(|i| latte::name::is_reserved_name(latte::name::name_bytes(&i.name))).collect())
+}
+
+/// Looks at every ring now, appending what the wanted owners wrote to
+/// `cols` (the first error of a column kept).
+fn look_all(rings: &mut Rings, v: &View, filter: &Filter, clock: &Clock, cols: &mut Columns) -> Result<(), Error> {
+    let mut hidden = hidden_tokens(v)?;
+    let mut failed = Ok(());
+    let mut sink = |i: &Incarnation, raw: &[latte_raw_sample]| {
+        if failed.is_err() || raw.is_empty() {
+            return;
+        }
+        if i.id_token as usize >= hidden.len() {
+            // An ID registered since they were listed.
+            match hidden_tokens(v) {
+                Ok(h) => hidden = h,
+                Err(e) => failed = Err(e),
             }
         }
-    }
+        if failed.is_ok() && filter.wants_owner(i.id_token, i.os_tid, &hidden) {
+            failed = cols.push(raw, i.id_token, i.os_tid, clock);
+        }
+    };
+    rings.drain(v, &mut sink)?;
+    failed
 }
 
 /// Follows a region: `poll` returns the samples written since the
@@ -82,24 +94,18 @@ impl Follower {
     #[new]
     #[pyo3(signature = (region, tokens=None, thread=None, from_start=true))]
     fn new(py: Python<'_>, region: Py<Region>, tokens: Option<Vec<u32>>, thread: Option<u32>, from_start: bool) -> PyResult<Follower> {
-        let mut st = State { recording_due: from_start, ..State::default() };
+        let filter = Filter { tokens, thread };
+        let mut rings = Rings::new(FollowOptions { from_start, ..FollowOptions::default() });
+        let mut early = Columns::default();
         if !from_start {
+            // Where each ring's writer is now: following begins here.
             let r = region.get();
             let m = r.mapping()?;
-            let slots = py.detach(|| m.view().slots()).map_err(|e| to_py(py, e, r.target()))?;
-            for s in slots {
-                let i = s.index as usize;
-                if st.cursors.len() <= i {
-                    st.cursors.resize(i + 1, latte_cursor::default());
-                    st.start.resize(i + 1, (0, 0));
-                }
-                // The cursor of a reader that has read (or lost) everything
-                // written so far.
-                st.cursors[i] = latte_cursor { generation: s.generation, next: s.write_idx, ..Default::default() };
-                st.start[i] = (s.generation, s.write_idx);
-            }
+            let clock = r.clock(&m);
+            py.detach(|| look_all(&mut rings, &m.view(), &filter, &clock, &mut early)).map_err(|e| to_py(py, e, r.target()))?;
         }
-        Ok(Follower { region, filter: Filter { tokens, thread }, state: Mutex::new(st) })
+        let st = State { rings, early, recording_due: from_start, recording_lost: 0, read: 0, lost: 0, recorded: 0 };
+        Ok(Follower { region, filter, state: Mutex::new(st) })
     }
 
     /// The samples written since the previous poll, as `Region.samples`
@@ -115,20 +121,20 @@ impl Follower {
                 let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
                 let st = &mut *st;
                 let v = m.view();
-                for s in v.slots()? {
-                    st.carry(s.index as usize, s.generation);
-                }
                 let clock = r.clock(&m);
-                let mut cols = read_view(&v, &self.filter, &mut st.cursors, &clock)?;
+                let (read0, lost0) = (st.read, st.lost);
+                let mut cols = std::mem::take(&mut st.early);
+                look_all(&mut st.rings, &v, &self.filter, &clock, &mut cols)?;
                 if std::mem::take(&mut st.recording_due) {
                     // What the recording's followed rings lost: written
                     // before the file's samples, never in its slots.
-                    let lost = r.recording_lost(&v, &self.filter)?;
-                    cols.lost += lost;
-                    st.earlier += lost;
+                    st.recording_lost = r.recording_lost(&v, &self.filter)?;
                 }
-                st.read += cols.read;
-                st.lost += cols.lost;
+                st.figures(&v, &self.filter)?;
+                // This poll's: what the figures grew by (the samples read
+                // at the start are the first poll's).
+                cols.lost = st.lost - lost0;
+                debug_assert_eq!(cols.read, st.read - read0);
                 Ok(cols)
             })
             .map_err(|e| to_py(py, e, r.target()))?;
@@ -147,12 +153,13 @@ impl Follower {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).lost
     }
 
-    /// Samples written to the followed slots (from their start, or from
-    /// when a follower that skips the past began) up to where the polls
-    /// have reached, counted from the cursors' positions in the rings:
-    /// always `read + lost`.
+    /// Samples the followed rings' owners wrote while followed (from the
+    /// rings' start, or from when a follower that skips the past began), up
+    /// to where the polls have reached, from the writers' own counts: what
+    /// was read, and what was lost (overwritten before a poll reached it,
+    /// or written by owners that came and went between two polls).
     #[getter]
     fn recorded(&self) -> u64 {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).recorded()
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).recorded
     }
 }

@@ -17,6 +17,12 @@
  *     lapped: a reader keeps its oldest sample), one thread; flushes to
  *     IMAGE, removes the region, prints "WROTE <samples written>".
  *
+ *   producer churn REGION RING THREADS SPANS
+ *     A region of 4 rings; prints "READY", waits for a line on stdin, then
+ *     runs THREADS threads one after another (each ring is handed from
+ *     thread to thread), each recording SPANS spans of py.churn; prints
+ *     "WROTE <samples written>" and exits when stdin closes.
+ *
  * RING is the samples per slot (a power of two). Exit status 0, or 1 with a
  * message on stderr. */
 #define _GNU_SOURCE
@@ -150,6 +156,36 @@ static int bulk(const char *region, unsigned ring, unsigned ids, const char *ima
   return 0;
 }
 
+static unsigned long churn_spans;
+
+static void *churn_thread(void *arg) {
+  (void)arg;
+  for (unsigned long i = 0; i < churn_spans; i++) {
+    latte_start("py.churn", LATTE_MODE_FAST);
+    latte_stop(NULL, LATTE_MODE_FAST);
+  }
+  return NULL;
+}
+
+static int churn(const char *region, unsigned ring, unsigned long threads, unsigned long spans) {
+  int rc = init(region, ring, 4);
+  if (rc != 0) return fail("latte_init_shared_region_with", rc);
+  printf("READY\n");
+  fflush(stdout);
+  char go[16];
+  if (fgets(go, sizeof go, stdin) == NULL) return fail("waiting for a line on stdin", -5);
+  churn_spans = spans;
+  for (unsigned long k = 0; k < threads; k++) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, churn_thread, NULL) != 0) return fail("pthread_create", -11);
+    pthread_join(t, NULL);
+  }
+  printf("WROTE %lu\n", threads * spans);
+  fflush(stdout);
+  wait_stdin();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 5 && strcmp(argv[1], "burst") == 0) {
     per_id = strtoul(argv[4], NULL, 10);
@@ -158,6 +194,8 @@ int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "stream") == 0) return stream(argv[2], (unsigned)strtoul(argv[3], NULL, 10));
   if (argc == 6 && strcmp(argv[1], "bulk") == 0)
     return bulk(argv[2], (unsigned)strtoul(argv[3], NULL, 10), (unsigned)strtoul(argv[4], NULL, 10), argv[5]);
-  fprintf(stderr, "usage: producer burst REGION RING PER_ID [IMAGE] | stream REGION RING | bulk REGION RING IDS IMAGE\n");
+  if (argc == 6 && strcmp(argv[1], "churn") == 0)
+    return churn(argv[2], (unsigned)strtoul(argv[3], NULL, 10), strtoul(argv[4], NULL, 10), strtoul(argv[5], NULL, 10));
+  fprintf(stderr, "usage: producer burst REGION RING PER_ID [IMAGE] | stream REGION RING | bulk REGION RING IDS IMAGE | churn REGION RING THREADS SPANS\n");
   return 2;
 }

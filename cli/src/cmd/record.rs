@@ -154,6 +154,9 @@ impl Store {
         self.read += inc.read - p.inc.read;
         self.lost += inc.lost - p.inc.lost;
         p.inc = *inc;
+        if samples.is_empty() {
+            return; // figures only: samples no look saw, counted lost
+        }
         let mut buf = self.pool.try_recv().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(samples);
@@ -344,7 +347,7 @@ fn trailer(o: &RecordOpts, incs: &[Incarnation], name: &dyn Fn(u32) -> String, e
             serde_json::json!({
                 "id": name(i.id_token), "token": i.id_token, "slot": i.slot, "generation": i.generation, "thread_idx": i.thread_idx, "os_tid": i.os_tid,
                 "start_idx": i.start_idx, "end_idx": i.end_idx, "recorded": i.recorded(), "read": i.read, "lost": i.lost,
-                "closed": i.closed, "tail_unknown": i.tail_unknown,
+                "unseen": i.unseen, "closed": i.closed, "tail_unknown": i.tail_unknown,
             })
         })
         .collect();
