@@ -1106,7 +1106,8 @@ int latte_id_name(uint32_t token, char *buf, size_t len);
 // region is installed, -ENOSPC when /dev/shm cannot hold it. A region of
 // that name whose producer is gone (exited or killed) is replaced;
 // -EEXIST when the name belongs to a live producer or to an object that is
-// not a latte region.
+// not a latte region; -EACCES when it is another user's that this process
+// may not open for writing.
 //
 // Called after recording began (a span in a static constructor, an early
 // thread), it moves the private region, with every sample recorded so

@@ -199,8 +199,9 @@ fn is_latte(fd: BorrowedFd<'_>) -> bool {
 /// object made as `tmp` (locked, initialised) under `name`. `inherit` is
 /// called with the old object, locked and still under the name, just
 /// before the new one replaces it. `-EEXIST` when the name belongs to a
-/// live producer, to something that is not a latte region, or to an
-/// object this process may not open for writing.
+/// live producer or to something that is not a latte region; `-EACCES`
+/// (or `-EPERM`) when it belongs to an object this process may not open
+/// for writing (another user's).
 pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool, inherit: &mut dyn FnMut(BorrowedFd<'_>)) -> Result<(), Error> {
     let tmp_path = crate::shm::path(tmp.to_bytes())?;
     let target = crate::shm::path(name)?;
@@ -220,10 +221,13 @@ pub fn publish(tmp: &CStr, name: &[u8], replace_stale: bool, inherit: &mut dyn F
         // SAFETY: a valid path; O_NONBLOCK so that a FIFO does not block.
         let old = unsafe { libc::open(target.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
         if old < 0 {
-            if Error::last_os() == Error::Os(libc::ENOENT) {
-                continue; // gone meanwhile: publish again
-            }
-            return Err(Error::Os(libc::EEXIST));
+            return match Error::last_os() {
+                e if e == Error::Os(libc::ENOENT) => continue, // gone meanwhile: publish again
+                // Another user's object: what stops the take-over is
+                // permission, whether or not its producer lives.
+                e if e == Error::Os(libc::EACCES) || e == Error::Os(libc::EPERM) => Err(e),
+                _ => Err(Error::Os(libc::EEXIST)),
+            };
         }
         // SAFETY: a fresh descriptor nobody else owns.
         let old = unsafe { OwnedFd::from_raw_fd(old) };

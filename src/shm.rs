@@ -19,13 +19,35 @@ pub const NEW_OBJECT_PREFIX: &str = ".latte-new-";
 /// library gives the objects it is still making (`/.latte-new-`…), which
 /// it removes once abandoned (`liveness`, L0).
 pub fn validate_name(name: &[u8]) -> Result<(), Error> {
-    if name.len() < 2 || name.len() > 1 + LATTE_MAX_REGION_NAME as usize || name[0] != b'/' || name[1..].contains(&b'/') || name.contains(&0) {
-        return Err(Error::INVAL);
+    match name_problem(name) {
+        Some(_) => Err(Error::INVAL),
+        None => Ok(()),
     }
-    if name == b"/." || name == b"/.." || name[1..].starts_with(NEW_OBJECT_PREFIX.as_bytes()) {
-        return Err(Error::INVAL);
-    }
-    Ok(())
+}
+
+/// Why `name` is not a valid region name ([`validate_name`]'s rule), in
+/// words for a message; None when it is one.
+pub fn name_problem(name: &[u8]) -> Option<&'static str> {
+    const _: () = assert!(LATTE_MAX_REGION_NAME == 250, "the text below says 250");
+    let rest = name.get(1..).unwrap_or_default();
+    let why = if name.first() != Some(&b'/') {
+        "a region name starts with '/'"
+    } else if rest.is_empty() {
+        "a region name has at least one byte after its '/'"
+    } else if rest.contains(&b'/') {
+        "a region name has no '/' after its first byte (it is one file in /dev/shm, not a path)"
+    } else if name.contains(&0) {
+        "a region name has no NUL byte"
+    } else if rest.len() > LATTE_MAX_REGION_NAME as usize {
+        "a region name has at most 250 bytes after its '/'"
+    } else if rest == b"." || rest == b".." {
+        "'.' and '..' are not file names"
+    } else if rest.starts_with(NEW_OBJECT_PREFIX.as_bytes()) {
+        "names that begin with '/.latte-new-' are latte's own, for the regions it is still making"
+    } else {
+        return None;
+    };
+    Some(why)
 }
 
 /// The name as a C string, validated.
@@ -105,9 +127,14 @@ mod tests {
         for bad in [&b""[..], b"/", b"a", b"/a/b", b"/a\0", b"/.", b"/..", b"/.latte-new-1-0", b"/.latte-new-"] {
             assert_eq!(validate_name(bad), Err(Error::INVAL));
         }
+        assert_eq!(name_problem(b"foo/bar"), Some("a region name starts with '/'"));
+        assert!(name_problem(b"/foo/bar").unwrap().contains("no '/' after its first byte"));
+        assert!(name_problem(b"/").unwrap().contains("at least one byte"));
+        assert!(name_problem(b"").is_some() && name_problem(b"x").is_some() && name_problem(b"/x").is_none());
         let name = |len: usize| [&b"/"[..], &vec![b'a'; len]].concat();
         assert!(validate_name(&name(LATTE_MAX_REGION_NAME as usize)).is_ok());
         assert_eq!(validate_name(&name(LATTE_MAX_REGION_NAME as usize + 1)), Err(Error::INVAL));
+        assert!(name_problem(&name(LATTE_MAX_REGION_NAME as usize + 1)).unwrap().contains("at most 250"));
         assert!(is_region_name(b"x") && is_region_name(b"/x") && !is_region_name(b"./x") && !is_region_name(b"/tmp/x") && !is_region_name(b""));
     }
 }

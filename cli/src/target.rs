@@ -91,7 +91,7 @@ pub fn open_target(raw: &OsStr) -> Result<(Target, Mapping), ExitCode> {
             c if c == Error::Os(libc::EACCES) || c == Error::Os(libc::EPERM) => {
                 fail(&what, &format!("permission denied{}", owner_text(&path)), EXIT_PERMISSION)
             }
-            c if c == Error::Os(libc::EINVAL) && matches!(kind, Target::Region(_)) => fail(target, &invalid_name_text(), EXIT_MISSING),
+            c if c == Error::Os(libc::EINVAL) && matches!(kind, Target::Region(_)) => fail(target, &invalid_name_text(region_of(&kind)), EXIT_MISSING),
             Error::NotLatte | Error::Version | Error::Truncated | Error::Corrupt => fail(&what, &strerror(e), EXIT_NOT_REGION),
             c if c == Error::Os(libc::ENODEV) || c == Error::Os(libc::EISDIR) => {
                 fail(&what, "cannot be mapped: not a latte region or a flushed image", EXIT_NOT_REGION)
@@ -126,7 +126,15 @@ pub fn comm(path: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
-/// Why a region name is refused, with the library's limit.
-pub fn invalid_name_text() -> String {
-    format!("not a valid region name (one leading '/', no other, at most {} bytes after it)", latte::shm::LATTE_MAX_REGION_NAME)
+/// The region name a target was read as (empty for a file).
+fn region_of(kind: &Target) -> &[u8] {
+    match kind {
+        Target::Region(n) => n,
+        Target::File(_) => &[],
+    }
+}
+
+/// Why a region name is refused, in words.
+pub fn invalid_name_text(name: &[u8]) -> String {
+    format!("not a valid region name: {}", latte::shm::name_problem(name).unwrap_or("refused"))
 }

@@ -52,6 +52,15 @@ pub(super) fn installed() -> bool {
 pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
     use std::os::unix::ffi::OsStrExt;
     let value = std::env::var_os(LATTE_REGION_ENV)?;
+    if let Some(why) = unusable(value.as_bytes()) {
+        if !crate::region::quiet() {
+            crate::region::say(format_args!(
+                "{LATTE_REGION_ENV}={:?}: {why}; recording into private memory instead",
+                String::from_utf8_lossy(value.as_bytes())
+            ));
+        }
+        return None;
+    }
     let name = region_name(value.as_bytes(), std::env::args_os().next().as_deref().map(|a| a.as_bytes()), std::process::id());
     // A default name held by a live producer or by an object that is not a
     // region (the same program and pid in another PID namespace that
@@ -73,7 +82,8 @@ pub(super) fn shared_region() -> Option<(Region, Vec<u8>)> {
         };
         match made {
             Ok(r) => return Some((r, candidate)),
-            Err(e) if e == Error::Os(libc::EEXIST) => last = e,
+            // The default name moves on past another user's object too.
+            Err(e) if e == Error::Os(libc::EEXIST) || (tries > 1 && (e == Error::Os(libc::EACCES) || e == Error::Os(libc::EPERM))) => last = e,
             Err(e) => {
                 last = e;
                 break;
@@ -92,6 +102,20 @@ fn short_of_room(e: Error) -> Option<&'static str> {
         e if e == Error::Os(libc::ENOSPC) => Some("no room in /dev/shm"),
         _ => None,
     }
+}
+
+/// Why a `LATTE_REGION` value is refused before any name is made from it:
+/// it has white space at either end (nothing is trimmed), or it is `auto`
+/// in other letter cases (only `auto` asks for the default name; a region
+/// of that name is `/AUTO`).
+fn unusable(value: &[u8]) -> Option<&'static str> {
+    if value.first().is_some_and(u8::is_ascii_whitespace) || value.last().is_some_and(u8::is_ascii_whitespace) {
+        return Some("white space at its start or end (nothing is trimmed: write the name alone)");
+    }
+    if value != AUTO && value.eq_ignore_ascii_case(AUTO) {
+        return Some("the default name is asked for with `auto`, in lower case (a region named so: a leading '/')");
+    }
+    None
 }
 
 /// Whether a `LATTE_REGION` value asks for the default name.
@@ -134,16 +158,36 @@ pub(super) fn say_private(name: &[u8], tried: u32, e: Error) {
         2 => " nor its -2".to_string(),
         k => format!(" nor its -2 ... -{k}"),
     };
+    let why = match e {
+        Error::Os(libc::EEXIST) | Error::Os(libc::EACCES) | Error::Os(libc::EPERM) => holder(name, e),
+        Error::Os(libc::EINVAL) => crate::shm::name_problem(name).map(|w| format!(" ({w})")).unwrap_or_default(),
+        _ => String::new(),
+    };
     crate::region::say(format_args!(
-        "{LATTE_REGION_ENV}: cannot make the shared region {}{also}: {e}{}; recording into private memory instead",
+        "{LATTE_REGION_ENV}: cannot make the shared region {}{also}: {e}{why}; recording into private memory instead",
         String::from_utf8_lossy(name),
-        if e == Error::Os(libc::EEXIST) { holder(name) } else { String::new() }
     ));
 }
 
 /// Who holds a name that could not be taken: a live producer (its pid),
-/// or an object that is not a latte region.
-fn holder(name: &[u8]) -> String {
+/// an object that is not a latte region, or (refused for permission,
+/// `e`) another user's object.
+fn holder(name: &[u8], e: Error) -> String {
+    if e != Error::Os(libc::EEXIST) {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+        let path = [&b"/dev/shm"[..], name].concat();
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let me = unsafe { libc::getuid() };
+        return match std::fs::metadata(std::ffi::OsStr::from_bytes(&path)) {
+            Ok(m) => format!(
+                " (the dead producer's region is owned by uid {}, mode {:04o}; this process is uid {me} and may not take it over)",
+                m.uid(),
+                m.mode() & 0o7777
+            ),
+            Err(_) => String::new(),
+        };
+    }
     match crate::reader::Mapping::open_shm(name) {
         Ok(m) if m.producer_alive() => format!(" (a live producer's region, pid {})", m.view().producer_pid()),
         Ok(_) => String::new(),

@@ -177,10 +177,31 @@ def main():
     check(rc == 0 and err == "", f"the third run: exit {rc}, stderr {err!r}")
     os.unlink("/dev/shm" + name)
 
-    # A name that cannot be a region: said, recorded privately.
-    bad = start(10, LATTE_REGION="/a/b")
-    rc, out, err = finish(bad)
-    check(rc == 0 and err.count("\n") == 1 and "/a/b" in err and "unchanged.work" in out, f"a bad name: {err!r}")
+    # A name that cannot be a region: said with why, recorded privately.
+    for value, why in (("/a/b", "no '/' after its first byte"), ("foo/bar", "no '/' after its first byte")):
+        bad = start(10, LATTE_REGION=value)
+        rc, out, err = finish(bad)
+        check(rc == 0 and err.count("\n") == 1 and value in err and why in err and "unchanged.work" in out, f"a bad name {value!r}: {err!r}")
+    # Values matched as documented: `auto` in lower case only, nothing
+    # trimmed; a value refused is said, and nothing is made.
+    for value, why in (("AUTO", "in lower case"), ("Auto", "in lower case"), ("auto ", "white space"), (" svc", "white space")):
+        before = set(os.listdir("/dev/shm"))
+        p = start(10, LATTE_REGION=value)
+        rc, out, err = finish(p)
+        check(rc == 0 and err.count("\n") == 1 and why in err and "private memory" in err and "unchanged.work" in out,
+              f"LATTE_REGION={value!r} refused with why: {err!r}")
+        check(set(os.listdir("/dev/shm")) == before, f"LATTE_REGION={value!r} made nothing in /dev/shm")
+
+    # Another user's dead region: the take-over is refused for permission,
+    # and the line says so (not that the name is a live producer's).
+    roots = f"/{TAG}-roots"
+    rc, _, _ = finish(start(5, LATTE_REGION=roots))
+    os.chmod("/dev/shm" + roots, 0o644)
+    p = start(5, wrap=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"), LATTE_REGION=roots)
+    rc, out, err = finish(p)
+    check(rc == 0 and err.count("\n") == 1 and "ermission denied" in err and "owned by uid 0" in err and "live producer" not in err
+          and "unchanged.work" in out, f"another user's dead region: refused for permission, said: {err!r}")
+    os.unlink("/dev/shm" + roots)
 
     # The default name: /latte-PROGRAM-PID, for `auto` and for an empty value.
     for value in ("auto", ""):

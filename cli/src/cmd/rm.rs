@@ -141,7 +141,7 @@ fn refused(raw: &OsString, name: &[u8], e: Error, f: &Found) -> ExitCode {
                 fail(&text, &format!("no such region (no /dev/shm{}; `latte ls` lists the regions)", shown(name)), EXIT_MISSING)
             }
         }
-        c if c == Error::INVAL => fail(&text, &invalid_name_text(), EXIT_MISSING),
+        c if c == Error::INVAL => fail(&text, &invalid_name_text(name), EXIT_MISSING),
         c if c == Error::Os(libc::EACCES) || c == Error::Os(libc::EPERM) => {
             fail(&shown(name), &format!("permission denied: not removed{}", owner_text(&shm_path(name))), EXIT_PERMISSION)
         }

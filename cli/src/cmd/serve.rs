@@ -17,7 +17,7 @@ pub fn run(regions: Vec<OsString>, listen: std::net::SocketAddr, export: export:
         let text = shown(r.as_bytes());
         match classify(&r) {
             Target::Region(n) if latte::shm::validate_name(&n).is_ok() => names.push(n),
-            Target::Region(_) => return Err(fail(&text, &invalid_name_text(), EXIT_USAGE)),
+            Target::Region(n) => return Err(fail(&text, &invalid_name_text(&n), EXIT_USAGE)),
             Target::File(_) => return Err(fail(&text, "serve reads shared-memory regions (`/name`), not files", EXIT_USAGE)),
         }
     }
