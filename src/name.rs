@@ -140,9 +140,72 @@ pub fn name_bytes(n: &Name) -> &[u8] {
     n
 }
 
+/// A name shown as text, injectively (two names never get one text):
+/// UTF-8 as it is, but a backslash as `\\` and every byte that is not part
+/// of UTF-8 as `\xNN` (two lowercase hex digits). Every tool that shows or
+/// keys a name by text uses it: `latte stats`, `diff`, `trace`, `watch`,
+/// `plot`, `serve`'s labels and Python's names. `name_from_text` undoes it.
+pub fn name_text(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\\' {
+                s.push('\\');
+            }
+            s.push(c);
+        }
+        for b in chunk.invalid() {
+            s.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    s
+}
+
+/// The bytes a `name_text` stands for (a name given on a command line
+/// as a tool shows it); None when the text is not such a form (a lone
+/// backslash, `\x` without two hex digits).
+pub fn name_from_text(text: &str) -> Option<Vec<u8>> {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+        } else if b.get(i + 1) == Some(&b'\\') {
+            out.push(b'\\');
+            i += 2;
+        } else if b.get(i + 1) == Some(&b'x') && i + 4 <= b.len() {
+            let hex = std::str::from_utf8(&b[i + 2..i + 4]).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 4;
+        } else {
+            return None;
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn name_text_is_injective_and_undone() {
+        let names: [&[u8]; 6] = [b"caf\xe9", b"caf\xe8", b"caf\\xe9", b"a\\b", "caf\u{e9}".as_bytes(), b"x\xff\\"];
+        let texts: Vec<String> = names.iter().map(|n| name_text(n)).collect();
+        for (i, a) in texts.iter().enumerate() {
+            assert_eq!(name_from_text(a).as_deref(), Some(names[i]), "{a}");
+            for b in &texts[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(texts[0], "caf\\xe9");
+        assert_eq!(texts[2], "caf\\\\xe9");
+        assert_eq!(texts[4], "caf\u{e9}");
+        assert_eq!(name_from_text("a\\"), None);
+        assert_eq!(name_from_text("a\\xg0"), None);
+    }
 
     #[test]
     fn id_is_agrees_with_the_stored_form() {

@@ -135,7 +135,7 @@ enum Cmd {
     /// (a recording: read by stats, trace, diff and plot like a flushed image).
     Record {
         /// A region name (`/name` or `name`).
-        target: String,
+        target: OsString,
         /// The recording to write.
         #[arg(short = 'o', long = "output")]
         output: std::path::PathBuf,
@@ -146,9 +146,10 @@ enum Cmd {
         /// Stop once this many samples were read (whole batches: at least this many).
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
-        /// Record only this ID (repeat for more).
+        /// Record only this ID (repeat for more): its name as the tools
+        /// show it (`caf\xe9`), or its bytes.
         #[arg(long = "id", value_name = "NAME")]
-        ids: Vec<String>,
+        ids: Vec<OsString>,
         /// Begin with the samples the rings hold now (what they no longer
         /// hold counts as lost) instead of with the next one written.
         #[arg(long)]
@@ -159,9 +160,9 @@ enum Cmd {
     /// p-value and a verdict. Exit code 8 when an ID got significantly slower.
     Diff {
         /// The baseline.
-        a: String,
+        a: OsString,
         /// The run compared with it.
-        b: String,
+        b: OsString,
         /// Significance level of the U test; the intervals are at 1 - alpha.
         #[arg(long, default_value_t = 0.05)]
         alpha: f64,
@@ -214,13 +215,14 @@ enum Cmd {
     Plot {
         /// Regions, flushed images or recordings (one curve each).
         #[arg(required = true)]
-        sources: Vec<String>,
+        sources: Vec<OsString>,
         /// The picture: a name ending in .svg or .png.
         #[arg(short = 'o', long = "output")]
         output: std::path::PathBuf,
-        /// Plot only this ID (repeat for more).
+        /// Plot only this ID (repeat for more): its name as the tools show
+        /// it (`caf\xe9`), or its bytes.
         #[arg(long = "id", value_name = "NAME")]
-        ids: Vec<String>,
+        ids: Vec<OsString>,
         /// Leave out switched samples from the spectra.
         #[arg(long)]
         clean: bool,
@@ -317,7 +319,7 @@ fn main() -> ExitCode {
             exit::done(cmd::watch::run(&target, &cmd::watch::WatchOpts { every: interval, count, plain: plain || !style.tty, time, follow, clean }, style))
         }
         Cmd::Trace { target, output, ids, threads, from, to } => {
-            let ids: Vec<String> = ids.iter().map(|i| String::from_utf8_lossy(i.as_bytes()).into_owned()).collect();
+            let ids: Vec<String> = ids.iter().map(|i| term::id_text(i.as_bytes())).collect();
             let filter = latte::trace::Filter {
                 ids: (!ids.is_empty()).then_some(&ids[..]),
                 threads: (!threads.is_empty()).then_some(&threads[..]),
@@ -330,6 +332,7 @@ fn main() -> ExitCode {
             exit::done(cmd::serve::run(regions, listen, export::Options { regions: Vec::new(), per_thread, keep_gone, split_switched }, interval))
         }
         Cmd::Record { target, output, duration, count, ids, from_start } => {
+            let ids = ids.iter().map(|i| term::id_text(i.as_bytes())).collect();
             exit::done(cmd::record::run(&cmd::record::RecordOpts { target, output, duration, count, ids, from_start }))
         }
         Cmd::Diff { a, b, alpha, threshold, clean, json, replicates, seed, wide } => exit::done(cmd::diff::run(
@@ -338,6 +341,7 @@ fn main() -> ExitCode {
         )),
         Cmd::Rm { names, dead, older_than, force, dry_run } => exit::done(cmd::rm::run(&cmd::rm::RmOpts { names, dead, older_than, force, dry_run })),
         Cmd::Plot { sources, output, ids, clean, heatmap_run } => {
+            let ids = ids.iter().map(|i| term::id_text(i.as_bytes())).collect();
             exit::done(cmd::plot::run(&cmd::plot::PlotOpts { sources, output, ids, clean, heatmap_run: (heatmap_run - 1) as usize }))
         }
     }

@@ -45,17 +45,16 @@ pub fn switched(s: &latte_raw_sample) -> bool {
 }
 
 /// Reads every sample of `target` (reserved IDs left out).
-pub fn load(target: &str) -> Result<Source, ExitCode> {
-    let m = open(std::ffi::OsStr::new(target))?;
+pub fn load(raw: &std::ffi::OsStr) -> Result<Source, ExitCode> {
+    let m = open(raw)?;
+    let target = &crate::target::shown(std::os::unix::ffi::OsStrExt::as_bytes(raw));
     let v = m.view();
     let bad = |e: latte::Error| fail(target, &e.to_string(), EXIT_NOT_REGION);
     let names = v.ids().map_err(bad)?;
     let slots = v.slots().map_err(bad)?;
     let cap = v.geo().samples_per_slot as u64;
-    let mut ids: Vec<IdSamples> = names
-        .iter()
-        .map(|i| IdSamples { name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(), samples: Vec::new(), lost: 0 })
-        .collect();
+    let mut ids: Vec<IdSamples> =
+        names.iter().map(|i| IdSamples { name: latte::name::name_text(latte::name::name_bytes(&i.name)), samples: Vec::new(), lost: 0 }).collect();
     let hidden: Vec<bool> = names.iter().map(|i| latte::name::is_reserved_name(latte::name::name_bytes(&i.name))).collect();
     let mut holds = vec![0u64; ids.len()];
     for s in &slots {

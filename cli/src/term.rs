@@ -147,16 +147,21 @@ pub fn field(name: &str) -> String {
     }
 }
 
-/// Bytes as text (a name, an ID, a label value): UTF-8 as is, any other byte as `\xNN`.
+/// Bytes as text (a name, an ID, a region, a label value), as every tool
+/// shows them: `latte::name::name_text` (UTF-8 as is but a backslash
+/// doubled, any other byte as `\xNN`), so two names never share a text.
 pub fn label_text(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        s.push_str(chunk.valid());
-        for b in chunk.invalid() {
-            s.push_str(&format!("\\x{b:02x}"));
-        }
+    latte::name::name_text(bytes)
+}
+
+/// The name's text an `--id` argument stands for: the argument itself when
+/// it is a name as the tools show it (`caf\xe9`, `a\\b`), else the name
+/// whose bytes it is (a raw byte, a lone backslash typed as itself).
+pub fn id_text(arg: &[u8]) -> String {
+    match std::str::from_utf8(arg) {
+        Ok(s) if latte::name::name_from_text(s).is_some_and(|b| label_text(&b) == s) => s.to_string(),
+        _ => label_text(arg),
     }
-    s
 }
 
 #[cfg(test)]
@@ -178,6 +183,17 @@ mod tests {
         assert_eq!(field("a b"), "\"a b\"");
         assert_eq!(field("k=v"), "\"k=v\"");
         assert_eq!(field(""), "\"\"");
+    }
+
+    #[test]
+    fn id_arguments_are_shown_texts_or_bytes() {
+        // As shown: the byte name, the look-alike (backslash doubled).
+        assert_eq!(id_text(b"caf\\xe9"), "caf\\xe9");
+        assert_eq!(id_text(b"caf\\\\xe9"), "caf\\\\xe9");
+        // Raw bytes, and texts no tool shows (a lone backslash, `\x41`).
+        assert_eq!(id_text(b"caf\xe9"), "caf\\xe9");
+        assert_eq!(id_text(b"a\\b"), "a\\\\b");
+        assert_eq!(id_text(b"\\x41"), "\\\\x41");
     }
 
     #[test]

@@ -219,15 +219,18 @@ class Region:
     @property
     def ids(self) -> dict:
         """``{token: name}`` of the program's IDs (latte's reserved
-        calibration ID left out)."""
-        return {t: n for t, n, reserved in self._r.ids() if not reserved}
+        calibration ID left out). A name is shown as the ``latte`` command
+        shows it: UTF-8 as is, a backslash doubled, any other byte as
+        ``\\xNN``, so two IDs never share a name; ``samples(id=...)`` takes
+        that text or the name's bytes."""
+        return {t: n for t, n, reserved, _ in self._r.ids() if not reserved}
 
     @property
     def slots(self) -> list:
         """Every assigned (thread, ID) ring: index, id, name, thread (OS
         tid), thread_index, state (``"live"``, or ``"closed"`` once its
         thread exited) and written (samples written to it so far)."""
-        names = {t: n for t, n, _ in self._r.ids()}
+        names = {t: n for t, n, _, _ in self._r.ids()}
         out = self._r.slots()
         for s in out:
             s["name"] = names.get(s["id"], "")
@@ -265,20 +268,25 @@ class Region:
             return None
         wanted = list(id) if isinstance(id, (list, tuple, set, frozenset)) else [id]
         ids = self._r.ids()
-        by_name = {n: t for t, n, _ in ids}
-        known = {t for t, _, _ in ids}
+        by_name = {n: t for t, n, _, _ in ids}
+        by_bytes = {b: t for t, _, _, b in ids}
+        known = {t for t, _, _, _ in ids}
         tokens = []
         for w in wanted:
             if isinstance(w, str):
                 if w not in by_name:
                     raise KeyError(f"{self.target}: no ID named {w!r}")
                 tokens.append(by_name[w])
+            elif isinstance(w, (bytes, bytearray)):
+                if bytes(w) not in by_bytes:
+                    raise KeyError(f"{self.target}: no ID of the bytes {bytes(w)!r}")
+                tokens.append(by_bytes[bytes(w)])
             elif isinstance(w, (int, np.integer)) and not isinstance(w, bool):
                 if int(w) not in known:
                     raise KeyError(f"{self.target}: no ID of token {int(w)}")
                 tokens.append(int(w))
             else:
-                raise TypeError(f"an ID is a name (str) or a token (int), not {type(w).__name__}")
+                raise TypeError(f"an ID is a name (str, as Region.ids shows it), its bytes or a token (int), not {type(w).__name__}")
         return tokens
 
     def samples(self, id=None, thread=None) -> Samples:
@@ -290,7 +298,7 @@ class Region:
         return Samples(self._r.samples(tokens, thread), self._names())
 
     def _names(self) -> dict:
-        return {t: n for t, n, _ in self._r.ids()}
+        return {t: n for t, n, _, _ in self._r.ids()}
 
     def to_pandas(self, id=None, thread=None):
         """``samples(id, thread).to_pandas()``."""

@@ -13,6 +13,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// One ID as `Region.ids` gives it: token, name as text, reserved, bytes.
+type IdEntry = (u32, String, bool, Vec<u8>);
+
 /// Window (ms) of the TSC rate measured here when the producer published
 /// none (as the `latte` command does).
 const MEASURE_WINDOW_MS: u64 = 50;
@@ -145,16 +148,18 @@ impl Region {
         Ok(self.mapping()?.producer_alive())
     }
 
-    /// Every published ID: (token, name, reserved) tuples, by token.
-    /// Reserved IDs (`latte.calibrate`) are latte's own.
-    fn ids(&self, py: Python<'_>) -> PyResult<Vec<(u32, String, bool)>> {
+    /// Every published ID: (token, name, reserved, bytes) tuples (`IdEntry`), by
+    /// token: the name as text (`latte::name::name_text`, which tells every
+    /// name apart) and as its bytes. Reserved IDs (`latte.calibrate`) are
+    /// latte's own.
+    fn ids(&self, py: Python<'_>) -> PyResult<Vec<IdEntry>> {
         let m = self.mapping()?;
         let ids = py.detach(|| m.view().ids()).map_err(|e| to_py(py, e, &self.target))?;
         Ok(ids
             .iter()
             .map(|i| {
                 let b = latte::name::name_bytes(&i.name);
-                (i.token, String::from_utf8_lossy(b).into_owned(), latte::name::is_reserved_name(b))
+                (i.token, latte::name::name_text(b), latte::name::is_reserved_name(b), b.to_vec())
             })
             .collect())
     }

@@ -182,9 +182,19 @@ def test_damaged_trailers_are_refused(recording, tmp_path):
     os.remove(p)
 
 
+def unquote(field):
+    return json.loads(field) if field.startswith('"') else field
+
+
+# The IDs of nonutf8_producer.py, as every tool shows them, and their bytes.
+WANT = {"a\\xff": 1000, "a\\xfe": 2000, "a\ufffd": 3000, "a\\\\xff": 4000}
+RAW = [b"a\xff", b"a\xfe", b"a\xef\xbf\xbd", b"a\\xff"]
+
+
 def test_ids_whose_names_read_alike_stay_apart(latte_bin, tmp_path):
-    """Names are bytes: three IDs that read alike as UTF-8 are three IDs in
-    the recording, the command's summary and Python."""
+    """Names are bytes: four IDs that read alike as UTF-8 or as text are
+    four IDs in the live region, the recording, the command's summary and
+    Python, each under its own name and reachable by it and by its bytes."""
     lib = os.path.join(os.path.dirname(latte_bin), "liblatte.so")
     name = region_name()
     path = str(tmp_path / "alike.rec")
@@ -197,6 +207,12 @@ def test_ids_whose_names_read_alike_stay_apart(latte_bin, tmp_path):
         p.stdin.write("go\n")
         p.stdin.flush()
         assert p.stdout.readline().strip() == "DONE"
+        with latte.open(name) as live:
+            assert sorted(live.ids.values()) == sorted(WANT)
+            for text, n in WANT.items():
+                assert len(live.samples(id=text)) == n
+            for raw, n in zip(RAW, sorted(WANT.values())):
+                assert len(live.samples(id=raw)) == n
         p.stdin.close()
         p.wait(timeout=30)
         out, _ = rec.communicate(timeout=30)
@@ -204,7 +220,9 @@ def test_ids_whose_names_read_alike_stay_apart(latte_bin, tmp_path):
         if p.poll() is None:
             p.kill()
         unlink_region(name)
-    assert sorted(int(line.split("recorded=")[1].split()[0]) for line in out.splitlines() if line.startswith("id=")) == [1000, 2000, 3000]
+    # The summary's key=value fields JSON-quote a name with a backslash.
+    summary = {unquote(line.split()[0][3:]): int(line.split("recorded=")[1].split()[0]) for line in out.splitlines() if line.startswith("id=")}
+    assert summary == WANT, summary
     with latte.open(path) as r:
         assert r.kind == "recording"
-        assert sorted(len(r.samples(id=t)) for t in r.ids) == [1000, 2000, 3000]
+        assert {n: len(r.samples(id=t)) for t, n in r.ids.items()} == WANT

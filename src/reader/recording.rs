@@ -152,8 +152,8 @@ fn trailer_of(fd: BorrowedFd<'_>, image_len: u64) -> Result<Option<Recording>, E
 /// sums, and per ID the rings' `read` is what the image's slots hold. Sets
 /// each ring's token.
 fn check(rec: &mut Recording, view: &View<'_>) -> Result<(), Error> {
-    let names: Vec<String> = view.ids()?.iter().map(|i| String::from_utf8_lossy(crate::name::name_bytes(&i.name)).into_owned()).collect();
-    // Name to token; None for a name two IDs share once made UTF-8.
+    let names: Vec<String> = view.ids()?.iter().map(|i| crate::name::name_text(crate::name::name_bytes(&i.name))).collect();
+    // Name to token; None for a name two IDs share (a hostile image).
     let mut by_name: std::collections::HashMap<&str, Option<u32>> = std::collections::HashMap::new();
     for (t, n) in names.iter().enumerate() {
         by_name.entry(n.as_str()).and_modify(|e| *e = None).or_insert(Some(t as u32));

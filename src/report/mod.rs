@@ -148,7 +148,7 @@ pub fn collect(view: &View) -> Result<Collected, Error> {
     let ids = view.ids()?;
     let n = ids.len();
     let mut c = Collected {
-        names: ids.iter().map(|i| String::from_utf8_lossy(name_bytes(&i.name)).into_owned()).collect(),
+        names: ids.iter().map(|i| crate::name::name_text(name_bytes(&i.name))).collect(),
         hidden: ids.iter().map(|i| is_reserved_name(name_bytes(&i.name))).collect(),
         per_token: vec![Vec::new(); n],
         threads: vec![Default::default(); n],
@@ -303,7 +303,7 @@ fn row_of(id: &IdInfo, mut c: Component, data: latte_data, cal: &Calibration, cl
         None => return Ok(None),
     };
     Ok(Some(Row {
-        name: String::from_utf8_lossy(name_bytes(&id.name)).into_owned(),
+        name: crate::name::name_text(name_bytes(&id.name)),
         token: id.token,
         summary,
         outliers,

@@ -10,8 +10,8 @@ use crate::term::{emit, Style};
 use std::process::ExitCode;
 
 pub struct DiffOpts {
-    pub a: String,
-    pub b: String,
+    pub a: std::ffi::OsString,
+    pub b: std::ffi::OsString,
     /// Significance level of the U test (and 1 - the intervals' level).
     pub alpha: f64,
     /// Smallest relative change of the median that counts (0.05: 5 %).

@@ -13,7 +13,7 @@ use plotters::prelude::*;
 use std::process::ExitCode;
 
 pub struct PlotOpts {
-    pub sources: Vec<String>,
+    pub sources: Vec<std::ffi::OsString>,
     pub output: std::path::PathBuf,
     /// Only these IDs (all when empty).
     pub ids: Vec<String>,
@@ -59,10 +59,16 @@ const FONT_FILES: [&str; 4] = [
 /// The runs' labels: each source's file name without its directory, or,
 /// where two runs would share one, the fewest last path components that
 /// tell them apart (a source given twice: numbered).
-fn labels(sources: &[String]) -> Vec<String> {
+fn labels(sources: &[std::ffi::OsString]) -> Vec<String> {
     let parts: Vec<Vec<String>> = sources
         .iter()
-        .map(|s| std::path::Path::new(s).components().map(|c| c.as_os_str().to_string_lossy().into_owned()).filter(|c| c != "/" && c != ".").collect())
+        .map(|s| {
+            std::path::Path::new(s)
+                .components()
+                .map(|c| crate::term::label_text(std::os::unix::ffi::OsStrExt::as_bytes(c.as_os_str())))
+                .filter(|c| c != "/" && c != ".")
+                .collect()
+        })
         .collect();
     let tail = |p: &Vec<String>, n: usize| p[p.len().saturating_sub(n)..].join("/");
     let longest = parts.iter().map(Vec::len).max().unwrap_or(1).max(1);
@@ -391,7 +397,7 @@ mod tests {
 
     #[test]
     fn labels_tell_runs_apart() {
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let s = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
         assert_eq!(labels(&s(&["./a.rec", "/tmp/b.rec"])), ["a.rec", "b.rec"]);
         assert_eq!(labels(&s(&["./run1/x.rec", "./run2/x.rec"])), ["run1/x.rec", "run2/x.rec"]);
         assert_eq!(labels(&s(&["/a/b/x.rec", "/c/b/x.rec", "/c/d/y.rec"])), ["a/b/x.rec", "c/b/x.rec", "c/d/y.rec"]);

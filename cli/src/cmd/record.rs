@@ -70,7 +70,7 @@ fn write_batches(mut w: Writer, rx: mpsc::Receiver<Batch>, pool: mpsc::Sender<Ve
 
 /// What to record.
 pub struct RecordOpts {
-    pub target: String,
+    pub target: std::ffi::OsString,
     pub output: std::path::PathBuf,
     /// Stop after this long.
     pub duration: Option<Duration>,
@@ -135,7 +135,7 @@ impl Store {
         *self.keep[t].get_or_insert_with(|| {
             let Ok(n) = v.id_name(token) else { return false };
             let name = latte::name::name_bytes(&n);
-            !latte::name::is_reserved_name(name) && (wanted.is_empty() || wanted.iter().any(|w| w.as_bytes() == name))
+            !latte::name::is_reserved_name(name) && (wanted.is_empty() || wanted.contains(&latte::name::name_text(name)))
         })
     }
 
@@ -209,14 +209,15 @@ fn create_output(path: &std::path::Path, m: &latte::Mapping) -> Result<std::fs::
 /// Records `o.target` into `o.output` until one of the ends of `RecordOpts`
 /// comes, then prints one line per ID and the totals.
 pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
-    let mut m = open(std::ffi::OsStr::new(&o.target))?;
+    let target = crate::target::shown(std::os::unix::ffi::OsStrExt::as_bytes(o.target.as_os_str()));
+    let mut m = open(&o.target)?;
     let v = m.view();
     if v.flags() & LATTE_REGION_FLUSHED != 0 {
-        return Err(fail(&o.target, "is a file: record follows a live region (diff, plot and stats read files as they are)", EXIT_USAGE));
+        return Err(fail(&target, "is a file: record follows a live region (diff, plot and stats read files as they are)", EXIT_USAGE));
     }
     let shown = o.output.display().to_string();
     if !o.from_start && !m.producer_alive() {
-        return Err(fail(&o.target, "its producer has exited: nothing more will be written to it (--from-start records what its rings hold)", EXIT_USAGE));
+        return Err(fail(&target, "its producer has exited: nothing more will be written to it (--from-start records what its rings hold)", EXIT_USAGE));
     }
     let file = create_output(&o.output, &m)?;
     let writer = Writer::create(file, v.geo().samples_per_slot).map_err(|e| fail(&shown, &e.to_string(), EXIT_OUTPUT))?;
@@ -232,7 +233,7 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     let mut follower = Follower::new(FollowOptions { from_start: o.from_start, ..Default::default() });
     let started = Instant::now();
     let started_wall = std::time::SystemTime::now();
-    let read_err = |e: latte::Error| fail(&o.target, &e.to_string(), EXIT_NOT_REGION);
+    let read_err = |e: latte::Error| fail(&target, &e.to_string(), EXIT_NOT_REGION);
     // Made on the following thread (this one), which it measures.
     let mut stalls = crate::stall::Stalls::new();
     let why = follow_until_end(o, &mut m, &mut follower, &mut store, &mut stalls, &failed, started)?;
@@ -252,7 +253,7 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
         return Err(fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT));
     }
     let incs = final_incarnations(&follower, &order, &pending);
-    let name = |t: u32| v.id_name(t).map(|n| String::from_utf8_lossy(latte::name::name_bytes(&n)).into_owned()).unwrap_or_default();
+    let name = |t: u32| v.id_name(t).map(|n| latte::name::name_text(latte::name::name_bytes(&n))).unwrap_or_default();
     let ended = Ended { why, started_wall, seconds, stalled };
     let bytes = writer.finish(&v, &trailer(o, &incs, &name, &ended)).map_err(|e| fail(&shown, &output_error(&o.output, &e), EXIT_OUTPUT))?;
     for w in &o.ids {
@@ -280,7 +281,8 @@ fn follow_until_end(
 ) -> Result<&'static str, ExitCode> {
     let progress = std::io::stderr().is_terminal();
     let mut shown_at = Instant::now();
-    let read_err = |e: latte::Error| fail(&o.target, &e.to_string(), EXIT_NOT_REGION);
+    let target = crate::target::shown(std::os::unix::ffi::OsStrExt::as_bytes(o.target.as_os_str()));
+    let read_err = |e: latte::Error| fail(&target, &e.to_string(), EXIT_NOT_REGION);
     let why = loop {
         // Looked at before the pass: once the producer is gone, this pass
         // reads the last samples there will ever be.
@@ -355,7 +357,7 @@ fn trailer(o: &RecordOpts, incs: &[Incarnation], name: &dyn Fn(u32) -> String, e
     let ns = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     serde_json::json!({
         "format": latte::reader::RECORDING_FORMAT, "version": latte::reader::RECORDING_VERSION,
-        "target": o.target, "from_start": o.from_start, "ids": o.ids,
+        "target": crate::target::shown(std::os::unix::ffi::OsStrExt::as_bytes(o.target.as_os_str())), "from_start": o.from_start, "ids": o.ids,
         "started_realtime_ns": ns(e.started_wall), "ended_realtime_ns": ns(std::time::SystemTime::now()), "seconds": e.seconds,
         "reader_stalled_seconds": e.stalled.as_secs_f64(),
         "ended_because": e.why,

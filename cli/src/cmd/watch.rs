@@ -115,7 +115,7 @@ fn watch_read(v: &View, f: &mut Follow, per: &mut Vec<Interval>, clean: bool, al
         if s.id_token as usize >= per.len() {
             // IDs registered since they were last listed.
             for i in v.ids()?.iter().skip(per.len()) {
-                per.push(Interval { name: String::from_utf8_lossy(latte::name::name_bytes(&i.name)).into_owned(), ..Default::default() });
+                per.push(Interval { name: latte::name::name_text(latte::name::name_bytes(&i.name)), ..Default::default() });
             }
         }
         f.buf.clear();

@@ -507,6 +507,8 @@ mod tests {
         assert_eq!(label_text(b"svc.a"), "svc.a");
         assert_eq!(label_text("é \"q\"".as_bytes()), "é \"q\"");
         assert_eq!(label_text(b"a\xffb\xc3"), "a\\xffb\\xc3");
+        // A backslash is doubled: the byte 0xFF and the text `\xff` differ.
+        assert_eq!(label_text(b"a\\xff"), "a\\\\xff");
     }
 
     #[test]
