@@ -235,7 +235,7 @@ serve-test: lib $(B)/serve/service $(B)/serve/many_regions $(B)/serve/corrupt
 # optimisation without LTO (Cargo.toml).
 rust-test: tools
 	$(CARGO) test --profile ci-test
-	$(CARGO) test --profile ci-test --features uring --lib --test flush --test flush_targets --test flush_seccomp --test flush_first
+	$(CARGO) test --profile ci-test --features uring --lib --test flush --test flush_targets --test flush_seccomp --test flush_first --test flush_stall
 
 # Every C test program, built four ways: against liblatte.so, against
 # liblatte.a, with -DLATTE_DISABLE and no liblatte, and with ASan+UBSan

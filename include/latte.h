@@ -916,22 +916,27 @@ int latte_samples_clean(const double *values, size_t n, double *out_values, size
 // as the preferred display unit. 0, or -EBADF (bad fd, or not open for
 // writing), -EINVAL (O_APPEND, not a regular file, or `unit` neither
 // LATTE_UNIT_CYCLE nor LATTE_UNIT_TIME), -ESPIPE (a pipe,
-// FIFO or socket), -EBUSY (a flush is pending), -ENOSYS/-EPERM
+// FIFO or socket), -EBUSY (a flush is pending, or writes of an earlier
+// one into the same file are still with the kernel), -ENOSYS/-EPERM
 // (io_uring unavailable), LATTE_ERR_NOT_SUPPORTED (built without the
 // `uring` feature: use `latte_flush_sync`).
 int latte_flush_async(int fd, latte_unit unit);
 
 // Progress of the asynchronous flush, without blocking: LATTE_FLUSH_PENDING
 // while in flight, LATTE_FLUSH_IDLE when the last one finished (or none was
-// started), or the negative code it failed with (e.g. -ENOSPC). Each call
-// also moves the flush along (reaps completions, submits the next writes).
+// started), or the negative code it failed with (e.g. -ENOSPC;
+// -ETIMEDOUT when the kernel completed none of its writes for the stall
+// limit, 10 s or `LATTE_FLUSH_STALL_MS`: its writes are then cancelled in
+// the kernel). Each call also moves the flush along (reaps completions,
+// submits the next writes).
 int latte_poll_flush(void);
 
 // Cancels the pending asynchronous flush without waiting: 1 when one was
 // pending (nothing more is submitted; `latte_poll_flush` then returns
 // -ECANCELED and the file holds no valid image; the writes already with
-// the kernel are reaped by later calls, and `latte_flush_async` returns
-// -EBUSY until they are), 0 when none was; LATTE_ERR_NOT_SUPPORTED
+// the kernel are cancelled there and reaped by later calls, and
+// `latte_flush_async` into the same file returns -EBUSY until they are;
+// into another file it starts at once), 0 when none was; LATTE_ERR_NOT_SUPPORTED
 // without the `uring` feature. A fork child's flush state is its own: it
 // starts idle, and nothing it calls touches its parent's flush.
 int latte_flush_cancel(void);

@@ -345,6 +345,8 @@ pub fn flush_sync(fd: i32, unit: latte_unit) -> Result<u64, Error> {
 
 #[cfg(feature = "uring")]
 mod uring;
+#[cfg(all(feature = "uring", feature = "internals"))]
+pub use uring::withhold_completions;
 
 /// Starts an asynchronous flush to `fd` (io_uring). 0, or an error code.
 pub fn flush_async(fd: i32, unit: latte_unit) -> Result<(), Error> {
