@@ -181,6 +181,7 @@ cli-test: lib $(B)/cli/service $(B)/cli/unchanged
 	unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=512m tmpfs /dev/shm || exit 1; rc=0; \
 	  $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service || rc=1; \
 	  $(PYTHON) tests/cli/names.py $(REL)/latte || rc=1; \
+	  $(PYTHON) tests/cli/truncated.py $(REL)/latte || rc=1; \
 	  $(PYTHON) tests/cli/env_region.py $(REL)/latte $(B)/cli/unchanged || rc=1; exit $$rc'
 
 # `latte record`, `diff` and `plot` end to end (tests/compare/run.py):

@@ -92,9 +92,18 @@ impl View<'_> {
         self.ids_used_raw()
     }
 
-    /// Slots handed out so far, as the header counts them.
+    /// Slots handed out so far, as the header counts them (0 when the
+    /// object shrank under the mapping: `whole` says whether it did).
     pub fn slots_used(&self) -> u32 {
         self.slots_used_raw()
+    }
+
+    /// `Error::Truncated` once the object shrank under this view's mapping
+    /// (another process truncated it): what the view read since may be the
+    /// zeros of lost pages (no slot handed out, every ring idle), not data.
+    /// A reader that follows a region calls it after each look.
+    pub fn whole(&self) -> Result<(), crate::error::Error> {
+        super::check_whole(self.base)
     }
 
     /// Slots this view can read: those of the chunks it maps, in order,

@@ -99,6 +99,15 @@ struct Follow {
 /// One look at every slot that is due (`all`: at every slot) into the
 /// interval's figures; how long (ns) until the next look is due.
 fn watch_read(v: &View, f: &mut Follow, per: &mut Vec<Interval>, clean: bool, all: bool) -> Result<u64, Error> {
+    let r = watch_look(v, f, per, clean, all);
+    // A region truncated under the mapping reads as zeros: no slot handed
+    // out, which would pass for an idle region.
+    v.whole()?;
+    r
+}
+
+/// `watch_read`'s look at the slots.
+fn watch_look(v: &View, f: &mut Follow, per: &mut Vec<Interval>, clean: bool, all: bool) -> Result<u64, Error> {
     let now = now_ns();
     f.pacing.handed(now, v.slots_used(), v.counters().slot_reuses);
     let used = (v.slots_used() as u64).min(v.slot_capacity()) as u32;
