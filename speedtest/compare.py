@@ -27,7 +27,7 @@ usage: compare.py LATTE PRODUCER
 
 Prints one row per figure with its goal and PASS, FAIL or BUSY; exits 1
 when a goal failed, else 3 when a row was too noisy to judge, else 0."""
-import atexit, os, re, shutil, subprocess, sys, tempfile, time, urllib.request
+import atexit, os, re, shutil, signal, subprocess, sys, tempfile, time, urllib.request
 
 LATTE, PRODUCER = sys.argv[1], sys.argv[2]
 SECONDS = 2.0
@@ -47,6 +47,19 @@ TMP = tempfile.mkdtemp(prefix="latte-speed-compare-")
 atexit.register(shutil.rmtree, TMP, True)
 failed = 0
 busy = 0
+# The longest the whole comparison may run (about a minute here): past it,
+# it stops (its producers, record and serve are killed on the way out), says
+# so and fails.
+LIMIT_S = 600
+
+
+def past_limit(signum, frame):
+    print(f"speedtest: speedtest/compare.py ran past its time limit of {LIMIT_S} s: stopped; FAIL", flush=True)
+    sys.exit(1)
+
+
+signal.signal(signal.SIGALRM, past_limit)
+signal.alarm(LIMIT_S)
 
 
 def row(name, value, goal, ok):

@@ -48,6 +48,7 @@ carry their own criteria, printed with them.
 import argparse
 import os
 import statistics
+import signal
 import subprocess
 import sys
 
@@ -76,19 +77,50 @@ REF_ROWS = ["ref.fast", "ref.mid", "ref.hard", "ref.pulse", "ref.fast.2"]
 SCHED_ROWS = [("sched.fast", "Fast Start+Stop"), ("sched.pulse", "LATTE_PULSE")]
 
 
+# The longest any one step (a benchmark program, an extra) may run. A step
+# takes under a minute here; one that runs past this is stopped (with every
+# process it started), said, and judged a failure.
+STEP_LIMIT_S = 300
+
+
+def limited(cmd, shell=False):
+    """Runs one step with its output captured, within STEP_LIMIT_S; returns
+    (exit code, output, whether it ran past the limit and was stopped). The
+    step runs in a session of its own, so that what it started is stopped
+    with it."""
+    p = subprocess.Popen(cmd, shell=shell, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=STEP_LIMIT_S)
+        return p.returncode, out, False
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, _ = p.communicate()
+        return p.returncode, out, True
+
+
+def past_limit(cmd):
+    return f"speedtest: {cmd if isinstance(cmd, str) else ' '.join(cmd)} ran past its time limit of {STEP_LIMIT_S} s: stopped; FAIL"
+
+
 def run(cmd):
     """Runs one benchmark program; returns {key: fields} of its ROW lines and its other lines."""
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rc, out, late = limited(cmd)
+    if late:
+        sys.stdout.write(out)
+        raise SystemExit(past_limit(cmd))
     rows, other = {}, []
-    for line in p.stdout.splitlines():
+    for line in out.splitlines():
         f = line.split()
         if f and f[0] == "ROW":
             rows[f[1]] = f[2:]
         else:
             other.append(line)
-    if p.returncode != 0:
+    if rc != 0:
         sys.stdout.write("\n".join(other) + "\n")
-        raise SystemExit(f"speedtest: {' '.join(cmd)} exited {p.returncode}")
+        raise SystemExit(f"speedtest: {' '.join(cmd)} exited {rc}")
     return rows, other
 
 
@@ -342,13 +374,18 @@ def main():
 
     # --- extras: ours only, GOAL / BUSY lines, or information, in order ---
     for kind, cmd in a.extras:
-        p = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if kind == "info":
-            print(p.stdout, end="")
-            if p.returncode != 0:
-                print(f"speedtest: {cmd} exited {p.returncode} (information only: not judged)")
+        rc, out, late = limited(cmd, shell=True)
+        if late:
+            print(out, end="")
+            print(past_limit(cmd))
+            v.fails += 1
             continue
-        for line in p.stdout.splitlines():
+        if kind == "info":
+            print(out, end="")
+            if rc != 0:
+                print(f"speedtest: {cmd} exited {rc} (information only: not judged)")
+            continue
+        for line in out.splitlines():
             f = line.split(maxsplit=1)
             if f and f[0] == "GOAL":
                 # GOAL <PASS|FAIL|BUSY> text
@@ -360,8 +397,8 @@ def main():
                 print(f"{g[1] if len(g) > 1 else ''}  {g[0]}")
             else:
                 print(line)
-        if p.returncode != 0:
-            print(f"speedtest: {cmd} exited {p.returncode}")
+        if rc != 0:
+            print(f"speedtest: {cmd} exited {rc}")
             v.fails += 1
 
     print("\nsteadiness: the reference engine's cost, (max - min) / median over all runs (information): " +

@@ -62,6 +62,32 @@ if " 0.00 " in out:
 want = {0: "verdict: PASS", 1: "verdict: FAIL", 3: "machine too busy to judge"}.get(p.returncode)
 if want and want not in out:
     fails.append(f"exit {p.returncode} without {want!r}")
+# A step that runs past its time limit (a program that never ends, with a
+# child of its own) is stopped, children and all, and said.
+sys.path.insert(0, "speedtest")
+import run as speedtest_run  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+speedtest_run.STEP_LIMIT_S = 1
+t0 = time.monotonic()
+rc, step_out, late = speedtest_run.limited("echo started; sleep 300 & echo $! > /tmp/latte-step-child-$PPID; sleep 300", shell=True)
+took = time.monotonic() - t0
+if not late or "started" not in step_out or took > 60:
+    fails.append(f"a step past its limit: stopped={late}, output {step_out!r}, after {took:.1f} s")
+child_file = f"/tmp/latte-step-child-{os.getpid()}"
+try:
+    child = int(open(child_file).read())
+    os.remove(child_file)
+    for _ in range(100):
+        if not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        fails.append(f"the step's own child {child} outlived it")
+except (OSError, ValueError) as e:
+    fails.append(f"the step's child was not seen: {e}")
+if "ran past its time limit of 1 s: stopped; FAIL" not in speedtest_run.past_limit("x"):
+    fails.append("a step past its limit is not said as a failure")
 if fails:
     print("speedtest mechanism: FAILED:\n  " + "\n  ".join(fails))
     sys.exit(1)
