@@ -256,7 +256,8 @@ class Region:
     @property
     def clock(self) -> dict:
         """cycles_per_ns used for the ns fields (the producer's, else
-        measured here once, over 50 ms), anchor_tsc and anchor_realtime_ns."""
+        measured here once, over 50 ms), its ``source`` (``"producer"`` or
+        ``"measured here"``), anchor_tsc and anchor_realtime_ns."""
         return self._r.clock_info()
 
     @property

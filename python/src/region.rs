@@ -224,6 +224,10 @@ impl Region {
         let c = py.detach(|| self.clock(&m));
         let d = PyDict::new(py);
         d.set_item("cycles_per_ns", c.cycles_per_ns)?;
+        // Where the figure comes from: the producer published it, or it
+        // was measured here (a producer that never calibrated).
+        let published = m.view().calibration().cycles_per_ns > 0.0;
+        d.set_item("source", if published { "producer" } else { "measured here" })?;
         d.set_item("anchor_tsc", c.anchor_tsc)?;
         d.set_item("anchor_realtime_ns", c.anchor_realtime_ns)?;
         Ok(d)

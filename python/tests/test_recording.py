@@ -209,6 +209,10 @@ def test_ids_whose_names_read_alike_stay_apart(latte_bin, tmp_path):
         assert p.stdout.readline().strip() == "DONE"
         with latte.open(name) as live:
             assert sorted(live.ids.values()) == sorted(WANT)
+            # A C producer that never calibrated publishes no frequency:
+            # the clock is measured here, and says so (never 0.0).
+            assert live.calibration["cycles_per_ns"] == 0.0
+            assert live.clock["source"] == "measured here" and 0.001 <= live.clock["cycles_per_ns"] <= 1000
             for text, n in WANT.items():
                 assert len(live.samples(id=text)) == n
             for raw, n in zip(RAW, sorted(WANT.values())):

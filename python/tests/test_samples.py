@@ -50,7 +50,7 @@ def test_describes_the_region(burst, target):
         cal = r.calibration
         assert cal["calibrated"] and 0.001 <= cal["cycles_per_ns"] <= 1000
         assert len(cal["overheads"]) == 3 and all(len(row) == 3 for row in cal["overheads"])
-        assert r.clock["cycles_per_ns"] == cal["cycles_per_ns"]
+        assert r.clock["cycles_per_ns"] == cal["cycles_per_ns"] and r.clock["source"] == "producer"
         assert r.geometry["samples_per_slot"] == 4096
     assert r.target == target and "closed" in repr(r)
     with pytest.raises(latte.Error, match="closed"):
