@@ -182,6 +182,7 @@ cli-test: lib $(B)/cli/service $(B)/cli/unchanged
 	  $(PYTHON) tests/cli/e2e.py $(REL)/latte $(B)/cli/service || rc=1; \
 	  $(PYTHON) tests/cli/names.py $(REL)/latte || rc=1; \
 	  $(PYTHON) tests/cli/truncated.py $(REL)/latte || rc=1; \
+	  $(PYTHON) tests/cli/record_wait.py $(REL)/latte || rc=1; \
 	  $(PYTHON) tests/cli/env_region.py $(REL)/latte $(B)/cli/unchanged || rc=1; exit $$rc'
 
 # `latte record`, `diff` and `plot` end to end (tests/compare/run.py):

@@ -154,6 +154,11 @@ enum Cmd {
         /// hold counts as lost) instead of with the next one written.
         #[arg(long)]
         from_start: bool,
+        /// Wait for a live producer's region of this name to appear (start
+        /// record before the program), then record from its first sample
+        /// (implies --from-start). Ctrl-C ends the wait.
+        #[arg(long)]
+        wait: bool,
     },
     /// Compare two runs (regions, flushed images or recordings) per ID:
     /// percentiles, their change, a bootstrap interval, the Mann-Whitney U
@@ -331,9 +336,9 @@ fn main() -> ExitCode {
         Cmd::Serve { regions, listen, per_thread, interval, keep_gone, split_switched } => {
             exit::done(cmd::serve::run(regions, listen, export::Options { regions: Vec::new(), per_thread, keep_gone, split_switched }, interval))
         }
-        Cmd::Record { target, output, duration, count, ids, from_start } => {
+        Cmd::Record { target, output, duration, count, ids, from_start, wait } => {
             let ids = ids.iter().map(|i| term::id_text(i.as_bytes())).collect();
-            exit::done(cmd::record::run(&cmd::record::RecordOpts { target, output, duration, count, ids, from_start }))
+            exit::done(cmd::record::run(&cmd::record::RecordOpts { target, output, duration, count, ids, from_start, wait }))
         }
         Cmd::Diff { a, b, alpha, threshold, clean, json, replicates, seed, wide } => exit::done(cmd::diff::run(
             &cmd::diff::DiffOpts { a, b, alpha, threshold, clean, json, replicates: replicates as usize, seed },

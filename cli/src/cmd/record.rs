@@ -80,6 +80,41 @@ pub struct RecordOpts {
     pub ids: Vec<String>,
     /// Begin at the oldest sample each ring still holds.
     pub from_start: bool,
+    /// Wait for a live producer's region of the name to appear first
+    /// (then record from its first sample).
+    pub wait: bool,
+}
+
+/// How often `--wait` looks for the region.
+const WAIT_POLL: Duration = Duration::from_millis(5);
+
+/// `--wait`: polls until the region exists and its producer lives (a dead
+/// producer's region of the name, left by an earlier run, is waited past;
+/// an object being made, not yet a region, too), then opens it as `open`
+/// does. A signal ends the wait: exit 0, no file written.
+fn wait_for_region(raw: &std::ffi::OsStr, target: &str) -> Result<Option<latte::Mapping>, ExitCode> {
+    let crate::target::Target::Region(name) = crate::target::resolve(raw) else {
+        return Err(fail(target, "is a file: --wait waits for a region to appear", EXIT_USAGE));
+    };
+    let mut said = false;
+    loop {
+        // Relaxed: the flag alone (set by the signal handler).
+        if STOP.load(Ordering::Relaxed) {
+            crate::exit::say("record", &format!("{target}: stopped while waiting for it to appear; nothing recorded"));
+            return Ok(None);
+        }
+        match latte::Mapping::open_shm(&name) {
+            Ok(m) if m.producer_alive() => return Ok(Some(m)),
+            Ok(_) | Err(latte::Error::NotLatte | latte::Error::Truncated) => {}
+            Err(e) if e == latte::Error::Os(libc::ENOENT) => {}
+            Err(_) => return open(raw).map(Some), // said precisely there
+        }
+        if !said {
+            crate::exit::say("record", &format!("{target}: waiting for a live producer's region of that name (Ctrl-C ends the wait)"));
+            said = true;
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
 }
 
 /// Set by SIGINT and SIGTERM: stop, write the file, exit 0.
@@ -210,13 +245,22 @@ fn create_output(path: &std::path::Path, m: &latte::Mapping) -> Result<std::fs::
 /// comes, then prints one line per ID and the totals.
 pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
     let target = crate::target::shown(std::os::unix::ffi::OsStrExt::as_bytes(o.target.as_os_str()));
-    let mut m = open(&o.target)?;
+    let mut m = if o.wait {
+        catch_signals();
+        match wait_for_region(&o.target, &target)? {
+            Some(m) => m,
+            None => return Ok(()),
+        }
+    } else {
+        open(&o.target)?
+    };
+    let from_start = o.from_start || o.wait;
     let v = m.view();
     if v.flags() & LATTE_REGION_FLUSHED != 0 {
         return Err(fail(&target, "is a file: record follows a live region (diff, plot and stats read files as they are)", EXIT_USAGE));
     }
     let shown = o.output.display().to_string();
-    if !o.from_start && !m.producer_alive() {
+    if !from_start && !m.producer_alive() {
         return Err(fail(&target, "its producer has exited: nothing more will be written to it (--from-start records what its rings hold)", EXIT_USAGE));
     }
     let file = create_output(&o.output, &m)?;
@@ -230,7 +274,7 @@ pub fn run(o: &RecordOpts) -> Result<(), ExitCode> {
         Store { queue, pool, pending: HashMap::new(), order: Vec::new(), keep: Vec::new(), wanted: o.ids.clone(), read: 0, lost: 0, stalled: Duration::ZERO };
     catch_signals();
     latte::pace::tight_timer_slack();
-    let mut follower = Follower::new(FollowOptions { from_start: o.from_start, ..Default::default() });
+    let mut follower = Follower::new(FollowOptions { from_start, ..Default::default() });
     let started = Instant::now();
     let started_wall = std::time::SystemTime::now();
     let read_err = |e: latte::Error| fail(&target, &e.to_string(), EXIT_NOT_REGION);
@@ -357,7 +401,7 @@ fn trailer(o: &RecordOpts, incs: &[Incarnation], name: &dyn Fn(u32) -> String, e
     let ns = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     serde_json::json!({
         "format": latte::reader::RECORDING_FORMAT, "version": latte::reader::RECORDING_VERSION,
-        "target": crate::target::shown(std::os::unix::ffi::OsStrExt::as_bytes(o.target.as_os_str())), "from_start": o.from_start, "ids": o.ids,
+        "target": crate::target::shown(std::os::unix::ffi::OsStrExt::as_bytes(o.target.as_os_str())), "from_start": o.from_start || o.wait, "wait": o.wait, "ids": o.ids,
         "started_realtime_ns": ns(e.started_wall), "ended_realtime_ns": ns(std::time::SystemTime::now()), "seconds": e.seconds,
         "reader_stalled_seconds": e.stalled.as_secs_f64(),
         "ended_because": e.why,
