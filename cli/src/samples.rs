@@ -24,6 +24,9 @@ pub struct Source {
     pub cycles_per_ns: f64,
     /// Whether the producer published its own figure.
     pub producer_frequency: bool,
+    /// Whether the producer tracked switches (else `switched` is unknown,
+    /// not false).
+    pub switches_tracked: bool,
     /// IDs with at least one sample, in token order.
     pub ids: Vec<IdSamples>,
 }
@@ -83,5 +86,5 @@ pub fn load(raw: &std::ffi::OsStr) -> Result<Source, ExitCode> {
     }
     let own = v.calibration().cycles_per_ns;
     let ids = ids.into_iter().zip(hidden).filter(|(i, h)| !h && !i.samples.is_empty()).map(|(i, _)| i).collect();
-    Ok(Source { label: target.to_string(), cycles_per_ns: crate::target::cycles_per_ns(&v), producer_frequency: own > 0.0, ids })
+    Ok(Source { label: target.to_string(), cycles_per_ns: crate::target::cycles_per_ns(&v), producer_frequency: own > 0.0, switches_tracked: v.switches_tracked(), ids })
 }

@@ -287,6 +287,14 @@ def test_plot():
     moved = '<text x="%s" y="%g"%s' % (first.group(1), float(first.group(2)) + 6, first.group(3))
     _, _, seen = text_boxes(text.replace("</svg>", moved + "</svg>"))
     check(len(seen) >= 1, f"a caption drawn twice 6 px apart is an overlap ({seen[:1]})")
+    # The heat map's colour key, and its axis naming magenta only for a
+    # run whose producer tracked switches.
+    words = [re.sub(r"<[^>]*>", "", t).strip() for t in texts]
+    check("samples" in words and "per cell" in words, f"the heat map has a colour key: {words}")
+    st = latte("stats", path("p-fast.rec"), "--json")
+    tracked = json.loads(st.stdout)["components"][0]["switched"] is not None
+    want = "time since the first sample (magenta: switched out)" if tracked else "time since the first sample (switches not tracked)"
+    check(want in words and sum("magenta" in t for t in words) == tracked, f"the heat map's axis says what was tracked ({tracked}): {words}")
     magenta = colour_count(rows, (0xe7, 0x29, 0x8a), w // 2)
     check(magenta == 0, "the heat map of the first run (no switched samples) marks none")
     r = latte("plot", path("p-fast.rec"), path("p-slow.rec"), "--heatmap-run", "2", "-o", svg)

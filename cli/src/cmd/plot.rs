@@ -239,10 +239,40 @@ fn shade(share: f64) -> RGBColor {
 /// (seconds since the run's first sample, latency ns, switched) of every sample.
 type Point = (f64, f64, bool);
 
-fn draw_heatmap<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, id: &str, run: &str, pts: &[Point]) -> Result<(), Err>
+/// Width (px) of the heat map's colour key.
+const KEY_WIDTH: u32 = 70;
+
+/// The heat map's colour key, beside it: a cell's shade by the samples it
+/// holds, from 1 (bottom) to the fullest cell's count (top), on the log
+/// scale the cells use.
+fn draw_key<DB: DrawingBackend>(key: &DrawingArea<DB, Shift>, most: u32) -> Result<(), Err>
 where
     DB::ErrorType: 'static,
 {
+    let (_, h) = key.dim_in_pixel();
+    let (top, bottom, x0, x1) = (44i32, h as i32 - 76, 6i32, 22i32);
+    let steps = 40;
+    // The share of the fullest cell's shade a cell of one sample has.
+    let low = 2f64.ln() / (1.0 + most.max(1) as f64).ln();
+    for k in 0..steps {
+        let y_at = |k: i32| bottom - ((bottom - top) as f64 * k as f64 / steps as f64) as i32;
+        let share = low + (1.0 - low) * k as f64 / (steps - 1) as f64;
+        key.draw(&Rectangle::new([(x0, y_at(k + 1)), (x1, y_at(k))], shade(0.15 + 0.85 * share).filled()))?;
+    }
+    key.draw(&Rectangle::new([(x0, top), (x1, bottom)], BLACK.stroke_width(1)))?;
+    let style = (FONT, 12).into_font().color(&BLACK);
+    key.draw(&Text::new(most.max(1).to_string(), (x1 + 3, top - 6), style.clone()))?;
+    key.draw(&Text::new("1", (x1 + 3, bottom - 8), style.clone()))?;
+    key.draw(&Text::new("samples", (2, bottom + 8), style.clone()))?;
+    key.draw(&Text::new("per cell", (2, bottom + 22), style))?;
+    Ok(())
+}
+
+fn draw_heatmap<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, id: &str, run: &str, pts: &[Point], tracked: bool) -> Result<(), Err>
+where
+    DB::ErrorType: 'static,
+{
+    let (main, key) = area.split_horizontally(area.dim_in_pixel().0.saturating_sub(KEY_WIDTH));
     let t_end = pts.iter().map(|p| p.0).fold(0.0, f64::max).max(1e-6);
     let ys = YScale::of(pts.iter().map(|p| p.1));
     let (lo, hi) = (pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min), pts.iter().map(|p| p.1).fold(0.0, f64::max));
@@ -255,7 +285,7 @@ where
     } else {
         ("s", 1.0)
     };
-    let mut chart = ChartBuilder::on(area)
+    let mut chart = ChartBuilder::on(&main)
         .caption(format!("{}: latency over time, {}", short(id, 20), short(run, 20)), (FONT, 17))
         .margin(12)
         .x_label_area_size(44)
@@ -268,7 +298,7 @@ where
         .y_labels(6)
         .x_label_formatter(&|t| format!("{:.1} {unit}", t * scale))
         .y_label_formatter(&|y| ys.label(y))
-        .x_desc("time since the first sample (magenta: switched out)")
+        .x_desc(if tracked { "time since the first sample (magenta: switched out)" } else { "time since the first sample (switches not tracked)" })
         .y_desc(ys.desc())
         .label_style((FONT, 13))
         .axis_desc_style((FONT, 14))
@@ -280,7 +310,9 @@ where
         let j = (((ys.to(p.1) - yr.start) / (yr.end - yr.start) * cy as f64).max(0.0) as usize).min(cy - 1);
         cells[j * cx + i] += 1;
     }
-    let most = cells.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let fullest = cells.iter().copied().max().unwrap_or(1).max(1);
+    draw_key(&key, fullest)?;
+    let most = fullest as f64;
     let edge = |j: usize| yr.start + (yr.end - yr.start) * j as f64 / cy as f64;
     chart.draw_series(cells.iter().enumerate().filter(|(_, &n)| n > 0).map(|(k, &n)| {
         let (i, j) = (k % cx, k / cx);
@@ -327,7 +359,7 @@ where
         if pts.is_empty() {
             rows[2 * r + 1].titled(&format!("{}: no samples in {}", short(id, 20), names[o.heatmap_run]), (FONT, 17))?;
         } else {
-            draw_heatmap(&rows[2 * r + 1], id, &names[o.heatmap_run], &pts)?;
+            draw_heatmap(&rows[2 * r + 1], id, &names[o.heatmap_run], &pts, s.switches_tracked)?;
         }
     }
     root.present()?;
