@@ -86,5 +86,11 @@ pub fn load(raw: &std::ffi::OsStr) -> Result<Source, ExitCode> {
     }
     let own = v.calibration().cycles_per_ns;
     let ids = ids.into_iter().zip(hidden).filter(|(i, h)| !h && !i.samples.is_empty()).map(|(i, _)| i).collect();
-    Ok(Source { label: target.to_string(), cycles_per_ns: crate::target::cycles_per_ns(&v), producer_frequency: own > 0.0, switches_tracked: v.switches_tracked(), ids })
+    Ok(Source {
+        label: target.to_string(),
+        cycles_per_ns: crate::target::cycles_per_ns(&v),
+        producer_frequency: own > 0.0,
+        switches_tracked: v.switches_tracked(),
+        ids,
+    })
 }
