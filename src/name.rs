@@ -186,6 +186,16 @@ pub fn name_from_text(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// A name as the original Latte's own outputs show it (its report,
+/// `DumpToJson`), from its `name_text`: its bytes, those that are not
+/// UTF-8 as U+FFFD.
+pub fn classic_text(text: &str) -> String {
+    match name_from_text(text) {
+        Some(b) => String::from_utf8_lossy(&b).into_owned(),
+        None => text.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

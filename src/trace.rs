@@ -8,7 +8,9 @@
 //!   metadata ("M") events first, then one event per sample with the extra
 //!   fields under `args`, where trace viewers show them.
 //!
-//! Names are JSON-escaped in both.
+//! Names are JSON-escaped in both: `write` gives a name's bytes (those
+//! not UTF-8 as U+FFFD) as the original does, `write_annotated` its
+//! `name_text`, as every `latte` tool does.
 
 use crate::error::Error;
 use crate::report::Collected;
@@ -47,14 +49,17 @@ fn timed(c: &Collected, anchor_tsc: u64, cycles_per_ns: f64) -> impl Iterator<It
     })
 }
 
-fn quoted_names(c: &Collected) -> Vec<String> {
-    c.names.iter().map(|n| serde_json::to_string(n).unwrap_or_else(|_| "\"?\"".into())).collect()
+/// The names of `c`, JSON-quoted: as the original shows them
+/// (`classic`) or as every `latte` tool does (`name_text`).
+fn quoted_names(c: &Collected, classic: bool) -> Vec<String> {
+    let text = |n: &String| if classic { crate::name::classic_text(n) } else { n.clone() };
+    c.names.iter().map(|n| serde_json::to_string(&text(n)).unwrap_or_else(|_| "\"?\"".into())).collect()
 }
 
 /// Writes the trace of `c` to `w`. Times are microseconds since the
 /// region's anchor TSC (taken when the region was made, before any sample).
 pub fn write(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles_per_ns: f64) -> std::io::Result<()> {
-    let names = quoted_names(c);
+    let names = quoted_names(c, true);
     w.write_all(b"[\n")?;
     for (k, e) in timed(c, anchor_tsc, cycles_per_ns).enumerate() {
         if k > 0 {
@@ -118,7 +123,7 @@ pub struct Names<'a> {
 /// keeps (and the threads that recorded them). Times as in `write`.
 pub fn write_annotated(w: &mut dyn Write, c: &Collected, pid: u32, anchor_tsc: u64, cycles_per_ns: f64, names: &Names, filter: &Filter) -> std::io::Result<()> {
     let q = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".into());
-    let quoted = quoted_names(c);
+    let quoted = quoted_names(c, false);
     w.write_all(b"[\n")?;
     write!(w, "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":{}}}}}", q(names.process))?;
     let tids: std::collections::BTreeSet<u32> = timed(c, anchor_tsc, cycles_per_ns).filter(|e| filter.keeps(c, e)).map(|e| e.tid).collect();
@@ -207,5 +212,20 @@ mod tests {
         assert!(text.contains("\"ph\": \"X\""), "{text}");
         assert!(text.contains("\"component\": "), "{text}");
         assert!(!text.contains("\"args\""), "{text}");
+    }
+
+    #[test]
+    fn the_classic_trace_gives_a_name_s_bytes_the_annotated_one_its_text() {
+        // `a\b` then the byte 0xe8: name_text is `a\\b\xe8`.
+        let mut c = one_event();
+        c.names = vec![crate::name::name_text(b"a\\b\xe8")];
+        let (mut classic, mut annotated) = (Vec::new(), Vec::new());
+        write(&mut classic, &c, 42, 1000, 2.0).unwrap();
+        let thread = |tid: u32| format!("{tid}");
+        write_annotated(&mut annotated, &c, 42, 1000, 2.0, &Names { process: "p", thread: &thread }, &Filter::default()).unwrap();
+        let classic: serde_json::Value = serde_json::from_slice(&classic).unwrap();
+        let annotated: serde_json::Value = serde_json::from_slice(&annotated).unwrap();
+        assert_eq!(classic[0]["name"], "a\\b\u{fffd}");
+        assert_eq!(annotated[2]["name"], "a\\\\b\\xe8");
     }
 }

@@ -59,21 +59,12 @@ pub fn terminal_text(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// A row's name as the original's report shows it: its bytes, those that
-/// are not UTF-8 as U+FFFD.
-fn classic_name(text: &str) -> String {
-    match crate::name::name_from_text(text) {
-        Some(b) => String::from_utf8_lossy(&b).into_owned(),
-        None => text.to_string(),
-    }
-}
-
 /// The cells of a component's row, in column order.
 fn row_cells(r: &Row, units: &Units, extended: bool) -> Vec<String> {
     let s = &r.summary;
     // The original's report prints the name's own bytes; the extended one
     // (`latte stats`) its text (`name_text`), which tells every name apart.
-    let name = if extended { r.name.clone() } else { classic_name(&r.name) };
+    let name = if extended { r.name.clone() } else { crate::name::classic_text(&r.name) };
     if r.nothing_left() {
         // Every figure would be of no sample: MEDIAN says so (a note under
         // the table says why), the others are blank.
