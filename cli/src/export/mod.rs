@@ -48,6 +48,13 @@
 //!    (0, 0). When the next region it finds under the name is more than one
 //!    incarnation further on, the difference of the recorded counts is what
 //!    the regions in between recorded: `latte_samples_unseen_total`.
+//! 7. A region renamed (`latte_init_shared_region` on a `LATTE_REGION`
+//!    region: the same object under a new name) keeps its cursors: when a
+//!    name goes away and its object is found under another name, the
+//!    object moves there as it is, and only what it records after the move
+//!    is counted under the new name. The old name's series keep what was
+//!    read under it, as for any name gone (step 5). While both names refer
+//!    to the object, the one that holds it keeps it.
 
 use crate::term::label_text;
 use latte::layout::{LATTE_MAX_DURATION, LATTE_SLOT_CLOSED};
@@ -66,6 +73,7 @@ mod buckets;
 mod encode;
 mod object;
 mod read;
+mod scan;
 
 /// Locks the state; a pass that panicked (caught by `serve`'s reading
 /// thread) left it usable.
@@ -76,7 +84,7 @@ pub fn lock(s: &std::sync::Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 use buckets::Buckets;
 pub use encode::Metrics;
 use object::{Held, Object, Rings};
-use read::{follow_object, open, read_object, skip_to_end, Opened};
+use read::{follow_object, read_object};
 
 /// Finite buckets of the duration histogram (then +Inf).
 pub const FINITE_BUCKETS: usize = 63;
@@ -356,121 +364,6 @@ impl State {
         self.version
     }
 
-    /// The names to watch now, each with the object it refers to and its
-    /// size.
-    fn listing(&self) -> Vec<(Vec<u8>, (u64, u64), u64)> {
-        let ident = |m: &std::fs::Metadata| (m.dev(), m.ino());
-        if !self.opts.regions.is_empty() {
-            return self
-                .opts
-                .regions
-                .iter()
-                .filter_map(|n| {
-                    let m = std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&[SHM_DIR.as_bytes(), n].concat())).ok()?;
-                    Some((n.clone(), ident(&m), m.len()))
-                })
-                .collect();
-        }
-        let Ok(dir) = std::fs::read_dir(SHM_DIR) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for e in dir.flatten() {
-            let name = e.file_name();
-            let name = name.as_bytes();
-            // Regular files only (a latte region is one; shm_open does not
-            // follow links), read from the directory entry where it can.
-            if name.starts_with(latte::shm::NEW_OBJECT_PREFIX.as_bytes()) || !e.file_type().is_ok_and(|t| t.is_file()) {
-                continue;
-            }
-            if let Ok(m) = e.metadata() {
-                let mut full = b"/".to_vec();
-                full.extend_from_slice(name);
-                out.push((full, ident(&m), m.len()));
-            }
-        }
-        out
-    }
-
-    /// Steps 3 to 5 of the module doc: opens what is new, gives the old
-    /// object of a changed or vanished name its last pass, lets go of what
-    /// has been gone for `--keep-gone`.
-    fn scan(&mut self, now: Instant) {
-        let listing = self.listing();
-        let present: HashSet<&[u8]> = listing.iter().map(|(n, _, _)| n.as_slice()).collect();
-        let from_start = self.scanned;
-        let named = !self.opts.regions.is_empty();
-        let (per_thread, own_cpn) = (self.opts.per_thread, self.own_cpn);
-        for (name, r) in self.regions.iter_mut() {
-            if !present.contains(name.as_slice()) {
-                if let Some(mut o) = r.object.take() {
-                    read_object(r, &mut o, per_thread, own_cpn, &mut self.buf, now);
-                }
-                // Step 6: whatever comes under the name next begins a chain.
-                r.lineage_end = Some((0, 0));
-                r.unreadable = None;
-                r.alive = false;
-                r.gone.get_or_insert(now);
-            }
-        }
-        self.foreign.retain(|n, _| present.contains(n.as_slice()));
-        for (name, ident, len) in &listing {
-            if self.foreign.get(name) == Some(&(*ident, *len)) {
-                continue;
-            }
-            if let Some(r) = self.regions.get_mut(name) {
-                if r.object.as_ref().is_some_and(|o| o.ident == *ident) {
-                    continue;
-                }
-                if let Some(mut o) = r.object.take() {
-                    read_object(r, &mut o, per_thread, own_cpn, &mut self.buf, now);
-                    r.lineage_end = lineage_end(&o.map.view());
-                }
-            }
-            match open(name, *ident) {
-                Opened::Region(map) => {
-                    let r = self.regions.entry(name.clone()).or_default();
-                    let mut o = Box::new(Object { map: *map, ident: *ident, last: Counts::default(), rings: Rings::new() });
-                    if !from_start {
-                        skip_to_end(&mut o, &mut self.buf);
-                    }
-                    note_unseen(r, &o.map.view(), from_start);
-                    r.lineage_end = None;
-                    *r.object = Some(o);
-                    r.unreadable = None;
-                    r.gone = None;
-                    r.seen = true;
-                }
-                Opened::Foreign if !named => {
-                    self.foreign.insert(name.clone(), (*ident, *len));
-                    // Not a region (any more): a region's series stay until
-                    // --keep-gone, as for a name that went away.
-                    if let Some(r) = self.regions.get_mut(name) {
-                        r.gone.get_or_insert(now);
-                    }
-                }
-                Opened::Foreign => self.unreadable(name, "not a latte region".into()),
-                Opened::Unreadable(why) => self.unreadable(name, why),
-                Opened::Vanished => {}
-            }
-        }
-        let keep = self.opts.keep_gone;
-        self.regions.retain(|_, r| {
-            let expired = |t: &Option<Instant>| t.is_some_and(|t| now.duration_since(t) >= keep);
-            r.series.retain(|_, s| !expired(&s.ended));
-            !(expired(&r.gone) || (r.gone.is_some() && !r.seen))
-        });
-        self.scanned = true;
-    }
-
-    fn unreadable(&mut self, name: &[u8], why: String) {
-        let r = self.regions.entry(name.to_vec()).or_default();
-        r.unreadable = Some(why);
-        r.gone = None;
-    }
-
-    /// The metrics, in the order of the families below (every family's
-    /// samples together, as OpenMetrics requires).
     /// A name's state after a scan: None when not found, Some(None) when
     /// mapped, Some(Some(why)) when it cannot be opened.
     pub fn unreadable_reason(&self, name: &[u8]) -> Option<Option<&str>> {
