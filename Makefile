@@ -231,6 +231,7 @@ serve-test: lib $(B)/serve/service $(B)/serve/many_regions $(B)/serve/corrupt
 	  $(PYTHON) tests/serve/prometheus_e2e.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
 	  $(PYTHON) tests/serve/growth.py $(REL)/latte $(B)/serve/service $(CURDIR)/$(LIB_SO) || rc=1; \
   $(PYTHON) tests/serve/rename.py $(REL)/latte $(CURDIR)/$(LIB_SO) || rc=1; \
+  $(PYTHON) tests/serve/max_ids.py $(REL)/latte $(CURDIR)/$(LIB_SO) || rc=1; \
 	  $(PYTHON) tests/serve/follow.py $(REL)/latte $(B)/serve/service $(B)/serve/corrupt || rc=1; exit $$rc'
 
 # Both builds: without and with the io_uring flush (the suites the feature

@@ -130,6 +130,13 @@ enum Cmd {
         /// the histogram series.
         #[arg(long)]
         split_switched: bool,
+        /// Series of their own for the first N IDs of each region (in the
+        /// order the region registered them); the samples of the others go
+        /// to one series per region (and thread) with the label
+        /// `folded="true"` and no `id`, and `latte_ids_folded` counts them.
+        /// 0: no bound.
+        #[arg(long, default_value_t = 1000, value_name = "N")]
+        max_ids: usize,
     },
     /// Follow a live region and write every sample it records to a file
     /// (a recording: read by stats, trace, diff and plot like a flushed image).
@@ -333,8 +340,8 @@ fn main() -> ExitCode {
             };
             exit::done(cmd::trace::run(&target, &output, &filter))
         }
-        Cmd::Serve { regions, listen, per_thread, interval, keep_gone, split_switched } => {
-            exit::done(cmd::serve::run(regions, listen, export::Options { regions: Vec::new(), per_thread, keep_gone, split_switched }, interval))
+        Cmd::Serve { regions, listen, per_thread, interval, keep_gone, split_switched, max_ids } => {
+            exit::done(cmd::serve::run(regions, listen, export::Options { regions: Vec::new(), per_thread, keep_gone, split_switched, max_ids }, interval))
         }
         Cmd::Record { target, output, duration, count, ids, from_start, wait } => {
             let ids = ids.iter().map(|i| term::id_text(i.as_bytes())).collect();

@@ -43,7 +43,12 @@ type Labelled<'a> = Vec<(String, &'a Region)>;
 
 /// The labels of one series.
 fn series_labels(region: &str, id: &str, t: Option<u32>) -> Vec<(&'static str, String)> {
-    let mut l = vec![("region", region.to_string()), ("id", id.to_string())];
+    let mut l = vec![("region", region.to_string())];
+    if id == FOLDED {
+        l.push(("folded", "true".to_string()));
+    } else {
+        l.push(("id", id.to_string()));
+    }
     if let Some(t) = t {
         l.push(("thread", t.to_string()));
     }
@@ -54,7 +59,10 @@ fn series_labels(region: &str, id: &str, t: Option<u32>) -> Vec<(&'static str, S
 type PerRegion = (&'static str, &'static str, MetricType, fn(&Region) -> u64);
 
 /// The figures exported once per region, in this order.
-const PER_REGION: [PerRegion; 10] = [
+const PER_REGION: [PerRegion; 11] = [
+    ("latte_ids_folded", "IDs past latte serve's --max-ids, whose samples are in the series with folded=\"true\" (and no id label)", MetricType::Gauge, |r| {
+        r.ids_folded
+    }),
     (
         "latte_switches_tracked",
         "1 when the producer tracks switches (its samples switched out are flagged, latte_samples_switched_total is exported), else 0",

@@ -204,6 +204,9 @@ struct Region {
     gone: Option<Instant>,
     /// Ever mapped: it has metrics to show.
     seen: bool,
+    /// IDs past `max_ids` as of the last listing: their samples are in the
+    /// `FOLDED` series.
+    ids_folded: u64,
     /// Where the chain of regions under the name stood after the last one
     /// the exporter let go of: its incarnation and the samples it and its
     /// predecessors recorded (step 6); (0, 0) for a name whose chain began
@@ -224,7 +227,16 @@ pub struct Options {
     /// The duration histogram in two series per (ID, thread): label
     /// `switched` "true" (samples whose thread was switched out) and "false".
     pub split_switched: bool,
+    /// IDs per region with series of their own (0: all); the others'
+    /// samples are folded into one series (`FOLDED`).
+    pub max_ids: usize,
 }
+
+/// The ID of the series the samples of a region's IDs past `max_ids` are
+/// folded into. A lone backslash before a letter other than `x` is never
+/// in a name's text (`label_text`), so no ID's series is this one; it is
+/// exported with `folded="true"` and no `id` label.
+const FOLDED: &str = "\\folded";
 
 /// The state the read passes build and the scrapes encode.
 pub struct State {
@@ -423,7 +435,7 @@ mod tests {
 
     #[test]
     fn histogram_is_cumulative_in_seconds_with_escaped_labels() {
-        let mut st = State::new(Options { regions: Vec::new(), per_thread: false, keep_gone: Duration::from_secs(1), split_switched: false }, 1.0);
+        let mut st = State::new(Options { regions: Vec::new(), per_thread: false, keep_gone: Duration::from_secs(1), split_switched: false, max_ids: 0 }, 1.0);
         let mut r = Region { seen: true, pid: 77, ..Default::default() };
         let mut s = Series::default();
         s.buckets[0] = 2;

@@ -26,9 +26,11 @@ pub(super) struct Rings {
     pub(super) owners: Vec<Option<SeriesKey>>,
     /// When each slot is due for its next look (`State::follow`).
     pub(super) pacing: Pacing,
-    /// Per ID token, the ID's label (None: not exported), as of the last
-    /// time the IDs were listed.
+    /// Per ID token, the ID's label (None: not exported; `FOLDED` past
+    /// `max_ids`), as of the last time the IDs were listed.
     pub(super) names: Vec<Option<String>>,
+    /// IDs with series of their own (0: all).
+    pub(super) max_ids: usize,
     /// Cycles per ns the buckets below were made for (0: none yet).
     pub(super) cpn: f64,
     /// The duration histogram's buckets in cycles.
@@ -41,12 +43,13 @@ pub(super) struct Rings {
 }
 
 impl Rings {
-    pub(super) fn new() -> Rings {
+    pub(super) fn new(max_ids: usize) -> Rings {
         Rings {
             cursors: Cursors::new(),
             owners: Vec::new(),
             pacing: Pacing::new(PaceOptions::many()),
             names: Vec::new(),
+            max_ids,
             cpn: 0.0,
             buckets: Buckets::new(1.0),
             due_ns: 0,

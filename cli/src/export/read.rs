@@ -63,7 +63,7 @@ pub(super) fn read_object(r: &mut Region, o: &mut Object, per_thread: bool, own_
     r.pid = v.producer_pid();
     let k = &mut o.rings;
     note_figures(r, k, &v, own_cpn);
-    let slots = match list_names(k, &v).and_then(|_| v.slots()) {
+    let slots = match list_names(r, k, &v).and_then(|_| v.slots()) {
         Ok(x) => x,
         Err(e) => return failed(r, e),
     };
@@ -155,7 +155,7 @@ pub(super) fn follow_object(r: &mut Region, o: &mut Object, per_thread: bool, ow
             }
         };
         // An ID registered since the IDs were last listed.
-        if s.id_token as usize >= k.names.len() && list_names(k, &v).is_err() {
+        if s.id_token as usize >= k.names.len() && list_names(r, k, &v).is_err() {
             k.pacing.idle(i, now);
             continue;
         }
@@ -178,16 +178,24 @@ fn failed(r: &mut Region, e: Error) {
 }
 
 /// Lists the region's IDs again: each token's label (None for the
-/// calibration's own spans, which are neither read nor exported).
-fn list_names(k: &mut Rings, v: &View<'_>) -> Result<(), Error> {
+/// calibration's own spans, which are neither read nor exported), the
+/// first `max_ids` in token order their own, the others `FOLDED`.
+fn list_names(r: &mut Region, k: &mut Rings, v: &View<'_>) -> Result<(), Error> {
+    let bound = if k.max_ids == 0 { usize::MAX } else { k.max_ids };
+    let mut own = 0;
     k.names = v
         .ids()?
         .iter()
         .map(|i| {
             let n = latte::name::name_bytes(&i.name);
-            (!latte::name::is_reserved_name(n)).then(|| label_text(n))
+            if latte::name::is_reserved_name(n) {
+                return None;
+            }
+            own += 1;
+            Some(if own <= bound { label_text(n) } else { FOLDED.to_string() })
         })
         .collect();
+    r.ids_folded = own.saturating_sub(bound) as u64;
     Ok(())
 }
 

@@ -79,7 +79,7 @@ impl State {
             }
             match open(name, *ident) {
                 Opened::Region(map) => {
-                    let mut o = Box::new(Object { map: *map, ident: *ident, last: Counts::default(), rings: Rings::new() });
+                    let mut o = Box::new(Object { map: *map, ident: *ident, last: Counts::default(), rings: Rings::new(self.opts.max_ids) });
                     if !from_start {
                         skip_to_end(&mut o, &mut self.buf);
                     }
