@@ -5,6 +5,7 @@
 pub mod diff;
 pub mod ls;
 pub mod plot;
+pub mod plot_text;
 pub mod record;
 pub mod rm;
 pub mod serve;

@@ -4,7 +4,8 @@
 //! latency, linear or, over a wide span, logarithmic), one curve per run; and the latency over time of one run, a
 //! heat map of samples per (time, latency) cell with the switched samples
 //! marked. Drawn with `plotters` as SVG or PNG; both measure their text
-//! with a TrueType font read at run time (`FONT_FILES`).
+//! with a TrueType font read at run time (`FONT_FILES`), and PNG text is
+//! drawn with it glyph by glyph (`plot_text`).
 
 use crate::exit::{fail, EXIT_OTHER, EXIT_OUTPUT, EXIT_USAGE};
 use crate::samples::{self, Source};
@@ -48,8 +49,8 @@ const PANEL: (u32, u32) = (640, 420);
 const MAX_IDS: usize = 24;
 const FONT: &str = "sans-serif";
 
-/// Font files tried for PNG output, in order.
-const FONT_FILES: [&str; 4] = [
+/// Font files tried, in order.
+pub const FONT_FILES: [&str; 4] = [
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
     "/usr/share/fonts/TTF/DejaVuSans.ttf",
     "/usr/share/fonts/dejavu/DejaVuSans.ttf",
@@ -366,14 +367,14 @@ where
     Ok(())
 }
 
-/// Registers the first TrueType font found as "sans-serif".
-fn load_font() -> Result<(), String> {
+/// Registers the first TrueType font found as "sans-serif", and returns it.
+fn load_font() -> Result<ab_glyph::FontRef<'static>, String> {
     for f in FONT_FILES {
         if let Ok(bytes) = std::fs::read(f) {
             // Leaked once per process: plotters keeps fonts for its lifetime.
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            if plotters::style::register_font(FONT, FontStyle::Normal, bytes).is_ok() {
-                return Ok(());
+            if let (Ok(()), Ok(font)) = (plotters::style::register_font(FONT, FontStyle::Normal, bytes), ab_glyph::FontRef::try_from_slice(bytes)) {
+                return Ok(font);
             }
         }
     }
@@ -411,11 +412,13 @@ pub fn run(o: &PlotOpts) -> Result<(), ExitCode> {
     let out = crate::output::Output::create(&o.output).map_err(|e| fail(&shown, &crate::exit::output_error(&o.output, &e), EXIT_OUTPUT))?;
     let size = (PANEL.0 * 2, PANEL.1 * ids.len() as u32);
     // Both backends measure text with the font (to place labels).
-    load_font().map_err(|e| fail(&shown, &e, EXIT_OTHER))?;
+    let font = load_font().map_err(|e| fail(&shown, &e, EXIT_OTHER))?;
     let r = if ext == "svg" {
         draw(SVGBackend::new(&o.output, size).into_drawing_area(), &ids, &runs, o)
     } else {
-        draw(BitMapBackend::new(&o.output, size).into_drawing_area(), &ids, &runs, o)
+        // PNG text is drawn glyph by glyph where the font puts it (plot_text).
+        let png = super::plot_text::Glyphs { inner: BitMapBackend::new(&o.output, size), font };
+        draw(png.into_drawing_area(), &ids, &runs, o)
     };
     r.map_err(|e| {
         out.discard();
