@@ -192,6 +192,7 @@ static void Clean() {
   if (ON) {
     CHECK(r.cutoff == 100.0);
     CHECK_EQ_U(r.outlier, 1u);
+    CHECK_EQ_U(r.bypass, 1u);  // the March 2026 header's name for it
     CHECK_EQ_U(r.values.size(), v.size() - 1);
     CHECK(std::is_sorted(r.values.begin(), r.values.end()));
     // IQR == 0: all maxima equal -> cutoff 1.5 * q3.
@@ -205,6 +206,7 @@ static void Clean() {
     auto n = Latte::DataClean(neg);
     CHECK_EQ_U(n.values.size(), 600u);
     CHECK_EQ_U(n.outlier, 0u);
+    CHECK_EQ_U(n.bypass, 0u);
   } else {
     CHECK(r.values.empty());
   }
