@@ -30,6 +30,7 @@
 #include <csignal>
 #include <sys/wait.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -347,6 +348,47 @@ void Extraction(const char *name) {
 // region, and the producer's Start+Stop latency (a) while nothing happens,
 // (b) while an io_uring flush is in flight, (c) while the main thread write()s
 // the same bytes: interleaved rounds, one producer thread pinned to CPU 1.
+// What the kernel holds of a flush that failed (its writes stalled: ends
+// with -ETIMEDOUT), printed to standard error so that a stall on some
+// machine says where it sat: each io_uring descriptor's fdinfo (its
+// queues' heads and tails, its io-wq), and each thread's name, state and
+// wait channel, with its kernel stack where readable (root). The rings of
+// a timed-out flight stay open while their writes are with the kernel.
+void DumpFlushState(int rc) {
+  std::fprintf(stderr, "flush failed: %s; the process's io_uring state:\n", latte_error_string(rc));
+  auto dump = [](const std::string &path) {
+    FILE *f = std::fopen(path.c_str(), "r");
+    if (!f) return;
+    char line[512];
+    while (std::fgets(line, sizeof line, f)) std::fprintf(stderr, "    %s", line);
+    std::fclose(f);
+  };
+  auto each = [](const char *dir, const std::function<void(const std::string &)> &f) {
+    DIR *d = opendir(dir);
+    while (d) {
+      dirent *e = readdir(d);
+      if (!e) break;
+      if (e->d_name[0] != '.') f(e->d_name);
+    }
+    if (d) closedir(d);
+  };
+  each("/proc/self/fd", [&](const std::string &fd) {
+    char target[128] = {0};
+    ssize_t n = readlink(("/proc/self/fd/" + fd).c_str(), target, sizeof target - 1);
+    if (n <= 0 || !std::strstr(target, "io_uring")) return;
+    std::fprintf(stderr, "  fd %s (%s):\n", fd.c_str(), target);
+    dump("/proc/self/fdinfo/" + fd);
+  });
+  each("/proc/self/task", [&](const std::string &tid) {
+    std::string at = "/proc/self/task/" + tid;
+    std::fprintf(stderr, "  thread %s:\n", tid.c_str());
+    dump(at + "/comm");
+    dump(at + "/wchan");
+    std::fprintf(stderr, "\n");
+    dump(at + "/stack");
+  });
+}
+
 // Child mode "--first-flush": a fresh process records 20,000 spans and
 // then calls latte_flush_async first thing; prints how long it took to
 // return (microseconds) and whether the flush then completed.
@@ -365,8 +407,10 @@ int FirstFlushChild() {
   double t1 = Now();
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
   double cpu_us = double(c1.tv_sec - c0.tv_sec) * 1e6 + double(c1.tv_nsec - c0.tv_nsec) * 1e-3;
-  while (rc == 0 && latte_poll_flush() == LATTE_FLUSH_PENDING) usleep(50);
-  bool ok = rc == 0 && latte_poll_flush() == LATTE_FLUSH_IDLE;
+  int st = LATTE_FLUSH_IDLE;
+  while (rc == 0 && (st = latte_poll_flush()) == LATTE_FLUSH_PENDING) usleep(50);
+  if (st < 0) DumpFlushState(st);
+  bool ok = rc == 0 && st == LATTE_FLUSH_IDLE;
   close(fd);
   unlink(path);
   std::printf("FIRST %.1f %d %.1f\n", (t1 - t0) * 1e6, ok ? 1 : 0, cpu_us);
@@ -441,12 +485,14 @@ void FlushBench() {
     double t0 = Now();
     int rc = latte_flush_async(fd, LATTE_UNIT_TIME);
     double t1 = Now();
-    while (rc == 0 && latte_poll_flush() == LATTE_FLUSH_PENDING) usleep(50);
+    int st = LATTE_FLUSH_IDLE;
+    while (rc == 0 && (st = latte_poll_flush()) == LATTE_FLUSH_PENDING) usleep(50);
     double t2 = Now();
+    if (st < 0) DumpFlushState(st);
     close(fd);
     *ret_us = (t1 - t0) * 1e6;
     *done_ms = (t2 - t0) * 1e3;
-    return rc == 0 && latte_poll_flush() == LATTE_FLUSH_IDLE;
+    return rc == 0 && st == LATTE_FLUSH_IDLE;
   };
   std::vector<double> ret, done;
   bool ok = true;
