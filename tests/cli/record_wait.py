@@ -2,10 +2,13 @@
 """`latte record --wait`, started before the program: it waits past a dead
 producer's region of the name (an earlier run's), follows the program's
 region once it appears and records every span from its first (5,000 of
-the ID, lost 0); a Ctrl-C while it waits ends it at once, exit 0, with no
+the ID, lost 0), also past the moment a new producer holds the dead
+region's lock to take its name over; a Ctrl-C while it waits ends it at once, exit 0, with no
 file. Run in a private /dev/shm (make cli-test)."""
+import fcntl
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -46,6 +49,15 @@ with tempfile.TemporaryDirectory() as tmp:
     rec = subprocess.Popen([LATTE, "record", NAME, "--wait", "-o", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)
     check(rec.poll() is None, "still waiting past a dead producer's region")
+    # A new producer taking the name over holds the dead region's lock for
+    # a moment before it renames its own object over the name (L4 of
+    # src/liveness.rs): held here for a second, the way it does.
+    fd = os.open("/dev/shm" + NAME, os.O_RDWR)
+    lock = struct.pack("hh4xqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, lock)
+    time.sleep(1.0)
+    check(rec.poll() is None, "still waiting while the dead region's lock is held for a take-over")
+    os.close(fd)
     produce(SPANS)
     try:
         text, err = rec.communicate(timeout=60)

@@ -92,11 +92,18 @@ const WAIT_POLL: Duration = Duration::from_millis(5);
 /// producer's region of the name, left by an earlier run, is waited past;
 /// an object being made, not yet a region, too), then opens it as `open`
 /// does. A signal ends the wait: exit 0, no file written.
+///
+/// An object once seen without its producer stays dead: a new producer
+/// taking the name over holds the old object's lock for a moment (L4 of
+/// `latte::liveness`) before it renames its own over the name, and a wait
+/// that took the old object then would follow an earlier run's samples.
 fn wait_for_region(raw: &std::ffi::OsStr, target: &str) -> Result<Option<latte::Mapping>, ExitCode> {
     let crate::target::Target::Region(name) = crate::target::resolve(raw) else {
         return Err(fail(target, "is a file: --wait waits for a region to appear", EXIT_USAGE));
     };
     let mut said = false;
+    // The last object seen under the name with its producer gone.
+    let mut dead: Option<latte::Mapping> = None;
     loop {
         // Relaxed: the flag alone (set by the signal handler).
         if STOP.load(Ordering::Relaxed) {
@@ -104,8 +111,10 @@ fn wait_for_region(raw: &std::ffi::OsStr, target: &str) -> Result<Option<latte::
             return Ok(None);
         }
         match latte::Mapping::open_shm(&name) {
+            Ok(m) if dead.as_ref().is_some_and(|d| d.is_same_object(&m)) => {}
             Ok(m) if m.producer_alive() => return Ok(Some(m)),
-            Ok(_) | Err(latte::Error::NotLatte | latte::Error::Truncated) => {}
+            Ok(m) => dead = Some(m),
+            Err(latte::Error::NotLatte | latte::Error::Truncated) => {}
             Err(e) if e == latte::Error::Os(libc::ENOENT) => {}
             Err(_) => return open(raw).map(Some), // said precisely there
         }
