@@ -19,29 +19,33 @@
 //!   which fails when the name exists, then removes its own name. A
 //!   region's name therefore only ever refers to an object whose lock was
 //!   taken before the name did.
-//! - L3 A region is live while its object's lock is held.
+//! - L3 A region is live while its object's lock is held: asked of the
+//!   object's range below the claim byte (`CLAIM_AT`), so that a taker's
+//!   claim (L4, L5) never reads as a live producer.
 //! - L4 To take over a name whose producer is gone (the default,
 //!   `LATTE_IF_TAKEN_REPLACE_STALE`; not with `LATTE_IF_TAKEN_FAIL`): open
-//!   the object it refers to for writing and take its lock (that fails
-//!   while the producer lives: `-EEXIST`); check that the name still
+//!   the object it refers to for writing and claim it: lock its claim byte,
+//!   far past its end, which a producer's whole-object lock covers (so the
+//!   claim fails while the producer lives: `-EEXIST`) and L3's question
+//!   does not (so readers see the object dead all along); check that the name still
 //!   refers to that object (else start over at L2); let the new object
 //!   take what it keeps of the old one (its lineage: `incarnation`,
 //!   `recorded_before`); `rename(2)` the new object over the name; let go
 //!   of the old one. Only the holder of the
-//!   old object's lock renames over it, so of two producers starting over
+//!   old object's claim renames over it, so of two producers starting over
 //!   one stale region, one wins and the other finds either the old
-//!   object locked or the name on the winner's object, whose lock is held.
+//!   object claimed or the name on the winner's object, whose lock is held.
 //!
 //! - L5 To remove a region on purpose (`latte rm`, [`remove_region`]):
 //!   open the object its name refers to for writing; check that it is a
 //!   regular file that starts with latte's magic (nothing else is ever
-//!   removed); take its lock as L4 does (that fails while the producer
+//!   removed); claim it as L4 does (that fails while the producer
 //!   lives: the region is refused, unless the caller forces it, when the
-//!   lock is not asked for); check that the name still refers to that
-//!   object; unlink the name; let go of the lock. While the lock is held no
+//!   claim is not asked for); check that the name still refers to that
+//!   object; unlink the name; let go of the claim. While the claim is held no
 //!   take-over (L4) can rename a new object over the name, so what is
 //!   unlinked is the object found dead. L4 and L5 decide "dead" by the
-//!   same test, the lock taken, so they never disagree.
+//!   same test, the claim taken, so they never disagree.
 //!
 //! Shared-memory names are files in `/dev/shm` (glibc's `shm_open`), which
 //! is what `link` and `rename` act on.
@@ -51,21 +55,26 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-/// An all-file lock request of `kind` (F_WRLCK to take or test).
-fn whole_file(kind: i32) -> libc::flock {
+/// The byte of an object a taker locks (L4, L5): past the end of any
+/// object, inside a producer's whole-object lock, outside the range L3
+/// asks about. (`l_start + l_len` stays within `off_t`.)
+const CLAIM_AT: libc::off_t = libc::off_t::MAX - 1;
+
+/// A write-lock request (to take or to test) of `len` bytes from `start`;
+/// a length of 0 runs to the end, however the object grows.
+fn write_lock(start: libc::off_t, len: libc::off_t) -> libc::flock {
     // SAFETY: an all-zero flock is a valid value; the fields are set below.
     let mut l: libc::flock = unsafe { core::mem::zeroed() };
-    l.l_type = kind as libc::c_short;
+    l.l_type = libc::F_WRLCK as libc::c_short;
     l.l_whence = libc::SEEK_SET as libc::c_short;
-    l.l_start = 0;
-    l.l_len = 0; // to the end, however the object grows
+    l.l_start = start;
+    l.l_len = len;
     l
 }
 
-/// L1: takes the liveness lock on `fd` (open for writing). `-EEXIST` when
-/// another open file description holds it.
-pub fn hold(fd: BorrowedFd<'_>) -> Result<(), Error> {
-    let l = whole_file(libc::F_WRLCK);
+/// Takes the lock `l` on `fd` (open for writing). `-EEXIST` when another
+/// open file description holds a lock that overlaps it.
+fn take(fd: BorrowedFd<'_>, l: libc::flock) -> Result<(), Error> {
     // SAFETY: a valid flock for F_OFD_SETLK (l_pid 0, as it requires).
     if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_SETLK, &l) } == 0 {
         return Ok(());
@@ -74,6 +83,19 @@ pub fn hold(fd: BorrowedFd<'_>) -> Result<(), Error> {
         e if e == Error::Os(libc::EAGAIN) || e == Error::Os(libc::EACCES) => Err(Error::Os(libc::EEXIST)),
         e => Err(e),
     }
+}
+
+/// L1: takes the liveness lock on `fd` (open for writing), the whole
+/// object. `-EEXIST` when another open file description holds it.
+pub fn hold(fd: BorrowedFd<'_>) -> Result<(), Error> {
+    take(fd, write_lock(0, 0))
+}
+
+/// L4, L5: claims the object open as `fd` (open for writing): its claim
+/// byte. `-EEXIST` while its producer lives (its lock covers the byte) or
+/// another taker holds the claim.
+fn claim(fd: BorrowedFd<'_>) -> Result<(), Error> {
+    take(fd, write_lock(CLAIM_AT, 1))
 }
 
 use crate::shm::NEW_OBJECT_PREFIX;
@@ -175,7 +197,8 @@ pub fn new_object(mode: u32) -> Result<(CString, OwnedFd), Error> {
 /// L3: whether a producer holds the liveness lock of the object open as `fd`
 /// (read access is enough to ask).
 pub fn held(fd: BorrowedFd<'_>) -> bool {
-    let mut l = whole_file(libc::F_WRLCK);
+    // Below the claim byte: a producer's lock, never a taker's claim.
+    let mut l = write_lock(0, CLAIM_AT);
     // SAFETY: a valid flock for F_OFD_GETLK, which the kernel overwrites.
     unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_GETLK, &mut l) == 0 && l.l_type != libc::F_UNLCK as libc::c_short }
 }
@@ -275,8 +298,8 @@ fn take_over(old: BorrowedFd<'_>, tmp_path: &CStr, target: &CStr, inherit: &mut 
     if unsafe { libc::fstat(old.as_raw_fd(), &mut a) } != 0 || a.st_mode & libc::S_IFMT != libc::S_IFREG || !is_latte(old) {
         return Some(Err(Error::Os(libc::EEXIST)));
     }
-    if let Err(e) = hold(old) {
-        return Some(Err(e)); // its producer lives (-EEXIST)
+    if let Err(e) = claim(old) {
+        return Some(Err(e)); // its producer lives, or another taker claimed it (-EEXIST)
     }
     // SAFETY: a valid path and out-parameter.
     if unsafe { libc::stat(target.as_ptr(), &mut b) } != 0 || identity(&a) != identity(&b) {
@@ -332,8 +355,8 @@ pub fn remove_region(name: &[u8], force: bool, dry_run: bool) -> Result<Removal,
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut a) } != 0 || a.st_mode & libc::S_IFMT != libc::S_IFREG || !is_latte(fd.as_fd()) {
         return Err(Error::NotLatte);
     }
-    // The test of L4: the lock can be taken only when its producer is gone.
-    let found = match hold(fd.as_fd()) {
+    // The test of L4: the claim can be taken only when its producer is gone.
+    let found = match claim(fd.as_fd()) {
         Ok(()) => Removal::Dead,
         Err(e) if e == Error::Os(libc::EEXIST) && force => Removal::Live,
         Err(e) if e == Error::Os(libc::EEXIST) => return Err(Error::BUSY),
@@ -352,7 +375,7 @@ pub fn remove_region(name: &[u8], force: bool, dry_run: bool) -> Result<Removal,
     if unsafe { libc::unlink(target.as_ptr()) } != 0 {
         return Err(Error::last_os());
     }
-    // Dropping `fd` lets go of the lock, after the name is gone.
+    // Dropping `fd` lets go of the claim, after the name is gone.
     drop(fd);
     Ok(found)
 }

@@ -249,3 +249,50 @@ fn a_region_that_takes_a_name_over_keeps_its_lineage() {
     }
     let _ = latte::shm::unlink(name.as_bytes());
 }
+
+/// A taker's claim on a dead region (L4: the byte past any object's end
+/// that a producer's lock covers): readers see the region dead all the
+/// while, and a second producer is refused until the claim is let go.
+#[test]
+fn a_region_being_taken_over_reads_as_dead() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let name = format!("/latte-test-claimed-{}", std::process::id());
+    // A stale region, then a producer that installs over it in a child.
+    let install = |name: &str| {
+        // SAFETY: fork; the child installs and _exits with the result.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let r = match latte::internals::recorder::install_shared(name.as_bytes(), &cfg(LATTE_IF_TAKEN_REPLACE_STALE)) {
+                Ok(()) => 0,
+                Err(e) if e == latte::Error::Os(libc::EEXIST) => 1,
+                Err(_) => 2,
+            };
+            // SAFETY: leave the child.
+            unsafe { libc::_exit(r) };
+        }
+        wait_exit(pid)
+    };
+    assert_eq!(install(&name), 0);
+    let m = Mapping::open_shm(name.as_bytes()).expect("the stale region");
+    assert!(!m.producer_alive());
+    // Claimed the way a taker does, on a descriptor of its own.
+    let path = std::ffi::CString::new(format!("/dev/shm{name}")).unwrap();
+    // SAFETY: a valid path.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    assert!(fd >= 0);
+    // SAFETY: an all-zero flock is valid; the fields are set below.
+    let mut l: libc::flock = unsafe { core::mem::zeroed() };
+    l.l_type = libc::F_WRLCK as libc::c_short;
+    l.l_whence = libc::SEEK_SET as libc::c_short;
+    l.l_start = libc::off_t::MAX - 1;
+    l.l_len = 1;
+    // SAFETY: a valid descriptor and flock (l_pid 0).
+    assert_eq!(unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &l) }, 0, "{}", std::io::Error::last_os_error());
+    assert!(!m.producer_alive(), "a claimed region reads as dead");
+    assert!(!Mapping::open_shm(name.as_bytes()).unwrap().producer_alive());
+    assert_eq!(install(&name), 1, "another taker is refused while the claim is held");
+    // SAFETY: our descriptor; closing it lets go of the claim.
+    unsafe { libc::close(fd) };
+    assert_eq!(install(&name), 0);
+    let _ = latte::shm::unlink(name.as_bytes());
+}
