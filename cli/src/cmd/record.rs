@@ -93,10 +93,11 @@ const WAIT_POLL: Duration = Duration::from_millis(5);
 /// an object being made, not yet a region, too), then opens it as `open`
 /// does. A signal ends the wait: exit 0, no file written.
 ///
-/// An object once seen without its producer stays dead: a new producer
-/// taking the name over holds the old object's lock for a moment (L4 of
-/// `latte::liveness`) before it renames its own over the name, and a wait
-/// that took the old object then would follow an earlier run's samples.
+/// An object once seen without its producer stays dead. A taker claims a
+/// dead object without making it read as live (L4 of `latte::liveness`),
+/// but a producer built with an earlier latte takes the name over holding
+/// the old object's whole lock for a moment, and a wait that took the old
+/// object then would follow an earlier run's samples.
 fn wait_for_region(raw: &std::ffi::OsStr, target: &str) -> Result<Option<latte::Mapping>, ExitCode> {
     let crate::target::Target::Region(name) = crate::target::resolve(raw) else {
         return Err(fail(target, "is a file: --wait waits for a region to appear", EXIT_USAGE));
