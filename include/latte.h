@@ -1062,7 +1062,7 @@ int latte_reader_get_info(const struct latte_reader *r, struct latte_region_info
 // content; NULL records as `<null-id>`). Beyond 64 open spans the call is
 // ignored and counted. A signal handler may call it (and `latte_stop`)
 // under an ID pointer its thread already used; a pointer new to the
-// thread allocates (README, "signal handlers").
+// thread allocates (docs/limits.md, "signal handlers").
 void latte_start(const char *id, latte_mode mode);
 
 // Gives the calling thread its ring for `id` now (as its first Start

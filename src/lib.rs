@@ -67,10 +67,10 @@ pub use liveness::{remove_region, Removal};
 pub use reader::{Mapping, ReadMode, View};
 pub use tsc::measure_cycles_per_ns;
 
-/// The README's Rust examples, run as doctests.
+/// The Rust examples of docs/api.md, run as doctests.
 #[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
+#[doc = include_str!("../docs/api.md")]
+pub struct GuideDoctests;
 
 // The engine: private to the crate.
 mod api;

@@ -1,4 +1,4 @@
-"""The examples people copy: the README's Python block and
+"""The examples people copy: the Python block of docs/reader.md and
 docs/python_percentiles.py, run against a region the producer recorded."""
 import os
 import re
@@ -21,8 +21,8 @@ def test_docs_example_plots_percentiles(burst, tmp_path):
         png.unlink()
 
 
-def test_readme_python_block(burst, tmp_path):
-    readme = open(os.path.join(ROOT, "README.md")).read()
+def test_guide_python_block(burst, tmp_path):
+    readme = open(os.path.join(ROOT, "docs", "reader.md")).read()
     blocks = re.findall(r"<!-- python-test: \S+ -->\n```python\n(.*?)```\n", readme, re.S)
     assert len(blocks) == 1
     body = blocks[0].replace('"/my-service"', repr(burst["name"])).replace('"request"', '"py.b"')

@@ -8,7 +8,7 @@ use core::ffi::{c_char, c_int};
 /// content; NULL records as `<null-id>`). Beyond 64 open spans the call is
 /// ignored and counted. A signal handler may call it (and `latte_stop`)
 /// under an ID pointer its thread already used; a pointer new to the
-/// thread allocates (README, "signal handlers").
+/// thread allocates (docs/limits.md, "signal handlers").
 #[no_mangle]
 pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
     guard((), || {

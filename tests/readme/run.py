@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make readme-test: the README's examples, as a reader would use them.
+"""make readme-test: the examples of the README, docs/api.md and docs/reader.md, as a reader would use them.
 Installs the working tree into a temporary prefix, writes every code block
 marked `<!-- readme-test: FILE -->` to FILE in a temporary directory, runs
 every block marked `<!-- readme-test: run -->` there with `sh -e` (the
@@ -15,7 +15,9 @@ import sys
 import tempfile
 
 make = os.environ.get("MAKE", "make")
-readme = open("README.md").read()
+# In reading order: the README (its example builds app), the API page (it
+# builds quickstart), the reader page (its examples use quickstart).
+readme = "".join(open(p).read() for p in ("README.md", "docs/api.md", "docs/reader.md"))
 blocks = re.findall(r"<!-- readme-test: (\S+) -->\n```(\w+)\n(.*?)```\n", readme, re.S)
 passed = failed = 0
 
@@ -29,13 +31,13 @@ def check(cond, what, detail=""):
         print(f"readme: FAILED: {what}\n{detail}", file=sys.stderr)
 
 
-check(len([b for b in blocks if b[0] != "run"]) >= 3 and len([b for b in blocks if b[0] == "run"]) >= 3, f"README has marked examples and command blocks ({len(blocks)})")
+check(len([b for b in blocks if b[0] != "run"]) >= 3 and len([b for b in blocks if b[0] == "run"]) >= 3, f"the pages have marked examples and command blocks ({len(blocks)})")
 for name, lang, body in blocks:
     if lang in ("c", "cpp"):
         check("..." not in body, f"{name} is a complete program (no '...')")
         check("latte_error_string" in body or lang == "cpp", f"{name} prints latte_error_string on failure")
 
-demo = re.compile(r"^latte-(quickstart|reader-demo|demo)-")
+demo = re.compile(r"^latte-(quickstart|reader-demo|demo|app)-")
 before = {n for n in os.listdir("/dev/shm") if demo.match(n)}
 tmp = tempfile.mkdtemp(prefix="latte-readme.")
 try:
