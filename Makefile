@@ -161,7 +161,13 @@ test:
 	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
 	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
 
-test-suites: check-header lint rust-test c-test cpp-test cli-test serve-test compare-test speedtest-test install-test readme-test python-test
+SUITES := check-header lint rust-test c-test cpp-test cli-test serve-test compare-test speedtest-test install-test readme-test python-test
+
+# Each suite in turn, stopping at the first that fails, and the seconds it
+# took (tests/summary.py lists them at the end).
+test-suites:
+	@for s in $(SUITES); do t0=$$(date +%s); $(MAKE) --no-print-directory $$s || exit $$?; \
+	  echo "make test: suite $$s took $$(( $$(date +%s) - t0 )) s"; done
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)

@@ -2,7 +2,8 @@
 """The end of `make test`: sums the counts every suite printed into the log
 (cargo's "test result: ... N passed; M failed", the C, C++, CLI, serve, Python,
 compare, install and README suites' "NAME: N passed, M failed"), checks that the log holds no terminal
-escape codes, and prints one line. Exit status: make's, else 1 on escapes."""
+escape codes, and prints one line, then the seconds each suite took.
+Exit status: make's, else 1 on escapes."""
 import re
 import sys
 
@@ -29,9 +30,12 @@ for m in suite.finditer(text):
 passed = sum(g[0] for g in groups.values())
 failed = sum(g[1] for g in groups.values())
 parts = ", ".join(f"{k} {v[0]} in {v[2]} runs" for k, v in groups.items())
+took = re.findall(r"^make test: suite (\S+) took (\d+) s$", text, re.M)
 escapes = text.count("\x1b")
 status = "passed" if make_rc == 0 and failed == 0 and escapes == 0 else "FAILED"
 print(f"make test: {status}: {passed} passed, {failed} failed ({parts})")
+if took:
+    print("make test: seconds per suite: " + ", ".join(f"{n} {t}" for n, t in took) + f" (in all {sum(int(t) for _, t in took)})")
 if escapes:
     print(f"make test: the log {log_path} holds {escapes} terminal escape codes")
 if make_rc != 0:
