@@ -44,7 +44,7 @@
 #define LATTE_ERR_SCHED_LOST -4007
 
 // Layout version; a reader refuses any other.
-#define LATTE_LAYOUT_VERSION 4
+#define LATTE_LAYOUT_VERSION 5
 
 // Generation of the in-process layout the inline path shares with Rust
 // (`latte_thread`, `latte_pulse_site`, `latte_cache_entry`). The slow
@@ -52,7 +52,7 @@
 // that a program inlined against a header of another generation fails to
 // link rather than reading the thread state at the wrong offsets: change
 // both with the layout (a test checks that they agree).
-#define LATTE_THREAD_LAYOUT 2
+#define LATTE_THREAD_LAYOUT 3
 
 // Size of the region header in bytes.
 #define LATTE_HEADER_SIZE 1024
@@ -113,6 +113,15 @@
 
 // Samples kept per (thread, ID) ring by default (a power of two).
 #define LATTE_DEFAULT_SAMPLES 65536
+
+// Samples a ring's memory is first committed for, when its slot is first
+// handed out (to the end of the page that holds the last of them): a ring
+// grows from there as it is written (`latte_slot_header::write_limit`).
+#define LATTE_FIRST_RING_SAMPLES 256
+
+// `latte_slot_header::write_limit` of a ring whose memory is committed
+// whole: no index reaches it, and the ring laps at `samples_per_slot`.
+#define LATTE_RING_WHOLE UINT64_MAX
 
 // Entries of the per-thread pointer-keyed ID cache (a power of two): a
 // thread with up to 512 ID pointers keeps them all in it; past them the
@@ -422,7 +431,15 @@ typedef struct LATTE_ALIGNED(64) latte_slot_header {
   // its line to itself there; a live reader takes the larger of the two
   // as its second load.
   uint64_t flushed_end_idx;
-  uint64_t _pad0[6];
+  // The index the ring's committed memory ends at: a write at an index
+  // at or past it first commits more (the ring grows, doubling, up to
+  // `samples_per_slot`) or, when no more can be had, laps early (ring
+  // protocol, G1-G3). `LATTE_RING_WHOLE` once the whole ring is
+  // committed. Stored by the owner thread only (relaxed: it is its
+  // only reader that acts on it), after the memory is committed; kept
+  // when the slot is handed to a new owner.
+  uint64_t write_limit;
+  uint64_t _pad0[5];
   // 0 while unassigned or being reassigned; otherwise changes every time
   // the slot is given to a new (thread, ID) pair. Stored with release.
   uint32_t generation;
@@ -539,6 +556,15 @@ typedef struct latte_counters {
   // changing the thread's states (see the span stack protocol). Counted
   // in this process, not in the region.
   uint64_t reentrant_drops;
+  // Bytes of ring memory the region may commit (`u64::MAX`: no budget;
+  // 0: an image of a producer that kept none).
+  uint64_t budget_bytes;
+  // Bytes of ring memory committed so far (whole pages).
+  uint64_t committed_bytes;
+  // Laps rings made before reaching their size because their memory
+  // could not grow (the budget was reached, or memory ran out); what
+  // they overwrote is counted lost by readers.
+  uint64_t early_laps;
 } latte_counters;
 
 // What a region's header describes (geometry, producer, anchors, calibration).
@@ -598,6 +624,12 @@ typedef struct latte_region_config {
   // When the name is taken: `LATTE_IF_TAKEN_REPLACE_STALE` (0, the
   // default) or `LATTE_IF_TAKEN_FAIL`; any other value is -EINVAL.
   uint32_t if_taken;
+  // MiB of ring memory the region may commit (0 = the default:
+  // `LATTE_BUDGET_MIB`, else what its filesystem has free when it is made
+  // less an eighth of its size). Rings grow within it as they are
+  // written; past it they go on at the size they reached, and a new
+  // (thread, ID) still gets its first samples while memory is left.
+  uint32_t budget_mib;
 } latte_region_config;
 
 // Process-wide switch tracking counters.
@@ -768,7 +800,21 @@ typedef struct LATTE_ALIGNED(64) latte_region_header {
   // reader that saw an earlier region of the name and then this one
   // counts the difference as samples of regions it never saw.
   uint64_t recorded_before;
-  uint64_t _reserved[30];
+  // Bytes of ring memory the region may commit (0 in an image of a
+  // producer without one): rings grow within it, and past it lap at the
+  // size they reached (`early_laps`); `u64::MAX`: no budget. Written
+  // once, before the region is published.
+  uint64_t budget_bytes;
+  // Bytes of ring memory committed so far (slot headers and samples, in
+  // whole pages), at most `budget_bytes`.
+  uint64_t committed_bytes;
+  // Laps rings made before reaching `samples_per_slot` because their
+  // memory could not grow (the budget was reached, or the memory or
+  // `/dev/shm` ran out): each started the ring over at index 0 as a new
+  // generation, and what it overwrote is lost to readers and counted
+  // there.
+  uint64_t early_laps;
+  uint64_t _reserved[27];
 } latte_region_header;
 
 // One recorded span: 16 bytes.
@@ -961,7 +1007,7 @@ int latte_flush_supported(void);
 // that cannot be stored, no ring to be had, the thread being torn down;
 // counted) it returns a sink ring,
 // never 0 for a non-NULL `t`.
-uint64_t latte_internal_thread_resolve_v2(struct latte_thread *t, const char *id);
+uint64_t latte_internal_thread_resolve_v3(struct latte_thread *t, const char *id);
 
 // Out-of-line path of the inline Start: `id` was found at entry `at` of
 // `t`'s cache, past its home entry. At about one call in 64 on the
@@ -970,22 +1016,31 @@ uint64_t latte_internal_thread_resolve_v2(struct latte_thread *t, const char *id
 // rule C4 of the ID cache). `t` must be the calling thread's own state; a
 // state that is not attached (not the thread's active one) is left alone,
 // and so is an entry `at` that no longer holds `id`.
-void latte_internal_thread_promote_v2(struct latte_thread *t, const char *id, size_t at);
+void latte_internal_thread_promote_v3(struct latte_thread *t, const char *id, size_t at);
 
 // Slow path of the inline Start: 64 spans are open; counts the ignored Start.
-void latte_internal_thread_note_overflow_v2(struct latte_thread *t);
+void latte_internal_thread_note_overflow_v3(struct latte_thread *t);
 
 // Slow path of the inline Stop: `t` has no open span. Counts an orphan
 // Stop (returns 0), or, when another state of this thread is the active
 // one, closes that state's innermost span and returns its duration.
 // `now` is the TSC the caller read in `mode`.
-uint64_t latte_internal_thread_stop_slow_v2(struct latte_thread *t, latte_mode mode, uint64_t now);
+uint64_t latte_internal_thread_stop_slow_v3(struct latte_thread *t, latte_mode mode, uint64_t now);
 
 // Slow path of the inline pulse: the site is not resolved for `id` (first
 // call, another ID, or NULL). Attaches `t`, resolves and primes the site,
 // and records the interval when the site was primed before. `now` is the
 // TSC the caller read.
-void latte_internal_thread_pulse_slow_v2(struct latte_thread *t, struct latte_pulse_site *site, const char *id, uint64_t now);
+void latte_internal_thread_pulse_slow_v3(struct latte_thread *t, struct latte_pulse_site *site, const char *id, uint64_t now);
+
+// Slow path of the inline fast path's write (`latte__write_at`): index
+// `idx` of the ring `s` (the ring's `write_idx`, for the calling thread,
+// its owner) lies at or past the ring's committed end
+// (`latte_slot_header.write_limit`). Grows the ring, or laps it early
+// when no memory can be had (ring protocol, G1-G3), writes the sample
+// (`tsc`, `packed`) and returns the ring's new `write_idx`. `mask` is the
+// thread's `sample_mask`. A NULL `s` writes nothing and returns 0.
+uint64_t latte_internal_ring_write_at_limit_v3(struct latte_slot_header *s, uint64_t mask, uint64_t idx, uint64_t tsc, uint64_t packed);
 
 // The library's version, "MAJOR.MINOR.PATCH" (a static string; compare
 // with LATTE_VERSION_STRING, the version of the header compiled against).

@@ -162,12 +162,12 @@ LATTE__FN uint64_t latte__probe(latte_thread *t, const char *id, size_t i) {
         /* Past its home: now and then (one such find in 64, drawn at
          * random) it takes the home entry, so that later Starts find it at
          * the first look (src/recorder/cache.rs, rule C4). */
-        if (i != home) latte_internal_thread_promote_v2(t, id, i);
+        if (i != home) latte_internal_thread_promote_v3(t, id, i);
         return ring;
       }
       if (k == NULL) break;
     }
-  return latte_internal_thread_resolve_v2(t, id);
+  return latte_internal_thread_resolve_v3(t, id);
 }
 
 /* Duration stop - start; one that does not fit 48 bits is made defined as
@@ -187,10 +187,16 @@ typedef char latte__assert_pulse_bits[(LATTE_START_MODE_SHIFT - LATTE_DEPTH_SHIF
                                           ? 1
                                           : -1];
 
-/* Writes a sample at idx, which must be the ring's write_idx; returns the new one. */
+/* Writes a sample at idx, which must be the ring's write_idx; returns the
+ * new one. Only below the ring's committed end (write_limit, on write_idx's
+ * line): at or past it the library grows the ring first, or laps it early
+ * (ring protocol, G1-G3), in a slow path. */
 LATTE__HOT uint64_t latte__write_at(latte_slot_header *s, uint64_t mask, uint64_t idx, uint64_t tsc, uint64_t packed) {
+  latte_sample *smp;
+  if (__builtin_expect(idx >= __atomic_load_n(&s->write_limit, __ATOMIC_RELAXED), 0))
+    return latte_internal_ring_write_at_limit_v3(s, mask, idx, tsc, packed);
   /* The ring starts right after the header: its offset folds into the stores. */
-  latte_sample *smp = (latte_sample *)((char *)s + ((idx & mask) << LATTE_SAMPLE_SHIFT) + LATTE_SLOT_HEADER_SIZE);
+  smp = (latte_sample *)((char *)s + ((idx & mask) << LATTE_SAMPLE_SHIFT) + LATTE_SLOT_HEADER_SIZE);
   __atomic_store_n(&smp->start_tsc, tsc, __ATOMIC_RELEASE);
   __atomic_store_n(&smp->packed, packed, __ATOMIC_RELEASE);
   __atomic_store_n(&s->write_idx, idx + 1, __ATOMIC_RELEASE);
@@ -226,7 +232,7 @@ LATTE__HOT void latte__start_on(latte_thread *t, const char *id, latte_mode mode
   size_t i;
   uint32_t d = t->depth;
   if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
-    latte_internal_thread_note_overflow_v2(t);
+    latte_internal_thread_note_overflow_v3(t);
     return;
   }
   mode = latte__norm(mode);
@@ -236,7 +242,7 @@ LATTE__HOT void latte__start_on(latte_thread *t, const char *id, latte_mode mode
     ring = latte__probe(t, id, i);
     d = t->depth;
     if (__builtin_expect(d >= LATTE_MAX_DEPTH, 0)) {
-      latte_internal_thread_note_overflow_v2(t);
+      latte_internal_thread_note_overflow_v3(t);
       return;
     }
   }
@@ -257,7 +263,7 @@ LATTE__HOT void latte__start_on(latte_thread *t, const char *id, latte_mode mode
 LATTE__HOT uint64_t latte__stop_on(latte_thread *t, latte_mode mode, uint64_t now) {
   uint64_t ring, st, dur, word, mark, mark_now, switched;
   uint32_t d = t->depth;
-  if (__builtin_expect(d == 0, 0)) return latte_internal_thread_stop_slow_v2(t, latte__norm(mode), now);
+  if (__builtin_expect(d == 0, 0)) return latte_internal_thread_stop_slow_v3(t, latte__norm(mode), now);
   /* Steps P1-P3 of the span stack protocol (src/recorder/hot.rs). */
   ring = t->top_ring; /* P1 */
   d -= 1;
@@ -318,7 +324,7 @@ LATTE__HOT void latte_pulse_inline(latte_pulse_site *site, const char *id) {
   uint64_t last, packed, base, idx;
   uint32_t depth;
   if (__builtin_expect(site->id != id || id == NULL, 0)) {
-    latte_internal_thread_pulse_slow_v2(t, site, id, now);
+    latte_internal_thread_pulse_slow_v3(t, site, id, now);
     return;
   }
   last = site->last_tsc;

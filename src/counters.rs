@@ -33,6 +33,15 @@ pub struct latte_counters {
     /// changing the thread's states (see the span stack protocol). Counted
     /// in this process, not in the region.
     pub reentrant_drops: u64,
+    /// Bytes of ring memory the region may commit (`u64::MAX`: no budget;
+    /// 0: an image of a producer that kept none).
+    pub budget_bytes: u64,
+    /// Bytes of ring memory committed so far (whole pages).
+    pub committed_bytes: u64,
+    /// Laps rings made before reaching their size because their memory
+    /// could not grow (the budget was reached, or memory ran out); what
+    /// they overwrote is counted lost by readers.
+    pub early_laps: u64,
 }
 
 /// Reads the process-wide counters of a region header.
@@ -52,5 +61,8 @@ pub fn counters_of(h: &latte_region_header) -> latte_counters {
         slots_used: h.slots_used.load(Ordering::Relaxed),
         mapping_faults: crate::fault::faults(),
         reentrant_drops: REENTRANT_DROPS.load(Ordering::Relaxed),
+        budget_bytes: l(&h.budget_bytes),
+        committed_bytes: l(&h.committed_bytes),
+        early_laps: l(&h.early_laps),
     }
 }

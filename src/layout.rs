@@ -32,14 +32,14 @@ use core::sync::atomic::{AtomicU32, AtomicU64};
 /// Magic bytes at offset 0 of every region and flushed image.
 pub const LATTE_MAGIC: [u8; 8] = *b"LATTEREG";
 /// Layout version; a reader refuses any other.
-pub const LATTE_LAYOUT_VERSION: u32 = 4;
+pub const LATTE_LAYOUT_VERSION: u32 = 5;
 /// Generation of the in-process layout the inline path shares with Rust
 /// (`latte_thread`, `latte_pulse_site`, `latte_cache_entry`). The slow
 /// paths `include/latte_inline.h` calls end in `_v` and this number, so
 /// that a program inlined against a header of another generation fails to
 /// link rather than reading the thread state at the wrong offsets: change
 /// both with the layout (a test checks that they agree).
-pub const LATTE_THREAD_LAYOUT: u32 = 2;
+pub const LATTE_THREAD_LAYOUT: u32 = 3;
 /// Size of the region header in bytes.
 pub const LATTE_HEADER_SIZE: u32 = 1024;
 /// Size of a slot header in bytes (two cache lines).
@@ -84,6 +84,13 @@ pub const LATTE_DEFAULT_PRIVATE_SLOTS: u32 = 256;
 pub const LATTE_DEFAULT_FIRST_SLOTS: u32 = 16;
 /// Samples kept per (thread, ID) ring by default (a power of two).
 pub const LATTE_DEFAULT_SAMPLES: u32 = 65536;
+/// Samples a ring's memory is first committed for, when its slot is first
+/// handed out (to the end of the page that holds the last of them): a ring
+/// grows from there as it is written (`latte_slot_header::write_limit`).
+pub const LATTE_FIRST_RING_SAMPLES: u32 = 256;
+/// `latte_slot_header::write_limit` of a ring whose memory is committed
+/// whole: no index reaches it, and the ring laps at `samples_per_slot`.
+pub const LATTE_RING_WHOLE: u64 = u64::MAX;
 /// Entries of the per-thread pointer-keyed ID cache (a power of two): a
 /// thread with up to 512 ID pointers keeps them all in it; past them the
 /// cache is emptied and refilled, and each miss costs the thread's second
@@ -195,7 +202,15 @@ pub struct latte_slot_header {
     /// its line to itself there; a live reader takes the larger of the two
     /// as its second load.
     pub flushed_end_idx: AtomicU64,
-    pub _pad0: [u64; 6],
+    /// The index the ring's committed memory ends at: a write at an index
+    /// at or past it first commits more (the ring grows, doubling, up to
+    /// `samples_per_slot`) or, when no more can be had, laps early (ring
+    /// protocol, G1-G3). `LATTE_RING_WHOLE` once the whole ring is
+    /// committed. Stored by the owner thread only (relaxed: it is its
+    /// only reader that acts on it), after the memory is committed; kept
+    /// when the slot is handed to a new owner.
+    pub write_limit: AtomicU64,
+    pub _pad0: [u64; 5],
     /// 0 while unassigned or being reassigned; otherwise changes every time
     /// the slot is given to a new (thread, ID) pair. Stored with release.
     pub generation: AtomicU32,
@@ -214,6 +229,27 @@ pub struct latte_slot_header {
     /// was made are `gen_base + write_idx`. Stored at assignment (A3).
     pub gen_base: AtomicU64,
     pub _pad1: [u32; 8],
+}
+
+impl latte_slot_header {
+    /// The header of a ring that is never read and whose memory is whole
+    /// (a sink: `write_limit` is `LATTE_RING_WHOLE`); everything else 0.
+    pub const fn sink() -> latte_slot_header {
+        latte_slot_header {
+            write_idx: AtomicU64::new(0),
+            flushed_end_idx: AtomicU64::new(0),
+            write_limit: AtomicU64::new(LATTE_RING_WHOLE),
+            _pad0: [0; 5],
+            generation: AtomicU32::new(0),
+            id_token: AtomicU32::new(0),
+            thread_idx: AtomicU32::new(0),
+            os_tid: AtomicU32::new(0),
+            state: AtomicU32::new(0),
+            _pad_state: 0,
+            gen_base: AtomicU64::new(0),
+            _pad1: [0; 8],
+        }
+    }
 }
 
 /// The directory header at offset 0 of a region.
@@ -317,7 +353,21 @@ pub struct latte_region_header {
     /// reader that saw an earlier region of the name and then this one
     /// counts the difference as samples of regions it never saw.
     pub recorded_before: AtomicU64,
-    pub _reserved: [u64; 30],
+    /// Bytes of ring memory the region may commit (0 in an image of a
+    /// producer without one): rings grow within it, and past it lap at the
+    /// size they reached (`early_laps`); `u64::MAX`: no budget. Written
+    /// once, before the region is published.
+    pub budget_bytes: AtomicU64,
+    /// Bytes of ring memory committed so far (slot headers and samples, in
+    /// whole pages), at most `budget_bytes`.
+    pub committed_bytes: AtomicU64,
+    /// Laps rings made before reaching `samples_per_slot` because their
+    /// memory could not grow (the budget was reached, or the memory or
+    /// `/dev/shm` ran out): each started the ring over at index 0 as a new
+    /// generation, and what it overwrote is lost to readers and counted
+    /// there.
+    pub early_laps: AtomicU64,
+    pub _reserved: [u64; 27],
 }
 
 /// One entry of a thread's pointer-keyed cache: ID pointer -> its ring.

@@ -13,6 +13,22 @@
 //! | W3 | `write_idx = idx + 1` with release: publishes the sample | R3 |
 //! | W4 | at thread exit, `state = CLOSED` with release: the ring is final | R2 |
 //!
+//! A ring's memory is committed as it is written: `write_limit` is the
+//! index its committed memory ends at. W2 happens only at an index below
+//! it; a write at or past it takes the growth steps first, on the owner
+//! thread, in a slow path.
+//!
+//! | step | growth: the writer, at an index `idx` (W1) at or past `write_limit` | pairs with |
+//! |---|---|---|
+//! | G1 | `lim = write_limit` (relaxed: this thread is its only writer). `idx < lim`: a write of this thread's (a signal handler's) grew it meanwhile: W2 at `idx` | |
+//! | G2 | memory for indices up to `new` (about `2 lim`, to the end of a page; the whole ring: `LATTE_RING_WHOLE`) committed within the region's budget, then `write_limit = new` (relaxed), then W2-W3 at `idx` | |
+//! | G3 | no memory to be had: an early lap, A1-A4 by the owner for itself (`gen_base += idx`, `write_idx = 0`), then W2-W3 at index 0. The ring goes on at the size it has; a reader takes the lap for a new owner (R1, R4, R7) and counts what it did not read as lost | R1 |
+//!
+//! No reader reads an index at or past `write_idx`, which never passes
+//! `write_limit`: no reader touches memory that is not committed. A ring
+//! never laps before it is whole except by G3, so below `write_limit`
+//! index `j` is at `samples[j]` whatever the ring's final size.
+//!
 //! | step | assignment: the registry, under its lock, gives a slot an owner | pairs with |
 //! |---|---|---|
 //! | A1 | `generation = 0` (relaxed): the slot is changing | |
@@ -137,6 +153,30 @@ pub fn publish<W: Atomic<V = u64>>(write_idx: &W, start_word: &W, packed_word: &
     // W3.
     write_idx.store(idx + 1, Ordering::Release);
     idx + 1
+}
+
+/// W2's precondition: index `idx` lies in the ring's committed memory
+/// (below `write_limit`). Relaxed: the owner thread is the only writer of
+/// `write_limit`.
+#[inline(always)]
+pub fn committed<W: Atomic<V = u64>>(write_limit: &W, idx: u64) -> bool {
+    idx < write_limit.load(Ordering::Relaxed)
+}
+
+/// G3: an early lap. The owner starts its ring over at index 0 as a new
+/// generation (`next_generation`), its `gen_base` grown by the `idx`
+/// samples this generation holds: A1-A4 by the owner for itself.
+#[inline]
+pub fn early_lap<G: Atomic<V = u32>, W: Atomic<V = u64>>(generation: &G, gen_base: &W, write_idx: &W, idx: u64) {
+    let g = generation.load(Ordering::Relaxed);
+    let next = if g.wrapping_add(1) == 0 { 1 } else { g.wrapping_add(1) };
+    // Relaxed loads: the owner is the only writer of these words while it
+    // lives (the registry reassigns a slot only after its owner exited).
+    let base = gen_base.load(Ordering::Relaxed).wrapping_add(idx);
+    assign(generation, next, || {
+        gen_base.store(base, Ordering::Relaxed);
+        write_idx.store(0, Ordering::Relaxed);
+    });
 }
 
 /// A1 to A4: gives a slot a new owner. `metadata` stores the new owner's

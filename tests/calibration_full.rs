@@ -11,7 +11,7 @@ use latte::layout::*;
 #[test]
 fn calibration_in_a_full_region_touches_nothing_of_the_program() {
     let name = format!("/latte-test-calfull-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 2, samples_per_slot: 1024, id_capacity: 2, mode: 0, if_taken: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 2, samples_per_slot: 1024, id_capacity: 2, mode: 0, if_taken: 0, budget_mib: 0 };
     latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     span(c"full.a", LATTE_MODE_FAST, LATTE_MODE_FAST);
     span(c"full.b", LATTE_MODE_FAST, LATTE_MODE_FAST);

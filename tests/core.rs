@@ -363,7 +363,7 @@ fn a_callers_state_takes_over_open_spans() {
         latte_start(c"take.a".as_ptr(), LATTE_MODE_HARD); // Rust's own state
         let a = caller_state();
         // The inline Start's cache miss: attaches `a`, moves take.a over.
-        assert_ne!(latte_internal_thread_resolve_v2(a, c"take.b".as_ptr()), 0);
+        assert_ne!(latte_internal_thread_resolve_v3(a, c"take.b".as_ptr()), 0);
         // SAFETY: `a` is this thread's active state now.
         let sa = unsafe { &mut *a };
         assert_eq!((sa.depth, sa.attached), (1, 1));
@@ -375,18 +375,18 @@ fn a_callers_state_takes_over_open_spans() {
         // A second caller state takes over take.a; a Stop through `a` (now
         // empty) closes it there.
         let b = caller_state();
-        assert_ne!(latte_internal_thread_resolve_v2(b, c"take.c".as_ptr()), 0);
+        assert_ne!(latte_internal_thread_resolve_v3(b, c"take.c".as_ptr()), 0);
         // SAFETY: `a` is this thread's (inactive) state.
         assert_eq!(unsafe { ((*a).depth, (*a).attached) }, (0, 0));
         // SAFETY: `b` is this thread's active state.
         assert_eq!(unsafe { (*b).depth }, 1);
-        assert!(latte_internal_thread_stop_slow_v2(a, LATTE_MODE_HARD, latte::internals::tsc::rdtsc()) > 0);
+        assert!(latte_internal_thread_stop_slow_v3(a, LATTE_MODE_HARD, latte::internals::tsc::rdtsc()) > 0);
         // SAFETY: as above.
         assert_eq!(unsafe { (*b).depth }, 0);
         let after = thread_counters();
         assert_eq!(after.orphan_stops, before.orphan_stops, "no Stop was an orphan");
         // Now nothing is open anywhere: an orphan.
-        assert_eq!(latte_internal_thread_stop_slow_v2(a, LATTE_MODE_FAST, latte::internals::tsc::rdtsc()), 0);
+        assert_eq!(latte_internal_thread_stop_slow_v3(a, LATTE_MODE_FAST, latte::internals::tsc::rdtsc()), 0);
         assert_eq!(thread_counters().orphan_stops, before.orphan_stops + 1);
     })
     .join()
@@ -415,14 +415,14 @@ fn a_callers_state_takes_over_open_spans() {
 fn inline_slow_path_after_teardown_is_counted() {
     unsafe extern "C" fn resolves(_: *mut libc::c_void) {
         let a = caller_state();
-        let sink = latte_internal_thread_resolve_v2(a, c"late.inline".as_ptr());
+        let sink = latte_internal_thread_resolve_v3(a, c"late.inline".as_ptr());
         assert_ne!(sink, 0);
         // A never-attached state (mask 0) gets a one-sample sink; the
         // Stop that follows writes into it.
         // SAFETY: the sink returned for `a`, whose mask is 0.
         unsafe { latte::internals::recorder::write_sample(ring_ptr(sink), 0, 1, 2) };
         let mut site = latte_pulse_site::new();
-        latte_internal_thread_pulse_slow_v2(a, &mut site, c"late.inline".as_ptr(), 1);
+        latte_internal_thread_pulse_slow_v3(a, &mut site, c"late.inline".as_ptr(), 1);
     }
     let _serial = LATE_TESTS.lock().unwrap();
     let key = key_after_latte(resolves);

@@ -25,7 +25,7 @@ fn readers_beyond_a_chunk_of_the_fault_table_are_protected_and_entries_are_reuse
 
 fn child() {
     let name = format!("/latte-test-faults-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 2, samples_per_slot: 1024, id_capacity: 0, mode: 0, if_taken: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 2, samples_per_slot: 1024, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
     latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     for _ in 0..100 {
         latte::internals::ffi::latte_start(c"faults.a".as_ptr(), LATTE_MODE_FAST);

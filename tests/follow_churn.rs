@@ -17,7 +17,8 @@ const SPANS: u64 = 300;
 #[test]
 fn threads_that_live_between_two_looks_are_counted() {
     let name = format!("/latte-follow-churn-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 0, mode: 0o600, if_taken: 0 };
+    let cfg =
+        latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 0, mode: 0o600, if_taken: 0, budget_mib: 0 };
     latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     span(c"churn.init", LATTE_MODE_FAST, LATTE_MODE_FAST);
     let mut m = latte::Mapping::open_shm(name.as_bytes()).unwrap();

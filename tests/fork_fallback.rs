@@ -10,7 +10,7 @@ use latte::layout::*;
 #[test]
 fn fork_child_without_a_copy_gets_a_private_remap() {
     let name = format!("/latte-test-forkfb-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 1024, id_capacity: 0, mode: 0, if_taken: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 1024, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
     latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     for _ in 0..10 {
         span(c"fb", LATTE_MODE_FAST, LATTE_MODE_FAST);

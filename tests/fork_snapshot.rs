@@ -9,7 +9,7 @@ use latte::layout::*;
 #[test]
 fn fork_child_sees_the_region_as_it_was_at_the_fork() {
     let name = format!("/latte-test-forksnap-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, if_taken: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
     latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     for _ in 0..1000 {
         span(c"snap.a", LATTE_MODE_FAST, LATTE_MODE_FAST);

@@ -26,7 +26,7 @@ fn a_fork_child_sees_the_region_as_at_the_fork() {
     // SAFETY: a valid extern "C" function without arguments.
     assert_eq!(unsafe { libc::pthread_atfork(None, None, Some(slow_child)) }, 0);
     let name = format!("/latte-test-forkview-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 65536, id_capacity: 0, mode: 0, if_taken: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 65536, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
     latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     let count = AtomicU64::new(0);
     let stop = AtomicBool::new(false);

@@ -13,7 +13,7 @@ fn image() -> &'static Vec<u8> {
     static IMG: OnceLock<Vec<u8>> = OnceLock::new();
     IMG.get_or_init(|| {
         let name = format!("/latte-hostile-{}", std::process::id());
-        let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 64, id_capacity: 0, mode: 0, if_taken: 0 };
+        let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 64, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
         latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
         for k in 0..100 {
             let id = if k % 2 == 0 { c"alpha" } else { c"beta" };

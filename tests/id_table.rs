@@ -10,7 +10,7 @@ use std::ffi::CString;
 #[test]
 fn the_257th_id_does_not_fit() {
     let region = format!("/latte-id-limit-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 256, mode: 0, if_taken: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 256, mode: 0, if_taken: 0, budget_mib: 0 };
     latte::internals::recorder::install_shared(region.as_bytes(), &cfg).unwrap();
     let names: Vec<CString> = (0..257).map(|k| CString::new(format!("id-{k}")).unwrap()).collect();
     for (k, n) in names.iter().take(256).enumerate() {
@@ -29,9 +29,9 @@ fn the_257th_id_does_not_fit() {
     // so that each span under the unfit ID is counted; a Stop writes into
     // the sink, and nothing reads it.
     let me = latte::internals::recorder::current();
-    let sink = latte::internals::ffi::latte_internal_thread_resolve_v2(me, names[256].as_ptr());
+    let sink = latte::internals::ffi::latte_internal_thread_resolve_v3(me, names[256].as_ptr());
     assert_ne!(sink, 0);
-    assert_eq!(latte::internals::ffi::latte_internal_thread_resolve_v2(me, names[256].as_ptr()), sink);
+    assert_eq!(latte::internals::ffi::latte_internal_thread_resolve_v3(me, names[256].as_ptr()), sink);
     assert_eq!(counters().unfit_id_drops, 4);
     // SAFETY: `me` is this thread's active state.
     let t = unsafe { &mut *me };

@@ -20,7 +20,7 @@ fn temp_names() -> usize {
 }
 
 fn cfg(ids: u32) -> latte_region_config {
-    latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: ids, mode: 0, if_taken: 0 }
+    latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: ids, mode: 0, if_taken: 0, budget_mib: 0 }
 }
 
 fn state() -> (usize, usize, usize) {
@@ -93,7 +93,7 @@ fn failing_calls_leave_nothing_behind() {
             .lines()
             .find_map(|l| l.strip_prefix("VmSize:").map(|v| v.trim().trim_end_matches(" kB").trim().parse().unwrap()))
             .unwrap();
-        let cfg = latte_region_config { slot_capacity: 64, samples_per_slot: 65536, id_capacity: 0, mode: 0, if_taken: 0 };
+        let cfg = latte_region_config { slot_capacity: 64, samples_per_slot: 65536, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
         let region =
             latte::layout::LATTE_PAGE_SIZE + latte::layout::name_chunk_bytes(0) + latte::layout::Geometry::new(64, 65536).unwrap().slot_chunk_bytes(0).unwrap();
         // Room for the region and a little more, not for a 1 MiB sink too.

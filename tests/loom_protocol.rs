@@ -1,7 +1,7 @@
 //! The ring protocol (`src/ring.rs`) model checked with loom: the library's
 //! own step functions (`writer_index`, `writer_index_own`, `publish`, `assign`, `generation`,
-//! `published`, `reassigned`, `copy_checked`, `unchanged`: W1-W3, A1-A4,
-//! R1, R3-R7) run here on loom's atomics, on an in-memory ring of capacity 2. Under
+//! `published`, `reassigned`, `copy_checked`, `unchanged`, `committed`,
+//! `early_lap`: W1-W3, G1 and G3, A1-A4, R1, R3-R7) run here on loom's atomics, on an in-memory ring of capacity 2. Under
 //! every interleaving and every value the memory model allows a load to
 //! return, the reader never accepts a torn or stale sample, read + lost
 //! equals what it looked at, and a reassigned slot is never taken for a
@@ -199,5 +199,50 @@ fn a_copy_of_a_reassigned_slot_is_discarded() {
             }
         }
         new_owner.join().unwrap();
+    });
+}
+
+/// A ring that cannot grow laps early (G1-G3): its writer finds index 2 at
+/// the committed end (`ring::committed`), starts the ring over as a new
+/// generation (`ring::early_lap`, A1-A4 by the owner itself) and writes
+/// index 0 again. A reader that began under the first generation keeps its
+/// copy only when R7 finds the generation unchanged, and then every sample
+/// it kept is the first generation's; a reader that sees the new
+/// generation finds the first one's samples counted in `gen_base`.
+#[test]
+fn an_early_lap_is_read_as_a_new_generation() {
+    const FIRST: u64 = 1_000;
+    const LAP: u64 = 2_000;
+    loom::model(|| {
+        let w = |v: u64| W64(AtomicU64::new(v));
+        // Indices 0 and 1 written in the first generation; the committed
+        // end is index 2.
+        let ring = Arc::new(Ring { write_idx: w(2), words: [[w(FIRST), w(encode(FIRST))], [w(FIRST + 1), w(encode(FIRST + 1))]] });
+        let (generation, gen_base, limit) = (Arc::new(W32(AtomicU32::new(1))), Arc::new(w(0)), w(2));
+        let (r2, g2, b2) = (ring.clone(), generation.clone(), gen_base.clone());
+        let writer = thread::spawn(move || {
+            let mut own = 2;
+            let idx = ring::writer_index_own(&r2.write_idx, &own); // W1
+            assert!(!ring::committed(&limit, idx), "index 2 lies at the committed end");
+            ring::early_lap(&*g2, &*b2, &r2.write_idx, idx); // G3
+            own = 0;
+            write(&r2, Some(&mut own), LAP);
+        });
+        thread::yield_now();
+        let g1 = ring::generation(&*generation); // R1
+        if g1 == 1 {
+            let (kept, _, w1) = read(&ring, 0);
+            if w1 < 2 {
+                assert!(ring::reassigned(&*generation, g1), "R4: an early lap's reset index under an unchanged generation");
+            } else if ring::unchanged(&*generation, g1) {
+                for (j, a, _) in &kept {
+                    assert!(*a == FIRST + *j, "a sample of the new lap kept under the first generation at index {j}: {a}");
+                }
+            }
+        } else if g1 == 2 {
+            // R1 for a new generation: its base counts the first one's two.
+            assert_eq!(gen_base.load(Ordering::Relaxed), 2, "gen_base after an early lap");
+        }
+        writer.join().unwrap();
     });
 }

@@ -49,7 +49,7 @@ fn check(v: &View<'_>, what: &str) {
 fn a_hundred_thousand_names_recorded_read_live_and_flushed_whole() {
     let region = format!("/latte-many-names-{}", std::process::id());
     // Small rings: 100,000 of them in about 40 MB.
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 16, samples_per_slot: 16, id_capacity: 0, mode: 0, if_taken: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 16, samples_per_slot: 16, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
     latte::internals::recorder::install_shared(region.as_bytes(), &cfg).unwrap();
     let ids: Vec<CString> = (0..N).map(|k| CString::new(name(k)).unwrap()).collect();
     for id in &ids {

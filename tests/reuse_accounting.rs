@@ -19,7 +19,7 @@ const SPANS: u64 = 50;
 fn a_thousand_short_threads_over_a_few_rings_every_sample_accounted() {
     let name = format!("/latte-reuse-accounting-{}", std::process::id());
     in_child(|| {
-        let cfg = latte_region_config { slot_capacity: 4, samples_per_slot: 64, id_capacity: 0, mode: 0, if_taken: 0 };
+        let cfg = latte_region_config { slot_capacity: 4, samples_per_slot: 64, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
         latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
         let done = AtomicBool::new(false);
         let ok = std::thread::scope(|s| {

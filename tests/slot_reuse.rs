@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn reused_slots_never_read_as_corrupt() {
     let name = format!("/latte-test-reuse-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 256, id_capacity: 0, mode: 0, if_taken: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 256, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
     latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     let m = Mapping::open_shm(name.as_bytes()).unwrap();
     latte::shm::unlink(name.as_bytes()).unwrap();

@@ -20,7 +20,7 @@ fn wait_exit(pid: i32) -> i32 {
 }
 
 fn cfg(if_taken: u32) -> latte::internals::region::latte_region_config {
-    latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, if_taken }
+    latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, if_taken, budget_mib: 0 }
 }
 
 fn pipe() -> [i32; 2] {

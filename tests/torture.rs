@@ -83,7 +83,7 @@ fn torture_reader_process() {
     }
     let secs: f64 = std::env::var("LATTE_TORTURE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
     let name = format!("/latte-torture-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, if_taken: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 8, samples_per_slot: 4096, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
     recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "torture_reader_process", "--nocapture", "--test-threads=1"])

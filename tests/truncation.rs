@@ -28,7 +28,7 @@ fn truncate(name: &str, len: i64) {
 fn the_producer_survives_and_a_reader_gets_an_error() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let name = format!("/latte-test-trunc-{}", std::process::id());
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 0, mode: 0, if_taken: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
     latte::internals::recorder::install_shared(name.as_bytes(), &cfg).unwrap();
     for _ in 0..2000 {
         span(c"trunc", LATTE_MODE_FAST, LATTE_MODE_FAST);

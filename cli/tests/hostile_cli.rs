@@ -73,7 +73,8 @@ fn real_region(name: &str, ids: &[&std::ffi::CStr]) -> Vec<u8> {
     // SAFETY: fork; the child installs, records and _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 256, id_capacity: 0, mode: 0, if_taken: 0 };
+        let cfg =
+            latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 256, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
         let ok = latte::internals::recorder::install_shared(name.as_bytes(), &cfg).is_ok();
         for id in ids {
             for _ in 0..100 {
@@ -163,7 +164,8 @@ fn scenario() {
     // SAFETY: fork; the child records until killed.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 0, mode: 0, if_taken: 0 };
+        let cfg =
+            latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 1024, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
         latte::internals::recorder::install_shared(b"/trunc", &cfg).unwrap();
         let mut site = latte_pulse_site::new();
         loop {

@@ -15,7 +15,7 @@ use common::{in_private_shm, latte, latte_in, Checks};
 
 /// A region of 4 rings under `name`, 100 spans of `id` recorded into it.
 fn record_into(name: &str, id: &CStr) {
-    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 256, id_capacity: 0, mode: 0, if_taken: 0 };
+    let cfg = latte::internals::region::latte_region_config { slot_capacity: 4, samples_per_slot: 256, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 };
     latte::internals::recorder::install_shared(name.as_bytes(), &cfg).expect("install the region");
     for _ in 0..100 {
         latte::internals::ffi::latte_start(id.as_ptr(), LATTE_MODE_FAST);

@@ -16,7 +16,7 @@ use core::ffi::c_char;
 /// counted) it returns a sink ring,
 /// never 0 for a non-NULL `t`.
 #[no_mangle]
-pub extern "C" fn latte_internal_thread_resolve_v2(t: *mut latte_thread, id: *const c_char) -> u64 {
+pub extern "C" fn latte_internal_thread_resolve_v3(t: *mut latte_thread, id: *const c_char) -> u64 {
     if t.is_null() {
         return 0;
     }
@@ -47,7 +47,7 @@ pub extern "C" fn latte_internal_thread_resolve_v2(t: *mut latte_thread, id: *co
 /// state that is not attached (not the thread's active one) is left alone,
 /// and so is an entry `at` that no longer holds `id`.
 #[no_mangle]
-pub extern "C" fn latte_internal_thread_promote_v2(t: *mut latte_thread, id: *const c_char, at: usize) {
+pub extern "C" fn latte_internal_thread_promote_v3(t: *mut latte_thread, id: *const c_char, at: usize) {
     guard((), || {
         if !t.is_null() {
             // SAFETY: the calling thread's own state (the contract above).
@@ -58,7 +58,7 @@ pub extern "C" fn latte_internal_thread_promote_v2(t: *mut latte_thread, id: *co
 
 /// Slow path of the inline Start: 64 spans are open; counts the ignored Start.
 #[no_mangle]
-pub extern "C" fn latte_internal_thread_note_overflow_v2(t: *mut latte_thread) {
+pub extern "C" fn latte_internal_thread_note_overflow_v3(t: *mut latte_thread) {
     guard((), || {
         if !t.is_null() {
             // SAFETY: the calling thread's own state.
@@ -72,7 +72,7 @@ pub extern "C" fn latte_internal_thread_note_overflow_v2(t: *mut latte_thread) {
 /// one, closes that state's innermost span and returns its duration.
 /// `now` is the TSC the caller read in `mode`.
 #[no_mangle]
-pub extern "C" fn latte_internal_thread_stop_slow_v2(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
+pub extern "C" fn latte_internal_thread_stop_slow_v3(t: *mut latte_thread, mode: latte_mode, now: u64) -> u64 {
     guard(0, || recorder::stop_slow(t, mode, now))
 }
 
@@ -81,7 +81,7 @@ pub extern "C" fn latte_internal_thread_stop_slow_v2(t: *mut latte_thread, mode:
 /// and records the interval when the site was primed before. `now` is the
 /// TSC the caller read.
 #[no_mangle]
-pub extern "C" fn latte_internal_thread_pulse_slow_v2(t: *mut latte_thread, site: *mut latte_pulse_site, id: *const c_char, now: u64) {
+pub extern "C" fn latte_internal_thread_pulse_slow_v3(t: *mut latte_thread, site: *mut latte_pulse_site, id: *const c_char, now: u64) {
     guard((), || {
         if t.is_null() || site.is_null() {
             return;
@@ -94,4 +94,21 @@ pub extern "C" fn latte_internal_thread_pulse_slow_v2(t: *mut latte_thread, site
             None => recorder::note_unavailable(),
         }
     })
+}
+
+/// Slow path of the inline fast path's write (`latte__write_at`): index
+/// `idx` of the ring `s` (the ring's `write_idx`, for the calling thread,
+/// its owner) lies at or past the ring's committed end
+/// (`latte_slot_header.write_limit`). Grows the ring, or laps it early
+/// when no memory can be had (ring protocol, G1-G3), writes the sample
+/// (`tsc`, `packed`) and returns the ring's new `write_idx`. `mask` is the
+/// thread's `sample_mask`. A NULL `s` writes nothing and returns 0.
+#[no_mangle]
+pub extern "C" fn latte_internal_ring_write_at_limit_v3(s: *mut latte_slot_header, mask: u64, idx: u64, tsc: u64, packed: u64) -> u64 {
+    if s.is_null() {
+        return 0;
+    }
+    // SAFETY: `s` is a ring of the calling thread's at its write index
+    // (the contract above, which the inline path keeps).
+    guard(idx, || unsafe { recorder::write_at_limit(s, mask, idx, tsc, packed) })
 }

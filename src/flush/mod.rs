@@ -62,6 +62,10 @@ struct Captured {
     index: u32,
     generation: u32,
     write_idx: u64,
+    /// Samples of the ring's memory committed when it was captured (at
+    /// least `write_idx`, or the whole ring once it lapped): only those are
+    /// written out, the rest of the image's ring is a hole.
+    committed: u64,
 }
 
 /// A flush in the making: the writes of step 1 and what steps 2 and 3 need.
@@ -123,7 +127,10 @@ impl Plan {
             // sample below write_idx, are visible before we copy them.
             let generation = sh.generation.load(Ordering::Acquire);
             let write_idx = sh.write_idx.load(Ordering::Acquire);
-            slots.push(Captured { index: i, generation, write_idx });
+            // Relaxed: read after write_idx (acquire), which the owner
+            // stored after the limit that covers it.
+            let committed = sh.write_limit.load(Ordering::Relaxed).min(g.samples_per_slot as u64);
+            slots.push(Captured { index: i, generation, write_idx, committed });
             total = total.max(region.slot_offset(i) + LATTE_SLOT_HEADER_SIZE as u64 + g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64);
         }
         // Acquire, after every slot was captured: the name of each captured
@@ -137,23 +144,21 @@ impl Plan {
         let cycles_per_ns = crate::calibrate::cycles_per_ns_now();
         // Step 1: the name chunks and a ring's samples per assigned slot;
         // step 2: a header per slot; step 3: the file header.
-        let assigned = slots.iter().filter(|c| c.generation != 0).count() as u64;
+        let sample_bytes: u64 = slots.iter().filter(|c| c.generation != 0).map(|c| c.committed * LATTE_SAMPLE_SIZE as u64).sum();
         let name_bytes: u64 = names.iter().map(|&(_, _, len)| len).sum();
-        let to_write =
-            name_bytes + assigned * g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64 + n as u64 * LATTE_SLOT_HEADER_SIZE as u64 + LATTE_HEADER_SIZE as u64;
+        let to_write = name_bytes + sample_bytes + n as u64 * LATTE_SLOT_HEADER_SIZE as u64 + LATTE_HEADER_SIZE as u64;
         Plan { region, unit, cycles_per_ns, slots, n_slots: n, n_ids, names, total, to_write, slot_headers: Vec::new(), file_header: Vec::new() }
     }
 
     /// Step 1: the name chunks, and the sample arrays of the assigned
     /// slots, from region memory.
     pub fn data_writes(&self) -> Vec<Write> {
-        let g = self.region.geometry();
         let names = self.names.iter().map(|&(src, off, len)| Write { src, len, off });
         let samples = self.slots.iter().filter(|c| c.generation != 0).map(|c| {
             let off = self.region.slot_offset(c.index) + LATTE_SLOT_HEADER_SIZE as u64;
             // SAFETY: the slot's samples lie inside the region.
             let src = unsafe { (self.region.slot(c.index) as *const u8).add(LATTE_SLOT_HEADER_SIZE as usize) };
-            Write { src, len: g.samples_per_slot as u64 * LATTE_SAMPLE_SIZE as u64, off }
+            Write { src, len: c.committed * LATTE_SAMPLE_SIZE as u64, off }
         });
         names.chain(samples).collect()
     }

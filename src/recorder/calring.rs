@@ -41,6 +41,8 @@ pub(super) fn ring(reg: &mut Registry) -> Option<*mut latte_slot_header> {
     // Relaxed: published by the release store of RING below.
     h.generation.store(1, Ordering::Relaxed);
     h.state.store(LATTE_SLOT_LIVE, Ordering::Relaxed);
+    // Its memory is the mapping's, whole: no growth steps (ring protocol G).
+    h.write_limit.store(LATTE_RING_WHOLE, Ordering::Relaxed);
     // Release: the header above is visible to whoever loads the pointer.
     RING.store(p, Ordering::Release);
     Some(p)

@@ -10,7 +10,9 @@
 //! fills the cache. A pulse keeps its ring in its call-site state.
 //! `include/latte_inline.h` is the same hot path in C.
 //!
-//! A sample is written by the ring protocol's writer steps W1-W3 (`ring`).
+//! A sample is written by the ring protocol's writer steps W1-W3 (`ring`);
+//! one at the ring's committed end first takes the growth steps G1-G3, out
+//! of line (`grow`).
 //!
 //! Switched samples. `t.switch_head` points at the thread's switch count:
 //! the `data_head` of its perf switch ring, which the kernel advances at
@@ -130,7 +132,8 @@ pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u
 }
 
 /// `write_sample` at index `idx`, which must be the ring's current
-/// `write_idx`: W2-W3 (`ring::publish`). Returns the new index.
+/// `write_idx`: W2-W3 (`ring::publish`) below the ring's committed end,
+/// the growth steps first at or past it (`grow`). Returns the new index.
 ///
 /// # Safety
 /// As `write_sample`, and `idx == write_idx` of the slot.
@@ -138,7 +141,25 @@ pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u
 pub unsafe fn write_sample_at(slot: *mut latte_slot_header, mask: u64, idx: u64, start_tsc: u64, packed: u64) -> u64 {
     // SAFETY: the caller guarantees `slot` is a live slot header of ours.
     let h = unsafe { &*slot };
-    // SAFETY: (idx & mask) < samples_per_slot, so the sample is inside the slot.
+    // W2 only below the committed end (ring protocol, G1-G3).
+    if !crate::ring::committed(&h.write_limit, idx) {
+        // SAFETY: forwarded.
+        return unsafe { super::grow::write_at_limit(slot, mask, idx, start_tsc, packed) };
+    }
+    // SAFETY: forwarded; idx is below the committed end.
+    unsafe { write_committed(slot, mask, idx, start_tsc, packed) }
+}
+
+/// W2-W3 at index `idx`, the ring's `write_idx`, below its committed end.
+///
+/// # Safety
+/// As `write_sample_at`, and `idx < write_limit` of the slot.
+#[inline(always)]
+pub unsafe fn write_committed(slot: *mut latte_slot_header, mask: u64, idx: u64, start_tsc: u64, packed: u64) -> u64 {
+    // SAFETY: the caller guarantees `slot` is a live slot header of ours.
+    let h = unsafe { &*slot };
+    // SAFETY: (idx & mask) < samples_per_slot and idx < write_limit, so
+    // the sample is inside the slot, in committed memory.
     let s = unsafe { &*((slot as *mut u8).add(LATTE_SLOT_HEADER_SIZE as usize) as *const latte_sample).add((idx & mask) as usize) };
     crate::ring::publish(&h.write_idx, &s.start_tsc, &s.packed, idx, start_tsc, packed)
 }

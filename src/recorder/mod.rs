@@ -32,6 +32,7 @@ mod counters;
 mod env;
 mod exit;
 mod fork;
+mod grow;
 mod hot;
 mod lineage;
 mod lock;
@@ -42,6 +43,7 @@ mod thread;
 
 pub use cache::cache_promote;
 pub use counters::*;
+pub use grow::write_at_limit;
 pub use hot::*;
 pub use registry::{no_region, region_if_any, unrecordable, REGISTRY};
 pub use slow::*;

@@ -9,7 +9,7 @@ use crate::intern::Interner;
 use crate::layout::*;
 use crate::region::Region;
 use crate::tsc;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::collections::{HashMap, VecDeque};
 
 /// Rust-private per-thread state: identity, counters and the thread's
@@ -130,8 +130,7 @@ struct Sink0 {
     sample: latte_sample,
 }
 
-// SAFETY: all-zero atomics and integers are valid values of both types.
-static SINK0: Sink0 = unsafe { core::mem::zeroed() };
+static SINK0: Sink0 = Sink0 { header: latte_slot_header::sink(), sample: latte_sample { start_tsc: AtomicU64::new(0), packed: AtomicU64::new(0) } };
 
 /// The ring for a span that cannot be recorded: a sink that fits `t`'s mask.
 pub fn unrecordable(t: &latte_thread) -> *mut latte_slot_header {
@@ -250,6 +249,10 @@ impl Registry {
             Ok(m) => m.leak(),
             Err(e) => return Err((e, r)),
         };
+        // SAFETY: a fresh zero-filled mapping of a slot's size, 64-aligned
+        // (page aligned): a slot header fits at its start. Nothing else
+        // sees it before the swap below publishes it (release).
+        unsafe { (sink as *mut latte_slot_header).write(latte_slot_header::sink()) };
         let old_sink = SINK.swap(sink as *mut latte_slot_header, Ordering::AcqRel);
         if !old_sink.is_null() {
             // Only replaced before any thread recorded, so no state holds it.

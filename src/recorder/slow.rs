@@ -208,7 +208,8 @@ unsafe fn refused_again(c: &Cold, id: *const c_char) -> bool {
 /// caches it in the thread's active state), then commits the pages of that
 /// ring which no sample has been written to yet, so that its first samples
 /// take no page fault. Returns the pages touched (0 for a ring that has
-/// wrapped: all of them were written). A service calls it before its hot
+/// wrapped: all of them were written). The ring is grown whole first
+/// (`ring::G2`), as far as the region's budget lets it. A service calls it before its hot
 /// loop, where it chooses to pay the faults (about a microsecond each, 256
 /// for a ring of 65,536 samples); nothing records meanwhile.
 ///
@@ -238,6 +239,20 @@ pub unsafe fn prefault(id: *const c_char) -> Result<u64, Error> {
     let cap = t.sample_mask + 1;
     // SAFETY: a slot of this thread inside the region.
     let sh = unsafe { &*slot };
+    // The whole ring committed first (G2, as its writes would), as far as
+    // the budget and memory allow. Relaxed: this thread is the only writer
+    // of `write_limit`.
+    let mut lim = sh.write_limit.load(Ordering::Relaxed);
+    while lim != LATTE_RING_WHOLE {
+        match region_if_any().map(|r| r.grow_ring(slot, lim)) {
+            Some(Ok(n)) => {
+                sh.write_limit.store(n, Ordering::Relaxed);
+                lim = n;
+            }
+            _ => break,
+        }
+    }
+    let cap = cap.min(lim);
     // Relaxed: this thread is the ring's only writer.
     let w = sh.write_idx.load(Ordering::Relaxed);
     if w >= cap {

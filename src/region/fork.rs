@@ -51,7 +51,11 @@ impl Region {
     pub fn privatize_after_fork(&mut self, cut: &ForkCut) {
         let g = self.growth.get_mut().unwrap_or_else(|e| e.into_inner());
         let fd = match core::mem::take(&mut g.backing) {
-            Backing::Shared { fd, .. } | Backing::Unnamed { fd } => fd,
+            Backing::Shared { fd, .. } | Backing::Unnamed { fd } => {
+                // The child's rings grow in its own memory from now on.
+                self.object_fd.store(-1, Ordering::Release);
+                fd
+            }
             other => {
                 g.backing = other;
                 return; // anonymous private memory is already copy-on-write.

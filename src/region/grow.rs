@@ -86,7 +86,14 @@ impl Region {
                 // process out of address space fails here, cheaply, before
                 // it takes /dev/shm that others may need.
                 let map = Mmap::shared_at(fd.as_fd(), offset, len as usize, true)?;
-                reserve(fd.as_fd(), offset, len)?;
+                // A name chunk is reserved whole; a slot chunk is a hole
+                // in the object, its rings committed as they are handed out
+                // and written (`commit`).
+                if slots {
+                    extend(fd.as_fd(), offset + len)?;
+                } else {
+                    reserve(fd.as_fd(), offset, len)?;
+                }
                 let fault = match crate::fault::protect(&map, true) {
                     Ok(f) => f,
                     Err(e) => {
@@ -148,6 +155,16 @@ pub(super) fn reserve(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Result<(), E
     if rc != 0 {
         unreserve(fd, offset);
         return Err(Error::Os(rc));
+    }
+    Ok(())
+}
+
+/// Makes the object `end` bytes long, the new bytes a hole (nothing is
+/// reserved).
+fn extend(fd: BorrowedFd<'_>, end: u64) -> Result<(), Error> {
+    // SAFETY: fd is a valid descriptor; `end` fits off_t (chunk sizes are bounded by Geometry).
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), end as libc::off_t) } != 0 {
+        return Err(Error::last_os());
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 
+mod commit;
 mod fork;
 mod grow;
 mod pages;
@@ -47,6 +48,12 @@ pub struct latte_region_config {
     /// When the name is taken: `LATTE_IF_TAKEN_REPLACE_STALE` (0, the
     /// default) or `LATTE_IF_TAKEN_FAIL`; any other value is -EINVAL.
     pub if_taken: u32,
+    /// MiB of ring memory the region may commit (0 = the default:
+    /// `LATTE_BUDGET_MIB`, else what its filesystem has free when it is made
+    /// less an eighth of its size). Rings grow within it as they are
+    /// written; past it they go on at the size they reached, and a new
+    /// (thread, ID) still gets its first samples while memory is left.
+    pub budget_mib: u32,
 }
 
 /// Slots of a shared region's first chunk by default.
@@ -87,6 +94,7 @@ impl latte_region_config {
             id_capacity: self.id_capacity,
             mode: if self.mode == 0 { 0o600 } else { self.mode },
             if_taken: self.if_taken,
+            budget_mib: self.budget_mib,
         }
     }
 }
@@ -146,10 +154,6 @@ struct Growth {
     told: bool,
     /// CLOCK_MONOTONIC (ns) of the last failed growth; 0: none.
     failed_ns: u64,
-    /// Below this offset the object has holes where no slot was handed out
-    /// yet (a region made shared where it stood, `share`): each slot there
-    /// is reserved when first handed out. 0 for every other region.
-    sparse_end: u64,
 }
 
 /// How long after a failed growth the region tries again (1 s).
@@ -178,6 +182,19 @@ pub struct Region {
     /// name, for threads that ask without a lock whether the region still
     /// refuses (`refusing`); 0: none, or a ring was handed back since.
     refusal_ns: AtomicU64,
+    /// The object's descriptor ring growths reserve pages through
+    /// (`commit`), -1 for anonymous memory.
+    object_fd: core::sync::atomic::AtomicI32,
+    /// Ring growths under way (`commit::grow_ring`).
+    ring_growths: AtomicU32,
+    /// The region is moving into an object (`share`): ring growths wait.
+    moving: core::sync::atomic::AtomicBool,
+    /// The thread moving it (its growths cannot wait for the move).
+    mover_tid: core::sync::atomic::AtomicI32,
+    /// CLOCK_MONOTONIC (ns) of the last failure to commit ring memory; 0: none.
+    ring_fail_ns: AtomicU64,
+    /// The program was told that rings could not grow.
+    ring_told: core::sync::atomic::AtomicBool,
 }
 
 /// Bytes of the mapping that holds the header (the header's page).
@@ -202,7 +219,17 @@ const NO_BASE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
 
 impl Region {
     fn with_header(backing: Backing, header_map: Mmap, header_fault: Option<Protected>, geo: Geometry) -> Region {
+        let fd = match &backing {
+            Backing::Shared { fd, .. } | Backing::Unnamed { fd } => fd.as_raw_fd(),
+            _ => -1,
+        };
         Region {
+            object_fd: core::sync::atomic::AtomicI32::new(fd),
+            ring_growths: AtomicU32::new(0),
+            moving: core::sync::atomic::AtomicBool::new(false),
+            mover_tid: core::sync::atomic::AtomicI32::new(0),
+            ring_fail_ns: AtomicU64::new(0),
+            ring_told: core::sync::atomic::AtomicBool::new(false),
             growth: Box::new(Mutex::new(Growth { backing, header_fault, ..Growth::default() })),
             slot_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),
             name_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),
@@ -219,7 +246,7 @@ impl Region {
         let geo = Geometry::new(first_slots, samples_per_slot).ok_or(Error::INVAL)?;
         let map = Mmap::anonymous(HEADER_MAP_BYTES as usize)?;
         let r = Region::with_header(Backing::Anonymous, map, None, geo);
-        r.init_header(0, id_limit);
+        r.init_header(0, id_limit, Region::budget_for(0, None));
         r.grow(false)?;
         r.grow(true)?;
         Ok(r)
@@ -248,8 +275,9 @@ impl Region {
         // the measured threads: see `fault`. Refused when no memory is
         // left for its table to grow.
         let fault = crate::fault::protect(&map, true)?;
+        let budget = Region::budget_for(cfg.budget_mib, Some(fd.as_fd()));
         let r = Region::with_header(Backing::Shared { name: cname, fd }, map, Some(fault), geo);
-        r.init_header(LATTE_REGION_SHARED, cfg.id_capacity);
+        r.init_header(LATTE_REGION_SHARED, cfg.id_capacity, budget);
         // The first chunks are reserved now, so a /dev/shm too small for
         // them fails here; later chunks are reserved as the region grows.
         r.grow(false)?;
@@ -302,7 +330,7 @@ impl Region {
         }
     }
 
-    fn init_header(&self, flags: u32, id_limit: u32) {
+    fn init_header(&self, flags: u32, id_limit: u32, budget: u64) {
         let h = self.header_map.as_ptr() as *mut latte_region_header;
         // SAFETY: the mapping is a page, page aligned, zero-filled and not
         // yet visible to any reader of ours (readers validate the magic,
@@ -316,6 +344,7 @@ impl Region {
             (*h).samples_per_slot = self.geo.samples_per_slot;
             (*h).first_name_bytes = LATTE_FIRST_NAME_BYTES;
             (*h).id_limit = id_limit;
+            (*h).budget_bytes.store(budget, Ordering::Relaxed);
             (*h).slot_stride = self.geo.slot_stride;
             (*h).total_size.store(HEADER_MAP_BYTES, Ordering::Relaxed);
             (*h).producer_pid = AtomicU32::new(libc::getpid() as u32);

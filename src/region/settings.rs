@@ -128,6 +128,26 @@ pub fn parse_ring_samples(v: &str) -> Option<u32> {
     v.parse::<u32>().ok().filter(|n| *n >= 2 && n.is_power_of_two())
 }
 
+/// `LATTE_BUDGET_MIB` (`commit::LATTE_BUDGET_ENV`): a region's ring
+/// memory budget in MiB, decimal digits; unset, empty or 0: None. A value
+/// that cannot be used is said once on standard error (unless
+/// `LATTE_QUIET=1`) and is no value. Read when a region is made.
+pub fn budget_mib() -> Option<u64> {
+    let v = std::env::var_os(super::commit::LATTE_BUDGET_ENV).filter(|v| !v.is_empty())?;
+    match v.to_str().filter(|s| s.bytes().all(|b| b.is_ascii_digit())).and_then(|s| s.parse::<u64>().ok()) {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => {
+            static TOLD: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+            // Relaxed: one caller wins the swap.
+            if !TOLD.swap(true, Ordering::Relaxed) {
+                say(format_args!("{}={:?} is not a number of MiB in decimal digits: no budget is set", super::commit::LATTE_BUDGET_ENV, v.to_string_lossy()));
+            }
+            None
+        }
+    }
+}
+
 /// The one line on standard error for a value that cannot be used.
 fn say_unusable(value: &str) {
     say(format_args!(

@@ -9,10 +9,11 @@
 //! (`liveness::available`):
 //! - M1 The object: made under a name of its own (L1), sized to the whole
 //!   region, and reserved (`posix_fallocate`) for the ranges the region
-//!   uses: its header, its name chunks, and the slots handed out so far,
-//!   so that a `/dev/shm` too small fails here, with nothing changed. The
-//!   rest of its slot chunks stays a hole in the object, each slot reserved
-//!   when it is first handed out (`Region::commit_slot`).
+//!   uses: its header, its name chunks, and the ring memory committed so
+//!   far (ring growth is held off meanwhile), so that a `/dev/shm` too
+//!   small fails here, with nothing changed. The rest of its slot chunks
+//!   stays a hole in the object, committed as rings are handed out and
+//!   grow (`commit`).
 //! - M2 Writers paused (S1 of `pause`): every mapping of the region
 //!   write-protected.
 //! - M3 The pages of the ranges in use that hold anything written into the
@@ -73,6 +74,8 @@ impl Region {
         if !matches!(g.backing, Backing::Anonymous) {
             return Err(Error::BUSY);
         }
+        // No ring grows while the region moves: M1 reserves what is committed.
+        let _hold = self.hold_ring_growth();
         // A name M5 could not take, or a kernel that cannot pause writers,
         // fails now, before anything is made.
         crate::liveness::available(name, replace_stale)?;
@@ -109,7 +112,10 @@ impl Region {
             for (c, f) in g.chunks.iter_mut().zip(faults) {
                 c._fault = Some(f);
             }
-            g.sparse_end = total;
+            // Ring growths reserve their pages in the object from now on
+            // (the descriptor moves into the backing below, and stays open
+            // as long as the region).
+            self.set_object_fd(fd.as_raw_fd());
         }
         match moved {
             Moved::None(e) => return Err(e),
@@ -224,40 +230,21 @@ impl Region {
         ranges.extend(g.chunks.iter().filter(|c| !c.slots).map(|c| (c.offset, c.map.size() as u64)));
         // Relaxed: only the registry lock's holder (the caller) stores it.
         let used = self.header().slots_used.load(Ordering::Relaxed);
-        let stride = self.geo.slot_stride;
+        let cap = self.geo.samples_per_slot as u64;
         for i in 0..used {
             let at = self.slot_offset(i);
+            // SAFETY: i < slots_used: a slot header inside the region.
+            // Relaxed: ring growth is held off (`hold_ring_growth`), and
+            // its last store came before the hold (SeqCst).
+            let lim = unsafe { &*self.slot(i) }.write_limit.load(Ordering::Relaxed).min(cap);
+            let (from, to) =
+                (at & !(LATTE_PAGE_SIZE - 1), (at + LATTE_SLOT_HEADER_SIZE as u64 + lim * LATTE_SAMPLE_SIZE as u64).next_multiple_of(LATTE_PAGE_SIZE));
             match ranges.last_mut() {
-                Some((o, l)) if *o + *l == at => *l += stride,
-                _ => ranges.push((at, stride)),
+                Some((o, l)) if *o + *l >= from => *l = (*l).max(to - *o),
+                _ => ranges.push((from, to - from)),
             }
         }
         ranges
-    }
-
-    /// Reserves slot `i`'s bytes in the object when it lies in a chunk that
-    /// a move left a hole (M1), before the slot is first handed out; a
-    /// region's other slots were reserved with their chunk. An error (a
-    /// full `/dev/shm`, told once; for a second after one, at once) means
-    /// the slot must not be used. Called under the registry lock.
-    pub fn commit_slot(&self, i: u32) -> Result<(), Error> {
-        let at = self.slot_offset(i);
-        let mut g = self.growth();
-        if at >= g.sparse_end {
-            return Ok(());
-        }
-        let now = tsc::clock_ns(libc::CLOCK_MONOTONIC);
-        if g.backing_off(now) {
-            return Err(Error::NOMEM);
-        }
-        let r = match &g.backing {
-            Backing::Shared { fd, .. } | Backing::Unnamed { fd } => commit(fd.as_fd(), at, self.geo.slot_stride),
-            _ => Ok(()),
-        };
-        if let Err(e) = r {
-            g.failed(e, true, now);
-        }
-        r
     }
 
     /// M3 for the header: its page as it stands, made by this process

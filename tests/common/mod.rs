@@ -75,7 +75,7 @@ pub fn flags_of(id: &std::ffi::CStr) -> Vec<bool> {
 /// A shared region's config: a first chunk of `first` rings of 64 samples
 /// (small rings, so that many fit), defaults otherwise.
 pub fn small_rings(first: u32) -> latte::internals::region::latte_region_config {
-    latte::internals::region::latte_region_config { slot_capacity: first, samples_per_slot: 64, id_capacity: 0, mode: 0, if_taken: 0 }
+    latte::internals::region::latte_region_config { slot_capacity: first, samples_per_slot: 64, id_capacity: 0, mode: 0, if_taken: 0, budget_mib: 0 }
 }
 
 /// Starts an asynchronous flush into `fd` once a cancelled one's writes

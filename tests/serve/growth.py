@@ -26,7 +26,7 @@ MAKE_REGION = r"""
 import ctypes, sys, threading, time
 lib = ctypes.CDLL(sys.argv[1])
 class Cfg(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "if_taken")]
+    _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "if_taken", "budget_mib")]
 cfg = Cfg(FIRST, 64, 0, 0, 0)
 rc = lib.latte_init_shared_region_with(sys.argv[2].encode(), ctypes.byref(cfg))
 print("READY" if rc == 0 else f"init {rc}", flush=True)

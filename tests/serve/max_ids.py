@@ -21,7 +21,7 @@ PRODUCER = r"""
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 class Cfg(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "if_taken")]
+    _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "if_taken", "budget_mib")]
 cfg = Cfg(0, 64, 0, 0, 0)
 rc = lib.latte_init_shared_region_with(sys.argv[2].encode(), ctypes.byref(cfg))
 # latte knows an ID by its string's address too: every buffer stays alive.

@@ -1,0 +1,57 @@
+//! The slow path of a write at a ring's committed end (ring protocol,
+//! G1-G3): the ring grows (its memory committed in bulk, `region::commit`),
+//! or, when no memory can be had, laps early; then the sample is written.
+//! Runs on the ring's owner thread, possibly in a signal handler: no lock,
+//! no allocation.
+
+use super::hot::write_committed;
+use super::registry::region_if_any;
+use crate::layout::*;
+use core::sync::atomic::Ordering;
+
+/// Writes a sample at index `idx` (W1's) of the ring at `slot`, whose
+/// committed memory ends at or before `idx`: G1-G3, then W2-W3. Returns
+/// the ring's new `write_idx`.
+///
+/// # Safety
+/// As `write_sample_at`: `slot` is a ring the calling thread owns (a sink
+/// never comes here: its memory is whole), `mask` its region's mask, `idx`
+/// its `write_idx`.
+#[cold]
+#[inline(never)]
+pub unsafe fn write_at_limit(slot: *mut latte_slot_header, mask: u64, idx: u64, start_tsc: u64, packed: u64) -> u64 {
+    // SAFETY: the caller guarantees a live slot header of ours.
+    let sh = unsafe { &*slot };
+    // G1. Relaxed: this thread is the only writer of `write_limit`.
+    let lim = sh.write_limit.load(Ordering::Relaxed);
+    let at = if idx < lim {
+        idx
+    } else {
+        match region_if_any().map(|r| (r, r.grow_ring(slot, lim))) {
+            // G2. Relaxed: read only by this thread's writes (and by
+            // readers as a statistic); the memory is committed already.
+            Some((_, Ok(new))) => {
+                sh.write_limit.store(new, Ordering::Relaxed);
+                idx
+            }
+            // G3.
+            Some((r, Err(_))) => {
+                crate::ring::early_lap(&sh.generation, &sh.gen_base, &sh.write_idx, idx);
+                bump(&r.header().early_laps, 1);
+                0
+            }
+            // No region: no ring of one either (a contract violation); the
+            // sample is not written.
+            None => return idx,
+        }
+    };
+    // Relaxed: as G1. Only a header page lost under the mapping (zeros
+    // where the object shrank, `fault`) leaves `at` outside: the sample is
+    // not written.
+    if at >= sh.write_limit.load(Ordering::Relaxed) {
+        return idx;
+    }
+    // SAFETY: forwarded; `at` is below the committed end, and the ring's
+    // write_idx (G3 set it to 0).
+    unsafe { write_committed(slot, mask, at, start_tsc, packed) }
+}
