@@ -5,9 +5,11 @@
 //! A region is a header followed by chunks, each at a page-aligned offset
 //! the header's directories give (in a shared-memory object or a flushed
 //! image, its offset in the file). The region grows by chunks while the
-//! program runs: a chunk is made whole (its memory reserved, zero-filled),
-//! then its offset is published in the directory with release, then
-//! `total_size` grows past it (release). Chunk `k` of a kind holds twice
+//! program runs: a chunk is made (a name chunk's memory reserved whole, a
+//! slot chunk's left to its rings, which commit theirs as they are
+//! written: `latte_slot_header::write_limit`), then its offset is published
+//! in the directory with release, then `total_size` grows past it
+//! (release). Chunk `k` of a kind holds twice
 //! what chunk `k - 1` holds, so `LATTE_CHUNKS` entries per kind outlast any
 //! memory.
 //!

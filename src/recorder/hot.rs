@@ -12,7 +12,7 @@
 //!
 //! A sample is written by the ring protocol's writer steps W1-W3 (`ring`);
 //! one at the ring's committed end first takes the growth steps G1-G3, out
-//! of line (`grow`).
+//! of line (`ring_write`).
 //!
 //! Switched samples. `t.switch_head` points at the thread's switch count:
 //! the `data_head` of its perf switch ring, which the kernel advances at
@@ -69,6 +69,7 @@
 //! interrupts its thread's change of states (`thread::switching`).
 
 use super::cache::{cache_entry, cache_probe, cache_promote};
+use super::ring_write::{write_at_limit, write_committed};
 use super::slow::{count_orphan, note_orphan, note_overflow, resolve, resolve_slot};
 use super::thread::current_if_any;
 use crate::layout::*;
@@ -132,8 +133,8 @@ pub unsafe fn write_sample(slot: *mut latte_slot_header, mask: u64, start_tsc: u
 }
 
 /// `write_sample` at index `idx`, which must be the ring's current
-/// `write_idx`: W2-W3 (`ring::publish`) below the ring's committed end,
-/// the growth steps first at or past it (`grow`). Returns the new index.
+/// `write_idx`: W2-W3 below the ring's committed end, the growth steps
+/// first at or past it (`ring_write`). Returns the new index.
 ///
 /// # Safety
 /// As `write_sample`, and `idx == write_idx` of the slot.
@@ -144,24 +145,10 @@ pub unsafe fn write_sample_at(slot: *mut latte_slot_header, mask: u64, idx: u64,
     // W2 only below the committed end (ring protocol, G1-G3).
     if !crate::ring::committed(&h.write_limit, idx) {
         // SAFETY: forwarded.
-        return unsafe { super::grow::write_at_limit(slot, mask, idx, start_tsc, packed) };
+        return unsafe { write_at_limit(slot, mask, idx, start_tsc, packed) };
     }
     // SAFETY: forwarded; idx is below the committed end.
     unsafe { write_committed(slot, mask, idx, start_tsc, packed) }
-}
-
-/// W2-W3 at index `idx`, the ring's `write_idx`, below its committed end.
-///
-/// # Safety
-/// As `write_sample_at`, and `idx < write_limit` of the slot.
-#[inline(always)]
-pub unsafe fn write_committed(slot: *mut latte_slot_header, mask: u64, idx: u64, start_tsc: u64, packed: u64) -> u64 {
-    // SAFETY: the caller guarantees `slot` is a live slot header of ours.
-    let h = unsafe { &*slot };
-    // SAFETY: (idx & mask) < samples_per_slot and idx < write_limit, so
-    // the sample is inside the slot, in committed memory.
-    let s = unsafe { &*((slot as *mut u8).add(LATTE_SLOT_HEADER_SIZE as usize) as *const latte_sample).add((idx & mask) as usize) };
-    crate::ring::publish(&h.write_idx, &s.start_tsc, &s.packed, idx, start_tsc, packed)
 }
 
 /// Opens a span on the thread's stack, resolving its ring now (cache hit:

@@ -19,6 +19,7 @@
 //! use).
 
 use super::*;
+use core::sync::atomic::{AtomicBool, AtomicI32};
 
 /// `MADV_POPULATE_WRITE` (Linux 5.14): faults the range in, writable.
 const MADV_POPULATE_WRITE: libc::c_int = 23;
@@ -27,6 +28,38 @@ const MADV_POPULATE_WRITE: libc::c_int = 23;
 /// (1 s): meanwhile rings at their committed end lap early at once, with no
 /// system call.
 const RING_RETRY_NS: u64 = 1_000_000_000;
+
+/// What ring growths share, without a lock, in a region.
+#[derive(Debug)]
+pub(super) struct Shared {
+    /// The object's descriptor growths reserve pages through; -1 for
+    /// anonymous memory.
+    object_fd: AtomicI32,
+    /// Ring growths under way (`grow_ring`).
+    ring_growths: AtomicU32,
+    /// The region is moving into an object (`share`): ring growths wait.
+    moving: AtomicBool,
+    /// The thread moving it (its growths cannot wait for the move).
+    mover_tid: AtomicI32,
+    /// CLOCK_MONOTONIC (ns) of the last failure to commit ring memory; 0: none.
+    fail_ns: AtomicU64,
+    /// The program was told that rings could not grow.
+    told: AtomicBool,
+}
+
+impl Shared {
+    /// The state of a region whose object is `fd` (-1: none).
+    pub(super) fn new(fd: libc::c_int) -> Shared {
+        Shared {
+            object_fd: AtomicI32::new(fd),
+            ring_growths: AtomicU32::new(0),
+            moving: AtomicBool::new(false),
+            mover_tid: AtomicI32::new(0),
+            fail_ns: AtomicU64::new(0),
+            told: AtomicBool::new(false),
+        }
+    }
+}
 
 /// The end of the page that holds byte `a - 1`: `a` rounded up to a page.
 fn page_up(a: u64) -> u64 {
@@ -114,27 +147,27 @@ impl Region {
         // committed at that moment). SeqCst (both sides): each sees the
         // other's store, or the other sees its own.
         loop {
-            self.ring_growths.fetch_add(1, Ordering::SeqCst);
-            if !self.moving.load(Ordering::SeqCst) {
+            self.commit.ring_growths.fetch_add(1, Ordering::SeqCst);
+            if !self.commit.moving.load(Ordering::SeqCst) {
                 break;
             }
-            self.ring_growths.fetch_sub(1, Ordering::SeqCst);
+            self.commit.ring_growths.fetch_sub(1, Ordering::SeqCst);
             // A move under way: its writers wait for it at their next store
             // anyway (`pause`); so does a growth, unless it interrupted the
             // mover itself (a signal handler), which cannot wait for it.
             // Relaxed: set by the mover before `moving`, read only to
             // compare with this thread's id.
             // SAFETY: gettid has no memory effects.
-            if self.mover_tid.load(Ordering::Relaxed) == unsafe { libc::gettid() } {
+            if self.commit.mover_tid.load(Ordering::Relaxed) == unsafe { libc::gettid() } {
                 return Err(Error::BUSY);
             }
-            while self.moving.load(Ordering::SeqCst) {
+            while self.commit.moving.load(Ordering::SeqCst) {
                 std::thread::yield_now();
             }
         }
         let r = self.grow_ring_now(slot, lim, now);
         // Release: the growth's work is done before a mover sees the count drop.
-        self.ring_growths.fetch_sub(1, Ordering::Release);
+        self.commit.ring_growths.fetch_sub(1, Ordering::Release);
         r
     }
 
@@ -180,7 +213,7 @@ impl Region {
         }
         // Acquire: pairs with the release store that set it, after the
         // descriptor was opened (`set_object_fd`).
-        let fd = self.object_fd.load(Ordering::Acquire);
+        let fd = self.commit.object_fd.load(Ordering::Acquire);
         if fd >= 0 {
             // Within the object's size, which is never changed here: an
             // object someone shrank stays shrunk (its lost pages are
@@ -236,7 +269,7 @@ impl Region {
     /// before `now`.
     fn ring_backing_off(&self, now: u64) -> bool {
         // Relaxed: a hint; acting on a stale one costs one system call.
-        let f = self.ring_fail_ns.load(Ordering::Relaxed);
+        let f = self.commit.fail_ns.load(Ordering::Relaxed);
         f != 0 && now.wrapping_sub(f) < RING_RETRY_NS
     }
 
@@ -244,9 +277,9 @@ impl Region {
     /// the program once.
     fn ring_failed(&self, e: Error, now: u64) {
         // Relaxed: see `ring_backing_off`.
-        self.ring_fail_ns.store(now.max(1), Ordering::Relaxed);
+        self.commit.fail_ns.store(now.max(1), Ordering::Relaxed);
         // Relaxed: only one caller wins the swap, whatever the order.
-        if !self.ring_told.swap(true, Ordering::Relaxed) {
+        if !self.commit.told.swap(true, Ordering::Relaxed) {
             let h = self.header();
             let what = "they go on at the size they have, and what they overwrite is counted lost (early laps)";
             // Relaxed: a statistic read for the message.
@@ -265,7 +298,7 @@ impl Region {
     /// set.
     pub(super) fn set_object_fd(&self, fd: libc::c_int) {
         // Release: pairs with the acquire in `commit_range`.
-        self.object_fd.store(fd, Ordering::Release);
+        self.commit.object_fd.store(fd, Ordering::Release);
     }
 
     /// Makes ring growths wait while the region moves (`share`; one that
@@ -274,10 +307,10 @@ impl Region {
     pub(super) fn hold_ring_growth(&self) -> GrowthHold<'_> {
         // Relaxed: see `grow_ring`.
         // SAFETY: gettid has no memory effects.
-        self.mover_tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+        self.commit.mover_tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
         // SeqCst: see `grow_ring`.
-        self.moving.store(true, Ordering::SeqCst);
-        while self.ring_growths.load(Ordering::SeqCst) != 0 {
+        self.commit.moving.store(true, Ordering::SeqCst);
+        while self.commit.ring_growths.load(Ordering::SeqCst) != 0 {
             std::thread::yield_now();
         }
         GrowthHold(self)
@@ -290,6 +323,6 @@ pub(super) struct GrowthHold<'a>(&'a Region);
 impl Drop for GrowthHold<'_> {
     fn drop(&mut self) {
         // SeqCst: see `grow_ring`.
-        self.0.moving.store(false, Ordering::SeqCst);
+        self.0.commit.moving.store(false, Ordering::SeqCst);
     }
 }

@@ -51,16 +51,15 @@ impl Region {
     pub fn privatize_after_fork(&mut self, cut: &ForkCut) {
         let g = self.growth.get_mut().unwrap_or_else(|e| e.into_inner());
         let fd = match core::mem::take(&mut g.backing) {
-            Backing::Shared { fd, .. } | Backing::Unnamed { fd } => {
-                // The child's rings grow in its own memory from now on.
-                self.object_fd.store(-1, Ordering::Release);
-                fd
-            }
+            Backing::Shared { fd, .. } | Backing::Unnamed { fd } => fd,
             other => {
                 g.backing = other;
                 return; // anonymous private memory is already copy-on-write.
             }
         };
+        // The child's rings grow in its own memory from now on.
+        self.set_object_fd(-1);
+        let g = self.growth.get_mut().unwrap_or_else(|e| e.into_inner());
         let mut maps: Vec<(*mut u8, usize, u64, bool)> = vec![(self.header_map.as_ptr(), HEADER_MAP_BYTES as usize, 0, false)];
         maps.extend(g.chunks.iter().map(|c| (c.map.as_ptr(), c.map.size(), c.offset, c.slots)));
         // Relaxed: a test switch, read on its own.

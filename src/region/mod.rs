@@ -182,19 +182,8 @@ pub struct Region {
     /// name, for threads that ask without a lock whether the region still
     /// refuses (`refusing`); 0: none, or a ring was handed back since.
     refusal_ns: AtomicU64,
-    /// The object's descriptor ring growths reserve pages through
-    /// (`commit`), -1 for anonymous memory.
-    object_fd: core::sync::atomic::AtomicI32,
-    /// Ring growths under way (`commit::grow_ring`).
-    ring_growths: AtomicU32,
-    /// The region is moving into an object (`share`): ring growths wait.
-    moving: core::sync::atomic::AtomicBool,
-    /// The thread moving it (its growths cannot wait for the move).
-    mover_tid: core::sync::atomic::AtomicI32,
-    /// CLOCK_MONOTONIC (ns) of the last failure to commit ring memory; 0: none.
-    ring_fail_ns: AtomicU64,
-    /// The program was told that rings could not grow.
-    ring_told: core::sync::atomic::AtomicBool,
+    /// What ring growths share without a lock (`commit`).
+    commit: commit::Shared,
 }
 
 /// Bytes of the mapping that holds the header (the header's page).
@@ -224,12 +213,7 @@ impl Region {
             _ => -1,
         };
         Region {
-            object_fd: core::sync::atomic::AtomicI32::new(fd),
-            ring_growths: AtomicU32::new(0),
-            moving: core::sync::atomic::AtomicBool::new(false),
-            mover_tid: core::sync::atomic::AtomicI32::new(0),
-            ring_fail_ns: AtomicU64::new(0),
-            ring_told: core::sync::atomic::AtomicBool::new(false),
+            commit: commit::Shared::new(fd),
             growth: Box::new(Mutex::new(Growth { backing, header_fault, ..Growth::default() })),
             slot_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),
             name_bases: Box::new([NO_BASE; LATTE_CHUNKS as usize]),

@@ -1,13 +1,29 @@
-//! The slow path of a write at a ring's committed end (ring protocol,
-//! G1-G3): the ring grows (its memory committed in bulk, `region::commit`),
-//! or, when no memory can be had, laps early; then the sample is written.
-//! Runs on the ring's owner thread, possibly in a signal handler: no lock,
-//! no allocation.
+//! A sample's write into a ring once its index is known (W1): W2-W3 below
+//! the ring's committed end (`write_committed`, inlined into the hot path),
+//! and out of line at or past it (ring protocol, G1-G3): the ring grows
+//! (its memory committed in bulk, `region::commit`), or, when no memory can
+//! be had, laps early; then the sample is written. Runs on the ring's owner
+//! thread, possibly in a signal handler: no lock, no allocation.
 
-use super::hot::write_committed;
 use super::registry::region_if_any;
 use crate::layout::*;
 use core::sync::atomic::Ordering;
+
+/// W2-W3 at index `idx`, the ring's `write_idx`, below its committed end.
+/// Returns the new index.
+///
+/// # Safety
+/// `slot` is a ring the calling thread owns (or a sink), `mask` its
+/// region's mask, `idx` its `write_idx` and below its `write_limit`.
+#[inline(always)]
+pub unsafe fn write_committed(slot: *mut latte_slot_header, mask: u64, idx: u64, start_tsc: u64, packed: u64) -> u64 {
+    // SAFETY: the caller guarantees `slot` is a live slot header of ours.
+    let h = unsafe { &*slot };
+    // SAFETY: (idx & mask) < samples_per_slot and idx < write_limit, so
+    // the sample is inside the slot, in committed memory.
+    let s = unsafe { &*((slot as *mut u8).add(LATTE_SLOT_HEADER_SIZE as usize) as *const latte_sample).add((idx & mask) as usize) };
+    crate::ring::publish(&h.write_idx, &s.start_tsc, &s.packed, idx, start_tsc, packed)
+}
 
 /// Writes a sample at index `idx` (W1's) of the ring at `slot`, whose
 /// committed memory ends at or before `idx`: G1-G3, then W2-W3. Returns
