@@ -36,7 +36,9 @@ pub struct latte_counters {
     /// Bytes of ring memory the region may commit (`u64::MAX`: no budget;
     /// 0: an image of a producer that kept none).
     pub budget_bytes: u64,
-    /// Bytes of ring memory committed so far (whole pages).
+    /// Bytes of ring memory committed so far (whole pages): growth stops
+    /// at `budget_bytes`, and each new ring's first pages (two at most)
+    /// are taken outside it.
     pub committed_bytes: u64,
     /// Laps rings made before reaching their size because their memory
     /// could not grow (the budget was reached, or memory ran out); what

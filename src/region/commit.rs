@@ -183,9 +183,10 @@ impl Region {
         let before = self.header().committed_bytes.fetch_add(to - from, Ordering::Relaxed);
         if before.saturating_add(to - from) > budget {
             self.header().committed_bytes.fetch_sub(to - from, Ordering::Relaxed);
-            let e = Error::NOSPC;
-            self.ring_failed(e, now);
-            return Err(e);
+            // No back-off: the budget is asked without a system call, and a
+            // new (thread, ID)'s first pages are outside it.
+            self.tell_ring_failure(Error::NOSPC);
+            return Err(Error::NOSPC);
         }
         // `from` is a page boundary: a limit ends at one (`commit_slot`, and here).
         let offset = self.offset_of(from).ok_or(Error::INVAL)?;
@@ -273,11 +274,17 @@ impl Region {
         f != 0 && now.wrapping_sub(f) < RING_RETRY_NS
     }
 
-    /// Notes that ring memory could not be had (`e`) at `now`, and tells
-    /// the program once.
+    /// Notes that ring memory could not be had (`e`) at `now`: for
+    /// `RING_RETRY_NS`, rings at their committed end lap early and new ones
+    /// are refused without a system call. Tells the program once.
     fn ring_failed(&self, e: Error, now: u64) {
         // Relaxed: see `ring_backing_off`.
         self.commit.fail_ns.store(now.max(1), Ordering::Relaxed);
+        self.tell_ring_failure(e);
+    }
+
+    /// Tells the program once that rings could not grow (`e`).
+    fn tell_ring_failure(&self, e: Error) {
         // Relaxed: only one caller wins the swap, whatever the order.
         if !self.commit.told.swap(true, Ordering::Relaxed) {
             let h = self.header();

@@ -350,6 +350,18 @@ pub fn render(rows: &[Row], opts: &Options, cal: &Calibration, counters: Option<
     out
 }
 
+/// The ring memory a region committed, and its budget: `ring memory 3.2
+/// of 56.0 MiB`, `ring memory 3.2 MiB (no budget)`, or, for an image of a
+/// producer that kept no count, `ring memory not counted`.
+fn ring_memory(k: &crate::counters::latte_counters) -> String {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    match k.budget_bytes {
+        0 => "ring memory not counted".to_string(),
+        u64::MAX => format!("ring memory {:.1} MiB (no budget)", mib(k.committed_bytes)),
+        b => format!("ring memory {:.1} of {:.1} MiB", mib(k.committed_bytes), mib(b)),
+    }
+}
+
 /// The region's counters under the command's table, in lines no wider
 /// than `width`.
 fn counter_lines(k: &crate::counters::latte_counters, width: Option<usize>) -> String {
@@ -363,6 +375,8 @@ fn counter_lines(k: &crate::counters::latte_counters, width: Option<usize>) -> S
         format!("no-slot drops {}", k.no_slot_drops),
         format!("slot reuses {} (discarded {})", k.slot_reuses, k.reuse_discarded),
         format!("late drops {}", k.late_drops),
+        format!("early laps {}", k.early_laps),
+        ring_memory(k),
     ];
     wrap(&items, width)
 }

@@ -69,6 +69,8 @@ pub fn run(raw: &OsStr, time: bool, calibrated: bool, json: bool, clean: bool, s
             "slot_reuses": counters.slot_reuses, "reuse_discarded": counters.reuse_discarded,
             "late_drops": counters.late_drops, "threads_seen": counters.threads_seen,
             "ids_used": counters.ids_used, "slots_used": counters.slots_used,
+            "early_laps": counters.early_laps, "committed_bytes": counters.committed_bytes,
+            "budget_bytes": (counters.budget_bytes != u64::MAX).then_some(counters.budget_bytes),
         },
     });
     emit(&format!("{out}\n"))
