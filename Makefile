@@ -399,6 +399,18 @@ $(B)/plain.original: speedtest/plain.cpp FORCE
 	@mkdir -p $(@D)
 	$(CXX) -O3 -march=native -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(abspath $(ORIGINAL))"' $< -o $@
 
+# growth.cpp (a ring's memory on the measuring thread: an ID's first use,
+# its ring's growths), ours and, with ORIGINAL=, the original's;
+# speedtest/growth.py runs them as one of run.py's extras.
+$(B)/speed/growth: speedtest/growth.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+$(B)/growth.original: speedtest/growth.cpp FORCE
+	@test -f "$(ORIGINAL)" || { echo "make: ORIGINAL=$(ORIGINAL) is not a file"; exit 1; }
+	@mkdir -p $(@D)
+	$(CXX) -O3 -march=native -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(abspath $(ORIGINAL))"' $< -o $@
+
 # capacity.cpp: Fast Start+Stop over 8 to 200 IDs in shared regions whose
 # rings hold 65,536 and 1,024 samples, printed for information (run.py
 # --info: not judged).
@@ -426,9 +438,10 @@ $(B)/speed/compare_producer: tests/compare/producer.cpp cpp_compat/Latte.hpp inc
 # (speedtest/compare.py: figures with their goals; exit 1 when one fails,
 # else 3 when one was too noisy to judge). The recipe exits 1 when either
 # failed, else 3 when either could not judge a row, else 0.
-speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/capacity $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL) $(B)/plain.original)
+speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/growth $(B)/speed/capacity $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL) $(B)/plain.original $(B)/growth.original)
 	rc=0; $(SPEED_RUN) --ours $(B)/speed/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
 	  --extra "$(PYTHON) speedtest/plain.py --ours $(B)/speed/plain $(if $(ORIGINAL),--original $(B)/plain.original)" \
+	  --extra "$(PYTHON) speedtest/growth.py --ours $(B)/speed/growth $(if $(ORIGINAL),--original $(B)/growth.original)" \
 	  --info "./$(B)/speed/capacity 65536" --info "./$(B)/speed/capacity 1024" \
 	  --extra "./$(B)/speed/speedtest --shared /latte-speedtest-$$$$" --extra "./$(B)/speed/speedtest --flush-only" \
 	  --extra "$(PYV) speedtest/python_read.py $(B)/speed/producer" \

@@ -5,7 +5,7 @@ lists of samples, and a region or image read back slot by slot."""
 import json, math, mmap, os, random, struct
 
 HEADER_SIZE, SLOT_HEADER_SIZE, SAMPLE_SIZE = 1024, 128, 16
-LAYOUT_VERSION = 4
+LAYOUT_VERSION = 5
 FLUSHED, CLOSED = 2, 2
 MAX_DURATION = (1 << 48) - 1
 SWITCHED = 1 << 58
