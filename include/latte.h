@@ -114,10 +114,11 @@
 // Samples kept per (thread, ID) ring by default (a power of two).
 #define LATTE_DEFAULT_SAMPLES 65536
 
-// Samples a ring's memory is first committed for, when its slot is first
-// handed out (to the end of the page that holds the last of them): a ring
-// grows from there as it is written (`latte_slot_header::write_limit`).
-#define LATTE_FIRST_RING_SAMPLES 256
+// A ring's growth step, in samples: its memory is first committed for
+// this many when its slot is first handed out, and its committed end
+// (`latte_slot_header::write_limit`) doubles from there, a multiple of
+// it. A power of two.
+#define LATTE_RING_STEP 256
 
 // `latte_slot_header::write_limit` of a ring whose memory is committed
 // whole: no index reaches it, and the ring laps at `samples_per_slot`.
@@ -431,11 +432,11 @@ typedef struct LATTE_ALIGNED(64) latte_slot_header {
   // its line to itself there; a live reader takes the larger of the two
   // as its second load.
   uint64_t flushed_end_idx;
-  // The index the ring's committed memory ends at: a write at an index
-  // at or past it first commits more (the ring grows, doubling, up to
-  // `samples_per_slot`) or, when no more can be had, laps early (ring
-  // protocol, G1-G3). `LATTE_RING_WHOLE` once the whole ring is
-  // committed. Stored by the owner thread only (relaxed: it is its
+  // The index the ring's committed memory ends at, a multiple of
+  // `LATTE_RING_STEP`: a write at an index at or past it first commits
+  // more (the ring grows, doubling, up to `samples_per_slot`) or, when
+  // no more can be had, laps early (ring protocol, G1-G3).
+  // `LATTE_RING_WHOLE` once the whole ring is committed. Stored by the owner thread only (relaxed: it is its
   // only reader that acts on it), after the memory is committed; kept
   // when the slot is handed to a new owner.
   uint64_t write_limit;
@@ -559,7 +560,9 @@ typedef struct latte_counters {
   // Bytes of ring memory the region may commit (`u64::MAX`: no budget;
   // 0: an image of a producer that kept none).
   uint64_t budget_bytes;
-  // Bytes of ring memory committed so far (whole pages).
+  // Bytes of ring memory committed so far (whole pages): growth stops
+  // at `budget_bytes`, and each new ring's first pages (two at most)
+  // are taken outside it.
   uint64_t committed_bytes;
   // Laps rings made before reaching their size because their memory
   // could not grow (the budget was reached, or memory ran out); what
@@ -1121,11 +1124,14 @@ int latte_reader_get_info(const struct latte_reader *r, struct latte_region_info
 void latte_start(const char *id, latte_mode mode);
 
 // Gives the calling thread its ring for `id` now (as its first Start
-// would) and commits the ring's pages not written yet, so that the first
-// samples under `id` on this thread take no page fault. Call it before a
-// hot loop, where the cost (about a microsecond a page, 256 pages for a ring
-// of 65,536 samples) is welcome. Returns the pages touched (0 when the ring
-// has wrapped already), or -ENOSPC when the ID or a slot does not fit.
+// would) and commits the whole ring's memory at once (as far as the
+// region's budget lets it), so that recording under `id` on this thread
+// pays no growth later: a ring's writes otherwise commit it in steps, in
+// slow paths of the writing thread, the largest half the ring. Call it
+// before a hot loop, where the cost (a few hundred microseconds for a
+// ring of 65,536 samples) is welcome. Returns the pages touched that no
+// sample had reached yet (0 when the ring has wrapped already), or
+// -ENOSPC when the ID or a slot does not fit.
 int64_t latte_thread_prefault(const char *id);
 
 // Closes the innermost open span of the calling thread, whatever `id` is

@@ -359,7 +359,7 @@ def main():
         rows, other = run([engines[0][1], "warmup"])
         print("\n== warm-up: Fast Start+Stop, each timed alone, first 65,536 samples of a ring (cycles; 5 threads each) ==")
         print(f"{'ring':<34} {'p50':>7} {'p99.99':>9} {'max':>10}")
-        labels = {"warmup.fresh": "fresh (pages committed on first write)", "warmup.prefaulted": "fresh, Latte::Prefault(id) first",
+        labels = {"warmup.fresh": "fresh (memory committed as the ring grows)", "warmup.prefaulted": "fresh, Latte::Prefault(id) first",
                   "warmup.warm": "warm (written through once)"}
         for k, label in labels.items():
             if k in rows:

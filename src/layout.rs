@@ -86,10 +86,11 @@ pub const LATTE_DEFAULT_PRIVATE_SLOTS: u32 = 256;
 pub const LATTE_DEFAULT_FIRST_SLOTS: u32 = 16;
 /// Samples kept per (thread, ID) ring by default (a power of two).
 pub const LATTE_DEFAULT_SAMPLES: u32 = 65536;
-/// Samples a ring's memory is first committed for, when its slot is first
-/// handed out (to the end of the page that holds the last of them): a ring
-/// grows from there as it is written (`latte_slot_header::write_limit`).
-pub const LATTE_FIRST_RING_SAMPLES: u32 = 256;
+/// A ring's growth step, in samples: its memory is first committed for
+/// this many when its slot is first handed out, and its committed end
+/// (`latte_slot_header::write_limit`) doubles from there, a multiple of
+/// it. A power of two.
+pub const LATTE_RING_STEP: u32 = 256;
 /// `latte_slot_header::write_limit` of a ring whose memory is committed
 /// whole: no index reaches it, and the ring laps at `samples_per_slot`.
 pub const LATTE_RING_WHOLE: u64 = u64::MAX;
@@ -204,11 +205,11 @@ pub struct latte_slot_header {
     /// its line to itself there; a live reader takes the larger of the two
     /// as its second load.
     pub flushed_end_idx: AtomicU64,
-    /// The index the ring's committed memory ends at: a write at an index
-    /// at or past it first commits more (the ring grows, doubling, up to
-    /// `samples_per_slot`) or, when no more can be had, laps early (ring
-    /// protocol, G1-G3). `LATTE_RING_WHOLE` once the whole ring is
-    /// committed. Stored by the owner thread only (relaxed: it is its
+    /// The index the ring's committed memory ends at, a multiple of
+    /// `LATTE_RING_STEP`: a write at an index at or past it first commits
+    /// more (the ring grows, doubling, up to `samples_per_slot`) or, when
+    /// no more can be had, laps early (ring protocol, G1-G3).
+    /// `LATTE_RING_WHOLE` once the whole ring is committed. Stored by the owner thread only (relaxed: it is its
     /// only reader that acts on it), after the memory is committed; kept
     /// when the slot is handed to a new owner.
     pub write_limit: AtomicU64,
@@ -791,6 +792,7 @@ const _: () = {
     // The C inline path relies on these (include/latte_inline.h).
     assert!(1u32 << LATTE_SAMPLE_SHIFT == LATTE_SAMPLE_SIZE);
     assert!(LATTE_CACHE_SIZE.is_power_of_two());
+    assert!(LATTE_RING_STEP.is_power_of_two());
     assert!(1u64 << (64 - LATTE_CACHE_SHIFT) == LATTE_CACHE_SIZE as u64);
     assert!(LATTE_CACHE_MAX_USED < LATTE_CACHE_SIZE);
     assert!(LATTE_CACHE_EMPTY == 0);

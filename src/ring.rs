@@ -13,15 +13,16 @@
 //! | W3 | `write_idx = idx + 1` with release: publishes the sample | R3 |
 //! | W4 | at thread exit, `state = CLOSED` with release: the ring is final | R2 |
 //!
-//! A ring's memory is committed as it is written: `write_limit` is the
-//! index its committed memory ends at. W2 happens only at an index below
-//! it; a write at or past it takes the growth steps first, on the owner
-//! thread, in a slow path.
+//! A ring's memory is committed as it is written: `write_limit`, on
+//! `write_idx`'s line, is the index its committed memory ends at. W2
+//! happens only at an index below it (`committed`: the hot path folds the
+//! load into the compare, a memory operand); a write at or past it takes
+//! the growth steps first, on the owner thread, in a slow path.
 //!
 //! | step | growth: the writer, at an index `idx` (W1) at or past `write_limit` | pairs with |
 //! |---|---|---|
 //! | G1 | `lim = write_limit` (relaxed: this thread is its only writer). `idx < lim`: a write of this thread's (a signal handler's) grew it meanwhile: W2 at `idx` | |
-//! | G2 | memory for indices up to `new` (about `2 lim`, to the end of a page; the whole ring: `LATTE_RING_WHOLE`) committed within the region's budget, then `write_limit = new` (relaxed), then W2-W3 at `idx` | |
+//! | G2 | memory for indices up to `new = 2 lim` (the whole ring: `LATTE_RING_WHOLE`) committed within the region's budget, then `write_limit = new` (relaxed), then W2-W3 at `idx` | |
 //! | G3 | no memory to be had: an early lap, A1-A4 by the owner for itself (`gen_base += idx`, `write_idx = 0`), then W2-W3 at index 0. The ring goes on at the size it has; a reader takes the lap for a new owner (R1, R4, R7) and counts what it did not read as lost | R1 |
 //!
 //! No reader reads an index at or past `write_idx`, which never passes
@@ -157,7 +158,8 @@ pub fn publish<W: Atomic<V = u64>>(write_idx: &W, start_word: &W, packed_word: &
 
 /// W2's precondition: index `idx` lies in the ring's committed memory
 /// (below `write_limit`). Relaxed: the owner thread is the only writer of
-/// `write_limit`.
+/// `write_limit`. (The recorder's hot path makes the same relaxed load as
+/// the memory operand of its compare: `recorder::hot::write_sample_at`.)
 #[inline(always)]
 pub fn committed<W: Atomic<V = u64>>(write_limit: &W, idx: u64) -> bool {
     idx < write_limit.load(Ordering::Relaxed)

@@ -24,11 +24,14 @@ pub extern "C" fn latte_start(id: *const c_char, mode: latte_mode) {
 }
 
 /// Gives the calling thread its ring for `id` now (as its first Start
-/// would) and commits the ring's pages not written yet, so that the first
-/// samples under `id` on this thread take no page fault. Call it before a
-/// hot loop, where the cost (about a microsecond a page, 256 pages for a ring
-/// of 65,536 samples) is welcome. Returns the pages touched (0 when the ring
-/// has wrapped already), or -ENOSPC when the ID or a slot does not fit.
+/// would) and commits the whole ring's memory at once (as far as the
+/// region's budget lets it), so that recording under `id` on this thread
+/// pays no growth later: a ring's writes otherwise commit it in steps, in
+/// slow paths of the writing thread, the largest half the ring. Call it
+/// before a hot loop, where the cost (a few hundred microseconds for a
+/// ring of 65,536 samples) is welcome. Returns the pages touched that no
+/// sample had reached yet (0 when the ring has wrapped already), or
+/// -ENOSPC when the ID or a slot does not fit.
 #[no_mangle]
 pub extern "C" fn latte_thread_prefault(id: *const c_char) -> i64 {
     // SAFETY: the C API takes NULL or a NUL-terminated string as an ID.

@@ -30,19 +30,20 @@ pub unsafe fn write_committed(slot: *mut latte_slot_header, mask: u64, idx: u64,
 /// the ring's new `write_idx`.
 ///
 /// # Safety
-/// As `write_sample_at`: `slot` is a ring the calling thread owns (a sink
-/// never comes here: its memory is whole), `mask` its region's mask, `idx`
-/// its `write_idx`.
+/// As `write_sample_at`: `slot` is a ring the calling thread owns, or a
+/// sink (whose memory is whole), `mask` its region's mask, `idx` its
+/// `write_idx`.
 #[cold]
 #[inline(never)]
 pub unsafe fn write_at_limit(slot: *mut latte_slot_header, mask: u64, idx: u64, start_tsc: u64, packed: u64) -> u64 {
     // SAFETY: the caller guarantees a live slot header of ours.
     let sh = unsafe { &*slot };
-    // G1. Relaxed: this thread is the only writer of `write_limit`.
-    let lim = sh.write_limit.load(Ordering::Relaxed);
-    let at = if idx < lim {
+    // G1.
+    let at = if crate::ring::committed(&sh.write_limit, idx) {
         idx
     } else {
+        // Relaxed: this thread is the only writer of `write_limit`.
+        let lim = sh.write_limit.load(Ordering::Relaxed);
         match region_if_any().map(|r| (r, r.grow_ring(slot, lim))) {
             // G2. Relaxed: read only by this thread's writes (and by
             // readers as a statistic); the memory is committed already.
@@ -61,10 +62,9 @@ pub unsafe fn write_at_limit(slot: *mut latte_slot_header, mask: u64, idx: u64, 
             None => return idx,
         }
     };
-    // Relaxed: as G1. Only a header page lost under the mapping (zeros
-    // where the object shrank, `fault`) leaves `at` outside: the sample is
-    // not written.
-    if at >= sh.write_limit.load(Ordering::Relaxed) {
+    // Only a header page lost under the mapping (zeros where the object
+    // shrank, `fault`) leaves `at` outside: the sample is not written.
+    if !crate::ring::committed(&sh.write_limit, at) {
         return idx;
     }
     // SAFETY: forwarded; `at` is below the committed end, and the ring's

@@ -205,13 +205,12 @@ unsafe fn refused_again(c: &Cold, id: *const c_char) -> bool {
 }
 
 /// Resolves the calling thread's ring for `id` as a first Start would (and
-/// caches it in the thread's active state), then commits the pages of that
-/// ring which no sample has been written to yet, so that its first samples
-/// take no page fault. Returns the pages touched (0 for a ring that has
-/// wrapped: all of them were written). The ring is grown whole first
-/// (`ring::G2`), as far as the region's budget lets it. A service calls it before its hot
-/// loop, where it chooses to pay the faults (about a microsecond each, 256
-/// for a ring of 65,536 samples); nothing records meanwhile.
+/// caches it in the thread's active state), grows it whole (G2, as far as
+/// the region's budget lets it), then touches the pages of that ring which
+/// no sample has been written to yet. Returns the pages touched (0 for a
+/// ring that has wrapped: all of them were written). A service calls it
+/// before its hot loop, where it chooses to pay the ring's growth at once;
+/// nothing records meanwhile.
 ///
 /// Each page is touched by a locked add of 0 to the first word of its
 /// first not-yet-written sample: a write fault that changes no value. Only

@@ -12,8 +12,8 @@
 //! a lock or allocates: the budget is an atomic count, the object's
 //! descriptor an atomic copy.
 //!
-//! A ring grows by doubling, so that a ring of `n` samples paid about
-//! log2(n / LATTE_FIRST_RING_SAMPLES) growths, the last of which commits
+//! A ring grows by doubling, so that a ring of `n` samples paid
+//! log2(n / LATTE_RING_STEP) growths, the last of which commits
 //! half the ring (512 KiB for the default 65,536 samples: what the original
 //! Latte's `memset` of a new ID's 65,536-sample buffer touches at its first
 //! use).
@@ -100,25 +100,23 @@ impl Region {
         free.saturating_sub(size / 8)
     }
 
-    /// Commits slot `i`'s header and its first `LATTE_FIRST_RING_SAMPLES`
-    /// samples (to the end of their page) when the slot is first handed
-    /// out, and sets its `write_limit` (the whole ring when that covers
-    /// it). Outside the budget: a new (thread, ID) gets its first samples
-    /// while any memory is left. An error (a full `/dev/shm`, no memory;
-    /// told once) means the slot must not be used. Called under the
-    /// registry lock.
+    /// Commits slot `i`'s header and its first `LATTE_RING_STEP` samples
+    /// when the slot is first handed out, and sets its `write_limit` (the
+    /// whole ring when that covers it). Outside the budget: a new (thread,
+    /// ID) gets its first samples while any memory is left. An error (a
+    /// full `/dev/shm`, no memory; told once) means the slot must not be
+    /// used. Called under the registry lock.
     pub fn commit_slot(&self, i: u32) -> Result<(), Error> {
         let slot = self.slot(i);
         let start = slot as u64;
         let cap = self.geo.samples_per_slot as u64;
         let samples = start + LATTE_SLOT_HEADER_SIZE as u64;
-        let end = page_up(samples + (LATTE_FIRST_RING_SAMPLES as u64).min(cap) * LATTE_SAMPLE_SIZE as u64);
-        let limit = (end - samples) / LATTE_SAMPLE_SIZE as u64;
+        let limit = (LATTE_RING_STEP as u64).min(cap);
         let now = tsc::clock_ns(libc::CLOCK_MONOTONIC);
         if self.ring_backing_off(now) {
             return Err(Error::NOMEM);
         }
-        let (from, to) = (page_down(start), end.min(page_up(samples + cap * LATTE_SAMPLE_SIZE as u64)));
+        let (from, to) = (page_down(start), page_up(samples + limit * LATTE_SAMPLE_SIZE as u64));
         if let Err(e) = self.commit_range(from, to, self.slot_offset(i) - (start - from)) {
             self.ring_failed(e, now);
             return Err(e);
@@ -133,9 +131,10 @@ impl Region {
     }
 
     /// G2 for the ring at `slot`, whose committed memory ends at index
-    /// `lim`: commits about as much again (to the end of a page; the rest
-    /// of the ring when that reaches it) within the budget, and returns the
-    /// new `write_limit` (`LATTE_RING_WHOLE` for the whole ring). An error
+    /// `lim` (a multiple of `LATTE_RING_STEP`): commits as much again (the
+    /// rest of the ring when that reaches it) within the budget, and
+    /// returns the new `write_limit` (`LATTE_RING_WHOLE` for the whole
+    /// ring). An error
     /// when no memory can be had now (G3 follows), said once.
     pub fn grow_ring(&self, slot: *mut latte_slot_header, lim: u64) -> Result<u64, Error> {
         let now = tsc::clock_ns(libc::CLOCK_MONOTONIC);
@@ -174,9 +173,11 @@ impl Region {
     fn grow_ring_now(&self, slot: *mut latte_slot_header, lim: u64, now: u64) -> Result<u64, Error> {
         let cap = self.geo.samples_per_slot as u64;
         let samples = slot as u64 + LATTE_SLOT_HEADER_SIZE as u64;
-        let ring_end = samples + cap * LATTE_SAMPLE_SIZE as u64;
-        let want = page_up(samples + lim.saturating_mul(2).min(cap) * LATTE_SAMPLE_SIZE as u64).min(ring_end);
-        let (from, to) = (page_up(samples + lim * LATTE_SAMPLE_SIZE as u64), page_up(want));
+        // Twice the step multiple it was: a step multiple again.
+        let want = lim.saturating_mul(2).min(cap);
+        // The page that holds index `lim`'s first byte is committed already
+        // when `lim` starts inside it (it holds index `lim - 1`).
+        let (from, to) = (page_up(samples + lim * LATTE_SAMPLE_SIZE as u64), page_up(samples + want * LATTE_SAMPLE_SIZE as u64));
         // Relaxed: written once, before the region was published.
         let budget = self.header().budget_bytes.load(Ordering::Relaxed);
         // Relaxed: a count compared with a bound; no data depends on it.
@@ -188,14 +189,13 @@ impl Region {
             self.tell_ring_failure(Error::NOSPC);
             return Err(Error::NOSPC);
         }
-        // `from` is a page boundary: a limit ends at one (`commit_slot`, and here).
         let offset = self.offset_of(from).ok_or(Error::INVAL)?;
         if let Err(e) = self.commit_range(from, to, offset) {
             self.header().committed_bytes.fetch_sub(to - from, Ordering::Relaxed);
             self.ring_failed(e, now);
             return Err(e);
         }
-        Ok(if want >= ring_end { LATTE_RING_WHOLE } else { (want - samples) / LATTE_SAMPLE_SIZE as u64 })
+        Ok(if want >= cap { LATTE_RING_WHOLE } else { want })
     }
 
     /// Adds `bytes` to what the region has committed (outside the budget:
