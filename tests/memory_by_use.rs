@@ -230,6 +230,55 @@ fn case_followed_while_growing() {
     eprintln!("followed: {read} read, {lost} lost of {recorded} in {} incarnations, {} early laps", incs.len(), c.early_laps);
 }
 
+#[test]
+fn a_full_shm_stops_growth_not_new_rings() {
+    in_small_shm_with("case_budget_past_the_shm", Some(1000));
+}
+
+#[test]
+#[ignore = "run by a_full_shm_stops_growth_not_new_rings"]
+fn case_budget_past_the_shm() {
+    inside_small_shm();
+    // A budget /dev/shm cannot hold: growth stops where fallocate fails
+    // (ENOSPC) and rings lap early; a ring handed out after that still
+    // gets its first pages while /dev/shm has room for them, and only the
+    // spans of the rings that find none are dropped, counted.
+    let (early, late) = (ids("full.a", 20), ids("full.b", 20));
+    let mut c = Default::default();
+    // The same 8 threads (alive throughout: no ring of an exited thread to
+    // hand out) take the later IDs' rings just after growth failed.
+    let spans = |ids: &[&'static CStr], n: usize| {
+        for _ in 0..n {
+            for id in ids {
+                latte_start(id.as_ptr(), LATTE_MODE_FAST);
+                latte_stop(core::ptr::null(), LATTE_MODE_FAST);
+            }
+        }
+    };
+    let done = std::sync::Barrier::new(9);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                spans(&early, 100_000);
+                spans(&late, 1_000);
+                done.wait();
+                done.wait();
+            });
+        }
+        done.wait();
+        c = common::counters();
+        done.wait();
+    });
+    assert!(c.early_laps > 0, "growth stopped where /dev/shm was full: {c:?}");
+    // 160 rings of the first IDs, then those of the later ones that fit.
+    let late_rings = c.slots_used as u64 - 160;
+    eprintln!("rings handed out after growth failed that got their first pages: {late_rings} of 160");
+    assert_eq!((c.no_slot_drops, c.unfit_id_drops), ((160 - late_rings) * 1_000, 0), "only the rings that found no room dropped their spans: {c:?}");
+    let (recorded, read, lost, held) = read_all(REGION);
+    assert_eq!(recorded, 8 * 20 * 100_000 + late_rings * 1_000, "every span of a ring is counted in it");
+    assert_eq!((read + lost, read), (recorded, held), "read + lost == recorded, every sample held read");
+}
+
 /// A count of the calling thread's page faults, taken in user space (a
 /// perf software counter, `PERF_COUNT_SW_PAGE_FAULTS`): the faults its own
 /// loads and stores trap into. The pages a slow path commits in bulk

@@ -41,8 +41,12 @@ pub(super) struct Shared {
     moving: AtomicBool,
     /// The thread moving it (its growths cannot wait for the move).
     mover_tid: AtomicI32,
-    /// CLOCK_MONOTONIC (ns) of the last failure to commit ring memory; 0: none.
-    fail_ns: AtomicU64,
+    /// CLOCK_MONOTONIC (ns) of the last failure to commit a new slot's
+    /// first pages (which also stops growths), and of a ring's growth
+    /// (which does not stop a new slot's first pages, a smaller request);
+    /// 0: none.
+    slot_fail_ns: AtomicU64,
+    grow_fail_ns: AtomicU64,
     /// The program was told that rings could not grow.
     told: AtomicBool,
 }
@@ -55,7 +59,8 @@ impl Shared {
             ring_growths: AtomicU32::new(0),
             moving: AtomicBool::new(false),
             mover_tid: AtomicI32::new(0),
-            fail_ns: AtomicU64::new(0),
+            slot_fail_ns: AtomicU64::new(0),
+            grow_fail_ns: AtomicU64::new(0),
             told: AtomicBool::new(false),
         }
     }
@@ -113,12 +118,12 @@ impl Region {
         let samples = start + LATTE_SLOT_HEADER_SIZE as u64;
         let limit = (LATTE_RING_STEP as u64).min(cap);
         let now = tsc::clock_ns(libc::CLOCK_MONOTONIC);
-        if self.ring_backing_off(now) {
+        if self.ring_backing_off(now, false) {
             return Err(Error::NOMEM);
         }
         let (from, to) = (page_down(start), page_up(samples + limit * LATTE_SAMPLE_SIZE as u64));
         if let Err(e) = self.commit_range(from, to, self.slot_offset(i) - (start - from)) {
-            self.ring_failed(e, now);
+            self.ring_failed(e, now, false);
             return Err(e);
         }
         self.charge(to - from);
@@ -138,7 +143,7 @@ impl Region {
     /// when no memory can be had now (G3 follows), said once.
     pub fn grow_ring(&self, slot: *mut latte_slot_header, lim: u64) -> Result<u64, Error> {
         let now = tsc::clock_ns(libc::CLOCK_MONOTONIC);
-        if self.ring_backing_off(now) {
+        if self.ring_backing_off(now, true) {
             return Err(Error::NOSPC);
         }
         // The mover (`share`) waits for growths under way and makes new
@@ -192,7 +197,7 @@ impl Region {
         let offset = self.offset_of(from).ok_or(Error::INVAL)?;
         if let Err(e) = self.commit_range(from, to, offset) {
             self.header().committed_bytes.fetch_sub(to - from, Ordering::Relaxed);
-            self.ring_failed(e, now);
+            self.ring_failed(e, now, true);
             return Err(e);
         }
         Ok(if want >= cap { LATTE_RING_WHOLE } else { want })
@@ -266,20 +271,26 @@ impl Region {
         })
     }
 
-    /// Whether ring memory failed to be had less than `RING_RETRY_NS`
-    /// before `now`.
-    fn ring_backing_off(&self, now: u64) -> bool {
-        // Relaxed: a hint; acting on a stale one costs one system call.
-        let f = self.commit.fail_ns.load(Ordering::Relaxed);
-        f != 0 && now.wrapping_sub(f) < RING_RETRY_NS
+    /// Whether a commit for a growth (`growth`) or a new slot failed less
+    /// than `RING_RETRY_NS` before `now`: a slot's failure holds both off,
+    /// a growth's only growths.
+    fn ring_backing_off(&self, now: u64, growth: bool) -> bool {
+        let recent = |a: &AtomicU64| {
+            // Relaxed: a hint; acting on a stale one costs one system call.
+            let f = a.load(Ordering::Relaxed);
+            f != 0 && now.wrapping_sub(f) < RING_RETRY_NS
+        };
+        recent(&self.commit.slot_fail_ns) || (growth && recent(&self.commit.grow_fail_ns))
     }
 
-    /// Notes that ring memory could not be had (`e`) at `now`: for
-    /// `RING_RETRY_NS`, rings at their committed end lap early and new ones
-    /// are refused without a system call. Tells the program once.
-    fn ring_failed(&self, e: Error, now: u64) {
+    /// Notes that ring memory could not be had (`e`) at `now`, for a growth
+    /// (`growth`) or a new slot: for `RING_RETRY_NS`, rings at their
+    /// committed end lap early without a system call (and, after a slot's
+    /// failure, new slots are refused). Tells the program once.
+    fn ring_failed(&self, e: Error, now: u64, growth: bool) {
+        let at = if growth { &self.commit.grow_fail_ns } else { &self.commit.slot_fail_ns };
         // Relaxed: see `ring_backing_off`.
-        self.commit.fail_ns.store(now.max(1), Ordering::Relaxed);
+        at.store(now.max(1), Ordering::Relaxed);
         self.tell_ring_failure(e);
     }
 
