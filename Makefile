@@ -411,6 +411,17 @@ $(B)/growth.original: speedtest/growth.cpp FORCE
 	@mkdir -p $(@D)
 	$(CXX) -O3 -march=native -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(abspath $(ORIGINAL))"' $< -o $@
 
+# sweep.cpp (the ID sweep, a row per process), ours and, with ORIGINAL=,
+# the original's; speedtest/sweep.py runs them as one of run.py's extras.
+$(B)/speed/sweep: speedtest/sweep.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+$(B)/sweep.original: speedtest/sweep.cpp FORCE
+	@test -f "$(ORIGINAL)" || { echo "make: ORIGINAL=$(ORIGINAL) is not a file"; exit 1; }
+	@mkdir -p $(@D)
+	$(CXX) -O3 -march=native -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(abspath $(ORIGINAL))"' $< -o $@
+
 # capacity.cpp: Fast Start+Stop over 8 to 200 IDs in shared regions whose
 # rings hold 65,536 and 1,024 samples, printed for information (run.py
 # --info: not judged).
@@ -438,9 +449,10 @@ $(B)/speed/compare_producer: tests/compare/producer.cpp cpp_compat/Latte.hpp inc
 # (speedtest/compare.py: figures with their goals; exit 1 when one fails,
 # else 3 when one was too noisy to judge). The recipe exits 1 when either
 # failed, else 3 when either could not judge a row, else 0.
-speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/growth $(B)/speed/capacity $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL) $(B)/plain.original $(B)/growth.original)
+speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/sweep $(B)/speed/growth $(B)/speed/capacity $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL) $(B)/plain.original $(B)/sweep.original $(B)/growth.original)
 	rc=0; $(SPEED_RUN) --ours $(B)/speed/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
 	  --extra "$(PYTHON) speedtest/plain.py --ours $(B)/speed/plain $(if $(ORIGINAL),--original $(B)/plain.original)" \
+	  --extra "$(PYTHON) speedtest/sweep.py --ours $(B)/speed/sweep $(if $(ORIGINAL),--original $(B)/sweep.original)" \
 	  --extra "$(PYTHON) speedtest/growth.py --ours $(B)/speed/growth $(if $(ORIGINAL),--original $(B)/growth.original)" \
 	  --info "./$(B)/speed/capacity 65536" --info "./$(B)/speed/capacity 1024" \
 	  --extra "./$(B)/speed/speedtest --shared /latte-speedtest-$$$$" --extra "./$(B)/speed/speedtest --flush-only" \
@@ -470,6 +482,14 @@ $(B)/plain.standin: speedtest/plain.cpp tests/speedtest/standin/Latte.hpp
 	@mkdir -p $(@D)
 	$(CXX) -O2 -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(CURDIR)/tests/speedtest/standin/Latte.hpp"' $< -o $@
 
+$(B)/sweep.ours: speedtest/sweep.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
+
+$(B)/sweep.standin: speedtest/sweep.cpp tests/speedtest/standin/Latte.hpp
+	@mkdir -p $(@D)
+	$(CXX) -O2 -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(CURDIR)/tests/speedtest/standin/Latte.hpp"' $< -o $@
+
 # The design models (no latte code, run by hand; docs/figures.md cites
 # them): built here, with warnings as errors, so that they keep building.
 MODELS := $(B)/speed/floor $(B)/speed/designs $(B)/speed/drain
@@ -477,8 +497,8 @@ $(MODELS): $(B)/speed/%: speedtest/%.cpp speedtest/model.h
 	@mkdir -p $(@D)
 	$(CXX) -O2 -std=c++17 -pthread -Wall -Wextra -Werror $< -o $@
 
-speedtest-test: lib $(B)/hot.ours.0 $(B)/hot.ours.1 $(B)/hot.standin.0 $(B)/hot.standin.1 $(B)/plain.ours $(B)/plain.standin $(MODELS)
-	$(PYTHON) tests/speedtest/check_mechanism.py $(B)/hot.ours $(B)/hot.standin $(B)/plain.ours $(B)/plain.standin
+speedtest-test: lib $(B)/hot.ours.0 $(B)/hot.ours.1 $(B)/hot.standin.0 $(B)/hot.standin.1 $(B)/plain.ours $(B)/plain.standin $(B)/sweep.ours $(B)/sweep.standin $(MODELS)
+	$(PYTHON) tests/speedtest/check_mechanism.py $(B)/hot.ours $(B)/hot.standin $(B)/plain.ours $(B)/plain.standin $(B)/sweep.ours $(B)/sweep.standin
 
 # ------------------------------------------------------------- python ----
 # The Python package `latte` (python/: pyo3 and rust-numpy over the

@@ -12,7 +12,7 @@
 // rounds of ROUND iterations, so that the drift of a shared machine's speed
 // meets every row alike. A row's cost is its median per-call reading minus
 // the empty loop's; its ratio to its base row (the reference engine for the
-// hot-path rows, the one-ID row for the ID sweep) is computed round by round
+// hot-path rows, the tracking-off row for the switch rows) is computed round by round
 // from the two rows' round medians, and summarised as the median over
 // rounds with quartiles. speedtest/run.py runs this program several times
 // (alternating with the original's build, when there is one) and judges.
@@ -28,12 +28,10 @@
 // compared within one run, at one placement.
 //
 // Modes (one per run; every result is a line starting with ROW or INFO):
-//   hot [ITER]  the timer rows, the reference engine, Fast/Mid/Hard/pulse,
-//               and the ID sweep (N = 1, 8, 32, 64, 128, 200 IDs on one
-//               thread, round-robin and random order); with ours, Fast and
-//               pulse with the thread's switch tracking on and off
-//   layouts [ITER]  the ID sweep to 10,000 IDs over four address layouts
-//               of the names (see "The ID sweep over address layouts")
+//   hot [ITER]  the timer rows, the reference engine and Fast/Mid/Hard/
+//               pulse; with ours, Fast and pulse with the thread's switch
+//               tracking on and off (the ID sweep is speedtest/sweep.cpp:
+//               a row per process, so that no row pays for another's rings)
 //   snapshot    Snapshot of a full ring (65,536 samples), microseconds
 //   stall       a producer's Start+Stop latency p99.9 while nothing else
 //               runs vs while another thread takes a Snapshot of its ID
@@ -185,87 +183,6 @@ OP(op_hard) {
 }
 OP(op_pulse) { LATTE_PULSE("BenchPulse"); }
 
-// The ID sweep: sweep row K draws its IDs from order[K] (indices into
-// g_ids), 65,536 entries long, round-robin or random. The IDs are distinct
-// strings packed one after another, as literals sit in .rodata. Row 0 has
-// one ID: the base of every other sweep row. Every row pays the same two
-// loads to find its ID.
-constexpr int SWEEP_N[] = {1, 8, 32, 64, 128, 200};
-constexpr int SWEEP_ROWS = 1 + 2 * 5;  // one-ID, then (rr, random) for each N > 1
-char g_pool[256 * 16];
-const char *g_ids[256];
-uint8_t g_order[SWEEP_ROWS][1 << 16];
-uint32_t g_pos;
-int SweepN(int k) { return k == 0 ? 1 : SWEEP_N[1 + (k - 1) / 2]; }
-bool SweepRandom(int k) { return k > 0 && (k - 1) % 2 == 1; }
-std::string SweepKey(int k) {
-  if (k == 0) return "sweep.1";
-  return std::string("sweep.") + (SweepRandom(k) ? "rand." : "rr.") + std::to_string(SweepN(k));
-}
-void SetUpSweep() {
-  char *p = g_pool;
-  for (int i = 0; i < 256; i++) {
-    g_ids[i] = p;
-    p += std::snprintf(p, 16, "Sweep%d", i) + 1;
-  }
-  std::mt19937 rng(12345);
-  for (int k = 0; k < SWEEP_ROWS; k++) {
-    int n = SweepN(k);
-    for (int i = 0; i < (1 << 16); i++) g_order[k][i] = uint8_t(SweepRandom(k) ? rng() % n : i % n);
-  }
-  // Every ring written through once beforehand (both engines' rings are
-  // then committed and warm; the warm-up table measures the first pass).
-  for (int i = 0; i < 200; i++)
-    for (size_t j = 0; j < Latte::MAX_SAMPLES + 16; j++) {
-      Latte::Fast::Start(g_ids[i]);
-      Latte::Fast::Stop(nullptr);
-    }
-}
-template <int K>
-OP(op_sweep) {
-  const char *id = g_ids[g_order[K][g_pos++ & 0xFFFF]];
-  Latte::Fast::Start(id);
-  Latte::Fast::Stop(nullptr);
-}
-
-// The ID sweep over address layouts (mode "layouts"): where an engine's
-// cost per ID comes from the memory system, it depends on where the names
-// and the rings land. Four layouts of MAX_LAYOUT_IDS distinct names each,
-// named apart (so that each layout has rings of its own):
-//   literals  short names packed one after another, as literals of one
-//             translation unit sit in .rodata
-//   spread    one name per 4 KiB and 64 bytes, as literals of many
-//             translation units land on pages of their own
-//   heap      names allocated one by one, handed out in shuffled order
-//   mixed     names of 4 to 120 bytes, packed
-// Rows per layout: its one-ID base, then N = LAYOUT_NS round-robin and
-// random; every row draws indices from the same orders (g_lorder), so the
-// layouts differ only in where the names are. A row's chunk points the
-// op at its layout and order first (untimed); every row, the base
-// included, pays the same loads to find its ID.
-constexpr int LAYOUTS = 4;
-const char *const LAYOUT_NAMES[LAYOUTS] = {"literals", "spread", "heap", "mixed"};
-constexpr int LAYOUT_NS[] = {1, 8, 64, 512, 2000, 10000};
-constexpr int LAYOUT_NN = sizeof LAYOUT_NS / sizeof LAYOUT_NS[0];
-constexpr int LAYOUT_ROWS = 1 + 2 * (LAYOUT_NN - 1);  // one-ID, then (rr, random) per N > 1
-constexpr int MAX_LAYOUT_IDS = 10000;
-const char *g_lids[LAYOUTS][MAX_LAYOUT_IDS];
-uint16_t g_lorder[LAYOUT_ROWS][1 << 16];
-const char *const *g_cur_ids = g_lids[0];
-const uint16_t *g_cur_order = g_lorder[0];
-int LayoutN(int k) { return LAYOUT_NS[k == 0 ? 0 : 1 + (k - 1) / 2]; }
-bool LayoutRandom(int k) { return k > 0 && (k - 1) % 2 == 1; }
-std::string LayoutKey(int l, int k) {
-  std::string key = std::string("layout.") + LAYOUT_NAMES[l] + ".";
-  if (k == 0) return key + "1";
-  return key + (LayoutRandom(k) ? "rand." : "rr.") + std::to_string(LayoutN(k));
-}
-OP(op_layout) {
-  const char *id = g_cur_ids[g_cur_order[g_pos++ & 0xFFFF]];
-  Latte::Fast::Start(id);
-  Latte::Fast::Stop(nullptr);
-}
-
 // ----------------------------------------------------------- measuring ----
 #ifndef LATTE_BENCH_PLACEMENT
 #define LATTE_BENCH_PLACEMENT 0
@@ -369,11 +286,8 @@ void Measure(std::vector<Def> defs) {
   }
 }
 
-// Two groups, each interleaved within itself: the hot-path rows first, while
-// the engine knows only their IDs (as in a benchmark of one ID per row);
-// then the ID sweep, after its 200 IDs were recorded once each. The timer
-// rows and the reference engine run in both (the second time under keys
-// ending in ".2", a second look at the machine's steadiness).
+// The hot-path rows interleaved, while the engine knows only their IDs (as
+// in a benchmark of one ID per row).
 #ifdef LATTE_HPP_COMPAT
 void SchedRows();
 #endif
@@ -392,25 +306,6 @@ void Hot() {
       {"mid", Chunk<op_mid>, "ref.mid", 0, 2, 0},
       {"hard", Chunk<op_hard>, "ref.hard", 0, 2, 2},
       {"pulse", Chunk<op_pulse>, "ref.pulse", 1, 0, 0},
-  });
-  SetUpSweep();
-  Measure({
-      {"empty.2", Chunk<op_empty>, "", 0, 0, 0},
-      {"rdtsc", Chunk<op_rdtsc>, "", 0, 0, 0},
-      {"rdtscp", Chunk<op_rdtscp>, "", 0, 0, 0},
-      {"lfence", Chunk<op_lfence>, "", 0, 0, 0},
-      {"ref.fast.2", Chunk<op_ref_fast>, "", 2, 0, 0},
-      {SweepKey(0), Chunk<op_sweep<0>>, "", 2, 0, 0},
-      {SweepKey(1), Chunk<op_sweep<1>>, "sweep.1", 2, 0, 0},
-      {SweepKey(2), Chunk<op_sweep<2>>, "sweep.1", 2, 0, 0},
-      {SweepKey(3), Chunk<op_sweep<3>>, "sweep.1", 2, 0, 0},
-      {SweepKey(4), Chunk<op_sweep<4>>, "sweep.1", 2, 0, 0},
-      {SweepKey(5), Chunk<op_sweep<5>>, "sweep.1", 2, 0, 0},
-      {SweepKey(6), Chunk<op_sweep<6>>, "sweep.1", 2, 0, 0},
-      {SweepKey(7), Chunk<op_sweep<7>>, "sweep.1", 2, 0, 0},
-      {SweepKey(8), Chunk<op_sweep<8>>, "sweep.1", 2, 0, 0},
-      {SweepKey(9), Chunk<op_sweep<9>>, "sweep.1", 2, 0, 0},
-      {SweepKey(10), Chunk<op_sweep<10>>, "sweep.1", 2, 0, 0},
   });
 #ifdef LATTE_HPP_COMPAT
   SchedRows();
@@ -444,80 +339,6 @@ void SchedRows() {
   });
 }
 #endif
-
-// A chunk of layout L's row K: the op pointed at the layout's names and
-// the row's order, then timed as every chunk is.
-template <int L, int K>
-void ChunkLayout(std::vector<double> &out, int n) {
-  g_cur_ids = g_lids[L];
-  g_cur_order = g_lorder[K];
-  Chunk<op_layout>(out, n);
-}
-
-#define LAYOUT_ROW(L, K) {LayoutKey(L, K), ChunkLayout<L, K>, K == 0 ? "" : LayoutKey(L, 0), 2, 0, 0}
-#define LAYOUT_DEFS(L)                                                                                                    \
-  LAYOUT_ROW(L, 0), LAYOUT_ROW(L, 1), LAYOUT_ROW(L, 2), LAYOUT_ROW(L, 3), LAYOUT_ROW(L, 4), LAYOUT_ROW(L, 5), LAYOUT_ROW(L, 6), \
-      LAYOUT_ROW(L, 7), LAYOUT_ROW(L, 8), LAYOUT_ROW(L, 9), LAYOUT_ROW(L, 10)
-static_assert(LAYOUT_ROWS == 11, "LAYOUT_DEFS lists 11 rows per layout");
-
-// The layouts' names, the orders, and every ring the rows will write
-// committed beforehand: ID i gets as many spans as the rows using it will
-// record (each row of N IDs records (ITER + ROUND) * BATCH spans over its
-// N IDs), at most a ring and a bit, so that a ring used by few IDs wraps
-// as it will in the rows.
-void SetUpLayouts() {
-  static char packed[MAX_LAYOUT_IDS * 16], mixed[MAX_LAYOUT_IDS * 128];
-  static std::vector<char> spread(size_t(MAX_LAYOUT_IDS) * 4160);
-  char *p = packed, *m = mixed;
-  std::vector<char *> heap;
-  for (int i = 0; i < MAX_LAYOUT_IDS; i++) {
-    g_lids[0][i] = p;
-    p += std::snprintf(p, 16, "Lit%d", i) + 1;
-    char *s = &spread[size_t(i) * 4160];
-    std::snprintf(s, 16, "Spread%d", i);
-    g_lids[1][i] = s;
-    heap.push_back(strdup(("Heap" + std::to_string(i)).c_str()));
-    int len = 4 + (i * 37) % 117;
-    std::string name = "Mix" + std::to_string(i) + "-";
-    name.resize(std::max<size_t>(name.size(), size_t(len)), 'x');
-    std::memcpy(m, name.c_str(), name.size() + 1);
-    g_lids[3][i] = m;
-    m += name.size() + 1;
-  }
-  std::mt19937 rng(4242);
-  std::shuffle(heap.begin(), heap.end(), rng);
-  for (int i = 0; i < MAX_LAYOUT_IDS; i++) g_lids[2][i] = heap[i];
-  for (int k = 0; k < LAYOUT_ROWS; k++) {
-    int n = LayoutN(k);
-    for (int i = 0; i < (1 << 16); i++) g_lorder[k][i] = uint16_t(LayoutRandom(k) ? rng() % n : i % n);
-  }
-  for (int i = 0; i < MAX_LAYOUT_IDS; i++) {
-    double spans = 512;
-    for (int k = 0; k < LAYOUT_ROWS; k++)
-      if (LayoutN(k) > i) spans += double(ITER + ROUND) * BATCH / LayoutN(k);
-    size_t n = size_t(std::min(spans, double(Latte::MAX_SAMPLES + 16)));
-    for (int l = 0; l < LAYOUTS; l++)
-      for (size_t j = 0; j < n; j++) {
-        Latte::Fast::Start(g_lids[l][i]);
-        Latte::Fast::Stop(nullptr);
-      }
-  }
-}
-
-// The layouts, each measured in a group of its own (its rows interleaved
-// with the timer rows).
-void Layouts() {
-  std::printf("INFO iterations %d rounds %d batch %d placement %d\n", ITER, ITER / ROUND, BATCH, LATTE_BENCH_PLACEMENT);
-  SetUpLayouts();
-  std::vector<Def> timers = {{"empty", Chunk<op_empty>, "", 0, 0, 0}, {"rdtsc", Chunk<op_rdtsc>, "", 0, 0, 0},
-                             {"rdtscp", Chunk<op_rdtscp>, "", 0, 0, 0}, {"lfence", Chunk<op_lfence>, "", 0, 0, 0}};
-  std::vector<std::vector<Def>> groups = {{LAYOUT_DEFS(0)}, {LAYOUT_DEFS(1)}, {LAYOUT_DEFS(2)}, {LAYOUT_DEFS(3)}};
-  for (auto &g : groups) {
-    std::vector<Def> defs = timers;
-    defs.insert(defs.end(), g.begin(), g.end());
-    Measure(defs);
-  }
-}
 
 double NowSec() {
   timespec ts;
@@ -675,9 +496,6 @@ int main(int argc, char **argv) {
   if (!std::strcmp(mode, "hot")) {
     Pin(Cpus() > 1 ? 1 : 0);
     Hot();
-  } else if (!std::strcmp(mode, "layouts")) {
-    Pin(Cpus() > 1 ? 1 : 0);
-    Layouts();
   } else if (!std::strcmp(mode, "snapshot")) {
     Pin(Cpus() > 1 ? 1 : 0);
     SnapshotRow();
@@ -690,7 +508,7 @@ int main(int argc, char **argv) {
     std::printf("INFO warmup needs Latte::Prefault (ours only)\n");
 #endif
   } else {
-    std::fprintf(stderr, "usage: hot [hot [ITER] | layouts [ITER] | snapshot | stall | warmup]\n");
+    std::fprintf(stderr, "usage: hot [hot [ITER] | snapshot | stall | warmup]\n");
     return 2;
   }
   return 0;

@@ -17,8 +17,8 @@ PREFIX.0 .. PREFIX.N-1). Every placement runs PASSES times, ours and the
 original's build of it alternately (the order swaps every run). Each
 hot.cpp run measures its rows interleaved in rounds, and gives each row its
 ratio to a base measured in the same run: the reference engine (a minimal
-engine compiled into hot.cpp) for Fast/Mid/Hard/pulse, the one-ID row for
-the ID sweep. A goal row's figure is the median over all runs, so over
+engine compiled into hot.cpp) for Fast/Mid/Hard/pulse. (The ID sweep is
+speedtest/sweep.py, one of the extras.) A goal row's figure is the median over all runs, so over
 placements. ours/original is the ratio of the two builds' costs at the same
 placement in adjacent runs, each over the reference engine's cost in its own
 run (so that a change of the machine's speed between the two runs, which
@@ -63,17 +63,12 @@ import sys
 # decimals. With ORIGINAL= the rows are judged against the original itself
 # as well, and its ratios in the run are printed beside these.
 HOT_GOALS = {"fast": 1.13, "mid": 1.17, "hard": 1.10, "pulse": 1.05}
-SWEEP_GOAL = 1.10      # N IDs vs one ID, same run
 PARITY_GOAL = 1.05     # ours / original, every row
 SCHED_GOAL = 1.05      # a row with the thread's switch tracking on vs off, same run
 BUSY_SPREAD = 0.05     # a goal figure's spread across runs, or its ratio's IQR within a run
 
 HOT_ROWS = [("fast", "Fast Start+Stop"), ("mid", "Mid Start+Stop"), ("hard", "Hard Start+Stop"), ("pulse", "LATTE_PULSE")]
-SWEEP_NS = [8, 32, 64, 128, 200]
-# The ID sweep over address layouts (hot.cpp "layouts"): its Ns and layouts.
-LAYOUT_NS = [8, 64, 512, 2000, 10000]
-LAYOUTS = ["literals", "spread", "heap", "mixed"]
-REF_ROWS = ["ref.fast", "ref.mid", "ref.hard", "ref.pulse", "ref.fast.2"]
+REF_ROWS = ["ref.fast", "ref.mid", "ref.hard", "ref.pulse"]
 SCHED_ROWS = [("sched.fast", "Fast Start+Stop"), ("sched.pulse", "LATTE_PULSE")]
 
 
@@ -164,15 +159,13 @@ def main():
     ap.add_argument("--info", dest="extras", action="append", type=lambda c: ("info", c),
                     help="a command printing information (ours only, not judged); one that fails is said, not counted")
     ap.add_argument("--no-warmup", action="store_true")
-    ap.add_argument("--layout-passes", type=int, default=2, help="runs of the layouts sweep (placement 0)")
-    ap.add_argument("--layout-iters", type=int, default=5000)
     a = ap.parse_args()
     v = Verdicts()
     prefixes = [("ours", a.ours)] + ([("original", a.original)] if a.original else [])
     # Placement 0 for the rows that are not placement-sensitive.
     engines = [(e, f"{b}.0") for e, b in prefixes]
 
-    # --- hot rows and the ID sweep, alternating the binaries ---
+    # --- hot rows, alternating the binaries ---
     hot = {e: [] for e, _ in engines}
     placed = []  # the placement of each run, in order
     sched_refused = []
@@ -199,10 +192,9 @@ def main():
 
     def parity_pairs(key):
         """ours/original per pair of adjacent runs at one placement, each
-        cost over the reference engine's in its own run (ref.<row> for the
-        hot rows, ref.fast.2 for the sweep's), so that a change of the
-        machine's speed between the two runs cancels."""
-        ref = "ref." + key if "ref." + key in REF_ROWS else "ref.fast.2"
+        cost over the reference engine's (ref.<row>) in its own run, so that
+        a change of the machine's speed between the two runs cancels."""
+        ref = "ref." + key
         out = []
         for x, y in zip(hot["ours"], hot["original"]):
             if key in x and key in y and float(y[key][0]) > 0 and float(x[ref][0]) > 0:
@@ -216,7 +208,7 @@ def main():
         ref_spreads[k] = spread(xs)
     # Busy: a judged figure too noisy to judge (see the module doc).
     noisy = []
-    judged = [(k, HOT_GOALS[k]) for k, _ in HOT_ROWS] + [(f"sweep.{o}.{nn}", SWEEP_GOAL) for nn in SWEEP_NS for o in ("rr", "rand")]
+    judged = [(k, HOT_GOALS[k]) for k, _ in HOT_ROWS]
     judged += [(k + ".on", SCHED_GOAL) for k, _ in SCHED_ROWS if col("ours", k + ".on", 3)]
 
     def moved(xs):
@@ -287,23 +279,6 @@ def main():
         print("the original's own ratio to the reference in these runs (the goals above are fixed: its ratios measured on this "
               "machine kind, see HOT_GOALS in speedtest/run.py, x 1.05): " +
               ", ".join(f"{label.split()[0]} {med(col('original', key, 3)):.3f}" for key, label in HOT_ROWS))
-    print(f"\nID sweep: N distinct IDs on one thread, Fast Start+Stop, vs one ID in the same run (goal <= {SWEEP_GOAL:.2f})")
-    one = med(col("ours", "sweep.1", 0))
-    line = f"{'1 ID (base)':<26} {one:8.2f} {med(col('ours', 'sweep.1', 1)):8.2f}"
-    if a.original:
-        oc = col("original", "sweep.1", 0)
-        pairs1 = parity_pairs("sweep.1")
-        p = med(pairs1)
-        if undecided(pairs1, PARITY_GOAL):
-            noisy.append(f"sweep.1 ours/original (runs {min(pairs1):.3f}..{max(pairs1):.3f})")
-            undecided_keys.add("sweep.1 orig")
-        line += f" {'':8}  {'':<10} {med(oc):9.2f} {p:9.3f}  " + "vs original " + judge("sweep.1", "sweep.1 orig", p, PARITY_GOAL, None)
-    print(line)
-    for nn in SWEEP_NS:
-        for order in ("rr", "rand"):
-            key = f"sweep.{order}.{nn}"
-            row(key, f"{nn} IDs, {'round-robin' if order == 'rr' else 'random'}", SWEEP_GOAL, "1 ID")
-
     if any(col("ours", k + ".on", 0) for k, _ in SCHED_ROWS):
         print(f"\nSwitch tracking: the thread's perf switch ring open (on) vs not (off), rows interleaved in the same rounds "
               f"(goal on <= {SCHED_GOAL:.2f} x off)")
@@ -369,9 +344,6 @@ def main():
             if l.startswith("INFO prefault_us"):
                 print(f"Latte::Prefault of a fresh ring took {float(l.split()[2]):.0f} us (median), before the loop")
 
-    if a.layout_passes > 0:
-        layout_table(a, engines, v)
-
     # --- extras: ours only, GOAL / BUSY lines, or information, in order ---
     for kind, cmd in a.extras:
         rc, out, late = limited(cmd, shell=True)
@@ -416,40 +388,6 @@ def main():
         return 3
     print("verdict: PASS (every goal row); exit 0")
     return 0
-
-
-def layout_table(a, engines, v):
-    """The ID sweep to 10,000 IDs over the layouts of the names (hot.cpp
-    "layouts", placement 0, `--layout-passes` runs per engine, alternating):
-    per N and order, each layout's ratio to its own one-ID row (median over
-    runs), and the worst layout judged against SWEEP_GOAL; with the
-    original, the worst layout's cost, ours over the original's (medians
-    over runs), judged against PARITY_GOAL."""
-    runs = {e: [] for e, _ in engines}
-    for r in range(a.layout_passes):
-        for e, b in (engines if r % 2 == 0 else engines[::-1]):
-            runs[e].append(run([b, "layouts", str(a.layout_iters)])[0])
-
-    def val(e, key, i):
-        return med([float(x[key][i]) for x in runs[e] if key in x])
-
-    print(f"\n== ID sweep over address layouts of the names: Fast Start+Stop, N IDs on one thread vs one ID of the same layout "
-          f"(median of {a.layout_passes} runs; goal <= {SWEEP_GOAL:.2f} for the worst layout) ==")
-    print("layouts: " + ", ".join(LAYOUTS) + " (speedtest/hot.cpp: \"The ID sweep over address layouts\")")
-    print("one ID (cycles): " + ", ".join(f"{l} {val('ours', f'layout.{l}.1', 0):.2f}" for l in LAYOUTS))
-    head = f"{'N, order':<22}" + "".join(f"{l:>10}" for l in LAYOUTS) + f"{'worst':>10}"
-    print(head + ("  ours/orig" if len(engines) > 1 else ""))
-    for nn in LAYOUT_NS:
-        for order in ("rr", "rand"):
-            ratios = {l: val("ours", f"layout.{l}.{order}.{nn}", 3) for l in LAYOUTS}
-            worst = max(LAYOUTS, key=lambda l: ratios[l])
-            line = f"{f'{nn} IDs, {order}':<22}" + "".join(f"{ratios[l]:10.3f}" for l in LAYOUTS) + f"{ratios[worst]:10.3f}"
-            line += "  " + v.goal(f"layout {nn} {order}", ratios[worst], SWEEP_GOAL, f" worst: {worst}")
-            if len(engines) > 1:
-                key = f"layout.{worst}.{order}.{nn}"
-                p = (val("ours", key, 0) / val("original", key, 0)) if val("original", key, 0) > 0 else float("nan")
-                line += f"; ours/original {p:.3f} " + v.goal(f"layout {nn} {order} orig", p, PARITY_GOAL)
-            print(line)
 
 
 if __name__ == "__main__":

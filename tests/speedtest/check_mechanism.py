@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
 """Tests `make speedtest ORIGINAL=...` end to end against a stand-in engine:
-speedtest/run.py (with speedtest/plain.py as its extra, as make speedtest
-runs it, and an information command that fails), given our builds and the
+speedtest/run.py (with speedtest/plain.py and speedtest/sweep.py as its
+extras, as make speedtest runs them, and an information command that
+fails), given our builds and the
 stand-in's, prints every row with its ours/original column and a verdict,
 and exits 0, 1 or 3. Speed is not judged here (a quick run on any
 machine): only that the mechanism works."""
 import subprocess
 import sys
 
-ours, standin, plain_ours, plain_standin = sys.argv[1:5]
+ours, standin, plain_ours, plain_standin, sweep_ours, sweep_standin = sys.argv[1:7]
 # speedtest/plain.py as make speedtest runs it: one of run.py's extras.
 plain = f"{sys.executable} speedtest/plain.py --ours {plain_ours} --original {plain_standin} --runs 2 --calls 20000"
+# speedtest/sweep.py likewise, over two Ns and two layouts.
+sweep = f"{sys.executable} speedtest/sweep.py --ours {sweep_ours} --original {sweep_standin} --passes 2 --ns 1,8 --layouts literals,heap"
 cmd = [sys.executable, "speedtest/run.py", "--ours", ours, "--original", standin, "--original-path", "stand-in",
        "--placements", "2", "--passes", "2", "--repeats", "2", "--iters", "2000", "--stall-repeats", "1", "--no-warmup",
-       "--extra", plain, "--info", "echo capacity-info-line; exit 4"]
+       "--extra", plain, "--extra", sweep, "--info", "echo capacity-info-line; exit 4"]
 p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
 out = p.stdout
 # The run's own verdict judges a stand-in engine in a run far too short to
@@ -27,8 +30,7 @@ if p.returncode not in (0, 1, 3):
     fails.append(f"exit code {p.returncode}, not 0, 1 or 3")
 if "ours/orig" not in out:
     fails.append("no ours/original column")
-rows = ["Fast Start+Stop", "Mid Start+Stop", "Hard Start+Stop", "LATTE_PULSE", "1 ID (base)"]
-rows += [f"{n} IDs, {o}" for n in (8, 32, 64, 128, 200) for o in ("round-robin", "random")]
+rows = ["Fast Start+Stop", "Mid Start+Stop", "Hard Start+Stop", "LATTE_PULSE"]
 for r in rows:
     line = next((l for l in out.splitlines() if l.startswith(r)), None)
     if line is None:
@@ -48,6 +50,20 @@ head = next((i for i, l in enumerate(lines) if l.startswith("Fast Start+Stop rou
 sweep = [l.split() for l in lines[head + 2:head + 10]] if head is not None else []
 if [int(f[0]) for f in sweep if f and f[0].isdigit()] != [1, 8, 16, 24, 32, 40, 48, 64] or any(len(f) != 6 for f in sweep):
     fails.append(f"the plain loop's literal sweep is not N = 1..64 with ours, original and ours/orig: {sweep}")
+# The ID sweep's rows (GOAL lines, printed by run.py with the verdict
+# last): 8 IDs in both orders, cold and warm, each with its floor and a
+# second line against the original, the one-ID row against it too.
+for t in ("cold", "warm"):
+    at = next((i for i, x in enumerate(lines) if x.startswith(f"== ID sweep, {t}")), len(lines))
+    for o in ("rr", "rand"):
+        line = next((l for l in lines[at:] if l.startswith(f"8 IDs, {o}")), None)
+        if line is None or not line.rstrip().endswith(("PASS", "FAIL", "BUSY")) or "goal <=" not in line or line.count(".") < 4:
+            fails.append(f"sweep row 8 IDs {o} {t} missing, without figures or without its verdict: {line}")
+        par = next((l for l in lines if f"ours/original, 8 IDs {o} {t}:" in l), None)
+        if par is None or not par.rstrip().endswith(("PASS", "FAIL", "BUSY")):
+            fails.append(f"sweep row 8 IDs {o} {t} against the original missing or without its verdict: {par}")
+    if not any(f"ours/original, 1 ID rr {t}:" in l for l in lines):
+        fails.append(f"the sweep's one-ID row against the original ({t}) is missing")
 # An information command (make speedtest's capacity.cpp): its output is
 # printed, and its failure is said as information, not as a failed goal.
 if "capacity-info-line" not in lines:
