@@ -5,9 +5,12 @@ region grows by several chunks of rings and of names while both read. Every
 ID is exported once with read + lost == recorded == 100 exactly (rings lap
 between passes: loss is expected, and counted), and watch names IDs made
 after it started. Then 1,000 short-lived threads over 128 rings: serve's
-read + lost == recorded == what the threads wrote. Run by `make serve-test`
-in a private /dev/shm.
+read + lost == recorded == what the threads wrote. Then rings past a
+region's budget of 1 MiB: serve's early laps, ring memory and budget are
+the producer's own (`latte stats --json`), read + lost == recorded. Run
+by `make serve-test` in a private /dev/shm.
 Usage: growth.py LATTE SERVICE LIBLATTE (SERVICE unused)."""
+import json
 import os
 import subprocess
 import sys
@@ -27,13 +30,13 @@ import ctypes, sys, threading, time
 lib = ctypes.CDLL(sys.argv[1])
 class Cfg(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint32) for n in ("slot_capacity", "samples_per_slot", "id_capacity", "mode", "if_taken", "budget_mib")]
-cfg = Cfg(FIRST, 64, 0, 0, 0)
+cfg = Cfg(FIRST, SAMPLES, 0, 0, 0, BUDGET)
 rc = lib.latte_init_shared_region_with(sys.argv[2].encode(), ctypes.byref(cfg))
 print("READY" if rc == 0 else f"init {rc}", flush=True)
 sys.stdin.readline()
 """
 
-PRODUCER = MAKE_REGION.replace("FIRST", "4") + r"""
+PRODUCER = MAKE_REGION.replace("FIRST", "4").replace("SAMPLES", "64").replace("BUDGET", "0") + r"""
 # IDs stay valid while recorded under: kept in buffers of their own.
 ids = [ctypes.create_string_buffer(f"grow.{k}".encode()) for k in range(int(sys.argv[3]))]
 for b in ids:
@@ -46,7 +49,7 @@ sys.stdin.readline()
 """
 
 
-CHURN = MAKE_REGION.replace("FIRST", "128") + r"""
+CHURN = MAKE_REGION.replace("FIRST", "128").replace("SAMPLES", "64").replace("BUDGET", "0") + r"""
 ids = [ctypes.create_string_buffer(b"churn.a"), ctypes.create_string_buffer(b"churn.b")]
 def task(k):
     for _ in range(int(sys.argv[4])):
@@ -60,6 +63,54 @@ for k in range(0, int(sys.argv[3]), 4):
 print("DONE", flush=True)
 sys.stdin.readline()
 """
+
+# Rings of 65,536 samples in a region whose budget is 1 MiB: four IDs of
+# 100,000 spans each outgrow it, so their rings lap early.
+BUDGETED = MAKE_REGION.replace("FIRST", "8").replace("SAMPLES", "65536").replace("BUDGET", "1") + r"""
+ids = [ctypes.create_string_buffer(f"budget.{k}".encode()) for k in range(4)]
+for b in ids:
+    for _ in range(int(sys.argv[3])):
+        lib.latte_start(b, 0)
+        lib.latte_stop(None, 0)
+print("DONE", flush=True)
+sys.stdin.readline()
+"""
+
+
+def budgeted(latte, libpath, procs):
+    """A region at its budget: serve exports its early laps, its ring
+    memory and its budget as the producer counts them, and read + lost ==
+    recorded for every ID."""
+    spans = 100_000
+    region = f"/latte-budget-{os.getpid()}"
+    label = region[1:]
+    prod = procs.start([sys.executable, "-c", BUDGETED, libpath, region, str(spans)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    check(prod.stdout.readline().strip() == "READY", "the budgeted producer made its region")
+    port, serve, _ = start_serve(procs, latte, region)
+    time.sleep(0.5)
+    prod.stdin.write("go\n")
+    prod.stdin.flush()
+    check(prod.stdout.readline().strip() == "DONE", "the budgeted producer recorded")
+    counters = json.loads(subprocess.run([latte, "stats", region, "--json"], capture_output=True, text=True, check=True).stdout)["counters"]
+
+    def totals():
+        s = parse(scrape(port))
+        rec = sum(v for n, l, v in s if n == "latte_samples_recorded_total" and l.get("region") == label)
+        return s if rec == 4 * spans and value(s, "latte_ring_early_laps_total", region=label) == counters["early_laps"] else None
+
+    s = wait_for("serve counts every sample and early lap of the budgeted region", totals, 30)
+    if s is not None:
+        read = sum(v for n, l, v in s if n == "latte_span_duration_seconds_count" and l.get("region") == label)
+        lost = sum(v for n, l, v in s if n == "latte_samples_lost_total" and l.get("region") == label)
+        laps, ring, budget = (value(s, m, region=label) for m in ("latte_ring_early_laps_total", "latte_ring_memory_bytes", "latte_ring_memory_budget_bytes"))
+        print(f"budget: {laps:.0f} early laps, {ring:.0f} bytes of rings of a budget of {budget:.0f}: read {read:.0f} + lost {lost:.0f} == recorded {4 * spans}")
+        check(laps > 0 and laps == counters["early_laps"], f"early laps exported as the producer counts them ({laps} against {counters['early_laps']})")
+        check(ring == counters["committed_bytes"] and budget == counters["budget_bytes"] == 1 << 20, f"ring memory and budget exported as the producer counts them ({ring}, {budget} against {counters})")
+        check(read + lost == 4 * spans, "read + lost == recorded in a region at its budget")
+    procs.stop(serve)
+    prod.stdin.write("end\n")
+    prod.stdin.flush()
+    subprocess.run(["rm", "-f", f"/dev/shm{region}"])
 
 
 def churn(latte, libpath, procs):
@@ -139,6 +190,7 @@ def main():
         prod.stdin.write("end\n")
         prod.stdin.flush()
         churn(latte, libpath, procs)
+        budgeted(latte, libpath, procs)
     subprocess.run(["rm", "-f", f"/dev/shm{region}"])
     return finish("serve growth")
 

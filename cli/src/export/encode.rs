@@ -59,7 +59,7 @@ fn series_labels(region: &str, id: &str, t: Option<u32>) -> Vec<(&'static str, S
 type PerRegion = (&'static str, &'static str, MetricType, fn(&Region) -> u64);
 
 /// The figures exported once per region, in this order.
-const PER_REGION: [PerRegion; 11] = [
+const PER_REGION: [PerRegion; 13] = [
     ("latte_ids_folded", "IDs past latte serve's --max-ids, whose samples are in the series with folded=\"true\" (and no id label)", MetricType::Gauge, |r| {
         r.ids_folded
     }),
@@ -83,6 +83,15 @@ const PER_REGION: [PerRegion; 11] = [
         MetricType::Counter,
         |r| r.counts.0[COUNT_REUSE_DISCARDED],
     ),
+    (
+        "latte_ring_early_laps",
+        "Rings that started over at index 0 before their end because their memory could not grow (the budget or the filesystem reached); what they overwrote is in latte_samples_lost_total",
+        MetricType::Counter,
+        |r| r.counts.0[COUNT_EARLY_LAPS],
+    ),
+    ("latte_ring_memory_bytes", "Bytes of ring memory the producer has committed (rings take memory as they are written)", MetricType::Gauge, |r| {
+        r.ring_bytes
+    }),
     ("latte_producer_up", "1 while the region's producer runs (holds its liveness lock), else 0", MetricType::Gauge, |r| r.alive as u64),
     ("latte_producer", "The producer's process id", MetricType::Info, |r| r.pid as u64),
     ("latte_calibrated", "1 when durations are converted with the producer's cycles per ns, 0 with the exporter's own measurement", MetricType::Gauge, |r| {
@@ -119,6 +128,18 @@ impl Shown {
                     MetricType::Info => m.encode_family(&labels)?.encode_info(&[("pid", value(r).to_string().as_str())])?,
                     _ => m.encode_family(&labels)?.encode_gauge(&(value(r) as i64))?,
                 }
+            }
+        }
+        // The budget only where there is one: unlimited is not a number.
+        let mut m = enc.encode_descriptor(
+            "latte_ring_memory_budget_bytes",
+            "Bytes of ring memory the producer may commit (LATTE_BUDGET_MIB; past it rings stop growing and lap early); not exported for a region without a budget",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (region, r) in &seen {
+            if let Some(b) = r.ring_budget {
+                m.encode_family(&[("region", region.as_str())])?.encode_gauge(&(b.min(i64::MAX as u64) as i64))?;
             }
         }
         let mut m = enc.encode_descriptor(

@@ -111,17 +111,20 @@ const DROP_REASONS: [&str; 5] = ["overflow_start", "orphan_stop", "unfit_id", "n
 const COUNT_REUSES: usize = DROP_REASONS.len();
 /// Index in `Counts` of the samples discarded by slot reuses.
 const COUNT_REUSE_DISCARDED: usize = COUNT_REUSES + 1;
+/// Index in `Counts` of the rings' early laps (a ring that could not grow
+/// started over at index 0).
+const COUNT_EARLY_LAPS: usize = COUNT_REUSE_DISCARDED + 1;
 
 /// Region counters as last read: the drops of `DROP_REASONS`, then slot
-/// reuses (`COUNT_REUSES`) and the samples discarded by them
-/// (`COUNT_REUSE_DISCARDED`).
+/// reuses (`COUNT_REUSES`), the samples discarded by them
+/// (`COUNT_REUSE_DISCARDED`) and early laps (`COUNT_EARLY_LAPS`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-struct Counts([u64; COUNT_REUSE_DISCARDED + 1]);
+struct Counts([u64; COUNT_EARLY_LAPS + 1]);
 
 impl Counts {
     fn of(v: &View<'_>) -> Counts {
         let k = v.counters();
-        Counts([k.overflow_starts, k.orphan_stops, k.unfit_id_drops, k.no_slot_drops, k.late_drops, k.slot_reuses, k.reuse_discarded])
+        Counts([k.overflow_starts, k.orphan_stops, k.unfit_id_drops, k.no_slot_drops, k.late_drops, k.slot_reuses, k.reuse_discarded, k.early_laps])
     }
 
     /// Adds what grew from `old` to `new` (a region's counters only grow;
@@ -193,6 +196,10 @@ struct Region {
     calibrated: bool,
     slots_used: u32,
     slot_capacity: u32,
+    /// Bytes of ring memory the producer has committed, and its budget
+    /// (None: unlimited, not exported).
+    ring_bytes: u64,
+    ring_budget: Option<u64>,
     /// The producer tracks switches (`LATTE_REGION_SWITCHES_TRACKED`):
     /// without it no sample is flagged, and the switched figures are not
     /// exported (not tracked is not 0).
@@ -419,9 +426,9 @@ mod tests {
     #[test]
     fn counters_add_growth_only() {
         let mut total = Counts::default();
-        total.add_growth(&Counts([1, 0, 0, 0, 0, 0, 0]), &Counts([3, 1, 0, 0, 0, 0, 0]));
-        total.add_growth(&Counts([3, 1, 0, 0, 0, 0, 0]), &Counts([2, 1, 0, 0, 0, 0, 5]));
-        assert_eq!(total, Counts([2, 1, 0, 0, 0, 0, 5]));
+        total.add_growth(&Counts([1, 0, 0, 0, 0, 0, 0, 0]), &Counts([3, 1, 0, 0, 0, 0, 0, 2]));
+        total.add_growth(&Counts([3, 1, 0, 0, 0, 0, 0, 2]), &Counts([2, 1, 0, 0, 0, 0, 5, 3]));
+        assert_eq!(total, Counts([2, 1, 0, 0, 0, 0, 5, 3]));
     }
 
     /// The text of a state, through prometheus-client, as a scrape gets it.

@@ -102,6 +102,9 @@ fn note_figures(r: &mut Region, k: &mut Rings, v: &View<'_>, own_cpn: f64) {
     r.slot_capacity = v.slot_capacity().min(u32::MAX as u64) as u32;
     r.slots_used = v.slots_used();
     r.switches_tracked = v.switches_tracked();
+    let c = v.counters();
+    r.ring_bytes = c.committed_bytes;
+    r.ring_budget = (c.budget_bytes != u64::MAX).then_some(c.budget_bytes);
 }
 
 /// The looks due between two passes at one object (`State::follow`):
