@@ -17,8 +17,9 @@ PREFIX.0 .. PREFIX.N-1). Every placement runs PASSES times, ours and the
 original's build of it alternately (the order swaps every run). Each
 hot.cpp run measures its rows interleaved in rounds, and gives each row its
 ratio to a base measured in the same run: the reference engine (a minimal
-engine compiled into hot.cpp) for Fast/Mid/Hard/pulse. (The ID sweep is
-speedtest/sweep.py, one of the extras.) A goal row's figure is the median over all runs, so over
+engine compiled into hot.cpp) for Fast/Mid/Hard/pulse, the tracking-off row
+for the switch rows. (The ID sweep is speedtest/sweep.py, one of the
+extras.) A goal row's figure is the median over all runs, so over
 placements. ours/original is the ratio of the two builds' costs at the same
 placement in adjacent runs, each over the reference engine's cost in its own
 run (so that a change of the machine's speed between the two runs, which
