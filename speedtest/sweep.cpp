@@ -25,7 +25,7 @@
 // reads, at most one ring's worth for a single ID, so that a cold row
 // stays in its rings' first lap. The batches alternate in rounds with the
 // empty loop and with a reference (two TSC reads and their difference
-// kept in a register: no memory, so that a row's rings cannot slow it),
+// handed to an empty asm: no memory, so that a row's rings cannot slow it),
 // so that a row's figure is its cost over the reference's in the same
 // process: a change of the machine's speed between two processes cancels.
 //
@@ -82,16 +82,13 @@ uint16_t g_order[1 << 16];
 uint32_t g_pos;
 uint8_t *g_floor;
 
-// The reference's sum of differences, kept in a register across a batch.
-uint64_t g_ref_sum;
 
 #define OP(name) inline __attribute__((always_inline)) void name()
 OP(op_empty) { asm volatile("" ::: "memory"); }
 OP(op_ref) {
   uint64_t a = __rdtsc();
   uint64_t b = __rdtsc();
-  g_ref_sum += b - a;
-  asm volatile("" : "+r"(g_ref_sum));
+  asm volatile("" : : "r"(b - a));
 }
 OP(op_id) {
   const char *id = g_ids[g_order[g_pos++ & 0xFFFF]];
@@ -204,9 +201,9 @@ void SetUpOrder(int n, bool random) {
   for (int i = 0; i < (1 << 16); i++) g_order[i] = uint16_t(random ? rng() % uint32_t(n) : uint32_t(i % n));
 }
 
-// Spans the timed calls give each of `n` IDs, and a margin (random
-// order gives some IDs more than their share).
-long SpansPerId(int n) { return std::min<long>(CALLS / n + 2 * BATCH, long(RING)); }
+// Spans the timed calls give each of `n` IDs, twice over (random order
+// gives some IDs more than their share), and a margin.
+long SpansPerId(int n) { return std::min<long>(2 * (CALLS / n) + 2 * BATCH, long(RING)); }
 // Spans that write a ring through once: a lap and a bit.
 constexpr long LAP = long(RING) + 16;
 
