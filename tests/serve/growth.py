@@ -77,31 +77,41 @@ sys.stdin.readline()
 """
 
 
+def produced(procs, latte, code, libpath, kind, *args):
+    """Starts producer `code` (argv: libpath, its region, then `args`) and
+    `latte serve` on its region, lets it record, and returns (the
+    producer, serve's port, serve, the region, its label)."""
+    region = f"/latte-{kind}-{os.getpid()}"
+    prod = procs.start([sys.executable, "-c", code, libpath, region, *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    check(prod.stdout.readline().strip() == "READY", f"the {kind} producer made its region")
+    port, serve, _ = start_serve(procs, latte, region)
+    time.sleep(0.5)
+    prod.stdin.write("go\n")
+    prod.stdin.flush()
+    check(prod.stdout.readline().strip() == "DONE", f"the {kind} producer recorded")
+    return prod, port, serve, region, region[1:]
+
+
+def region_sum(samples, name, label):
+    """A metric summed over the series of one region."""
+    return sum(v for n, l, v in samples if n == name and l.get("region") == label)
+
+
 def budgeted(latte, libpath, procs):
     """A region at its budget: serve exports its early laps, its ring
     memory and its budget as the producer counts them, and read + lost ==
     recorded for every ID."""
     spans = 100_000
-    region = f"/latte-budget-{os.getpid()}"
-    label = region[1:]
-    prod = procs.start([sys.executable, "-c", BUDGETED, libpath, region, str(spans)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    check(prod.stdout.readline().strip() == "READY", "the budgeted producer made its region")
-    port, serve, _ = start_serve(procs, latte, region)
-    time.sleep(0.5)
-    prod.stdin.write("go\n")
-    prod.stdin.flush()
-    check(prod.stdout.readline().strip() == "DONE", "the budgeted producer recorded")
+    prod, port, serve, region, label = produced(procs, latte, BUDGETED, libpath, "budget", spans)
     counters = json.loads(subprocess.run([latte, "stats", region, "--json"], capture_output=True, text=True, check=True).stdout)["counters"]
 
     def totals():
         s = parse(scrape(port))
-        rec = sum(v for n, l, v in s if n == "latte_samples_recorded_total" and l.get("region") == label)
-        return s if rec == 4 * spans and value(s, "latte_ring_early_laps_total", region=label) == counters["early_laps"] else None
+        return s if region_sum(s, "latte_samples_recorded_total", label) == 4 * spans and value(s, "latte_ring_early_laps_total", region=label) == counters["early_laps"] else None
 
     s = wait_for("serve counts every sample and early lap of the budgeted region", totals, 30)
     if s is not None:
-        read = sum(v for n, l, v in s if n == "latte_span_duration_seconds_count" and l.get("region") == label)
-        lost = sum(v for n, l, v in s if n == "latte_samples_lost_total" and l.get("region") == label)
+        read, lost = (region_sum(s, m, label) for m in ("latte_span_duration_seconds_count", "latte_samples_lost_total"))
         laps, ring, budget = (value(s, m, region=label) for m in ("latte_ring_early_laps_total", "latte_ring_memory_bytes", "latte_ring_memory_budget_bytes"))
         print(f"budget: {laps:.0f} early laps, {ring:.0f} bytes of rings of a budget of {budget:.0f}: read {read:.0f} + lost {lost:.0f} == recorded {4 * spans}")
         check(laps > 0 and laps == counters["early_laps"], f"early laps exported as the producer counts them ({laps} against {counters['early_laps']})")
@@ -117,25 +127,15 @@ def churn(latte, libpath, procs):
     """1,000 short-lived threads over a region of 128 rings: serve's read +
     lost == recorded, and recorded is exactly what the threads wrote."""
     threads, spans = 1000, 100
-    region = f"/latte-churn-{os.getpid()}"
-    label = region[1:]
-    prod = procs.start([sys.executable, "-c", CHURN, libpath, region, str(threads), str(spans)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    check(prod.stdout.readline().strip() == "READY", "the churning producer made its region")
-    port, serve, _ = start_serve(procs, latte, region)
-    time.sleep(0.5)
-    prod.stdin.write("go\n")
-    prod.stdin.flush()
-    check(prod.stdout.readline().strip() == "DONE", "the churning producer recorded")
+    prod, port, serve, region, label = produced(procs, latte, CHURN, libpath, "churn", threads, spans)
 
     def totals():
         s = parse(scrape(port))
-        rec = sum(v for n, l, v in s if n == "latte_samples_recorded_total" and l.get("region") == label)
-        return s if rec == threads * spans else None
+        return s if region_sum(s, "latte_samples_recorded_total", label) == threads * spans else None
 
     s = wait_for("serve counts every sample the short threads wrote", totals, 30)
     if s is not None:
-        read = sum(v for n, l, v in s if n == "latte_span_duration_seconds_count" and l.get("region") == label)
-        lost = sum(v for n, l, v in s if n == "latte_samples_lost_total" and l.get("region") == label)
+        read, lost = (region_sum(s, m, label) for m in ("latte_span_duration_seconds_count", "latte_samples_lost_total"))
         reuses = value(s, "latte_slot_reuses_total", region=label)
         print(f"churn: {threads} threads, {reuses:.0f} ring reuses: read {read:.0f} + lost {lost:.0f} == recorded {threads * spans}")
         check(read + lost == threads * spans and reuses > 0, "read + lost == what the threads wrote")
