@@ -101,10 +101,23 @@ fn read_all(name: &str) -> (u64, u64, u64, u64) {
     let mut r = core::ptr::null_mut();
     assert_eq!(latte_reader_open(c.as_ptr(), &mut r), 0);
     assert_eq!(latte_reader_set_min_interval(r, 0), 0);
-    let mut n = 0usize;
-    let _ = latte_reader_slots(r, core::ptr::null_mut(), 0, &mut n);
-    let mut slots = vec![latte_slot_info::default(); n];
-    assert_eq!(latte_reader_slots(r, slots.as_mut_ptr(), n, &mut n), 0);
+    // The recording threads have returned, but their exit (W4: a ring
+    // CLOSED) runs in their thread-exit destructors, which a scope's end
+    // does not wait for: wait for it, so that every ring is final and a
+    // reader returns all it holds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let slots = loop {
+        let mut n = 0usize;
+        let _ = latte_reader_slots(r, core::ptr::null_mut(), 0, &mut n);
+        let mut slots = vec![latte_slot_info::default(); n];
+        assert_eq!(latte_reader_slots(r, slots.as_mut_ptr(), n, &mut n), 0);
+        slots.truncate(n);
+        if slots.iter().all(|s| s.state != LATTE_SLOT_LIVE) {
+            break slots;
+        }
+        assert!(std::time::Instant::now() < deadline, "rings still live 10 s after their threads returned");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
     let mut buf = vec![latte_raw_sample::default(); 1 << 16];
     let (mut recorded, mut read, mut lost, mut held) = (0, 0, 0, 0);
     for s in &slots {
