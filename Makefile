@@ -56,15 +56,17 @@ LIB_FEATURES := --features latte/uring
 $(LIB_SO) $(LIB_A) $(REL)/latte &: $(SRCS) include/latte.h
 	$(CARGO) build --release $(LIB_FEATURES)
 
-# Regenerate the committed C header from the Rust sources.
+# Regenerate the committed C header from the Rust sources. The generator
+# (cbindgen) runs in the dev profile: optimising it takes longer than it
+# ever runs.
 header:
-	$(CARGO) run --release -p latte-header -- write
+	$(CARGO) run -p latte-header -- write
 
 # Fails when include/latte.h differs from what the sources generate, when
 # latte_disable.h misses an entry point of latte.h, or when the release
 # library exports other symbols or lacks the io_uring flush.
 check-header: tools
-	$(CARGO) run --release -p latte-header -- check
+	$(CARGO) run -p latte-header -- check
 	$(CARGO) build --release $(LIB_FEATURES)
 	@missing=0; for f in $$(grep -oE '^[a-z_0-9 *]*\blatte_[a-z_0-9]+\(' include/latte.h | grep -oE 'latte_[a-z_0-9]+\($$' | tr -d '('); do \
 	  grep -q "#define $$f(" include/latte_disable.h || { echo "latte_disable.h lacks $$f"; missing=1; }; done; \
@@ -81,13 +83,16 @@ check-header: tools
 # tests), rustfmt, rustdoc
 # without warnings (public and private items), and the module map of
 # docs/design.md against the code.
+# Its own target directory (LINT_DIR), so that it runs beside check-header
+# in make test: cargo locks a target directory for one build at a time.
+LINT_DIR := target/lint
 lint: tools
 	@command -v cargo-clippy >/dev/null || rustup component add clippy
 	@cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
-	$(CARGO) clippy --workspace --all-targets --features latte/uring -- -D warnings -D clippy::undocumented_unsafe_blocks
-	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps -p latte --document-private-items
+	$(CARGO) clippy --target-dir $(LINT_DIR) --workspace --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks
+	$(CARGO) clippy --target-dir $(LINT_DIR) --workspace --all-targets --features latte/uring -- -D warnings -D clippy::undocumented_unsafe_blocks
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --target-dir $(LINT_DIR) --no-deps -p latte --document-private-items
 	$(PYTHON) tests/module_graph.py
 	$(PYTHON) tests/structure.py
 	@$(MAKE) --no-print-directory python-lint
@@ -161,13 +166,23 @@ test:
 	@{ $(MAKE) --no-print-directory test-suites 2>&1; echo $$? > $(B)/test.rc; } | tee $(B)/test.log
 	@$(PYTHON) tests/summary.py $(B)/test.log $$(cat $(B)/test.rc)
 
-SUITES := check-header lint rust-test c-test cpp-test cli-test serve-test compare-test speedtest-test install-test readme-test python-test
+# Suites that only compile and compare (no test of theirs runs while
+# they build): they run side by side, two at a time, each one's output
+# kept whole (-Otarget). Every other suite runs alone, in turn: their
+# tests follow threads, count switches and race signals, and are judged
+# on a machine that does nothing else of ours.
+SIDE_BY_SIDE := check-header lint
+SUITES := rust-test c-test cpp-test cli-test serve-test compare-test speedtest-test install-test readme-test python-test
 
-# Each suite in turn, stopping at the first that fails, and the seconds it
-# took (tests/summary.py lists them at the end).
+# Stops at the first suite that fails; each says the seconds it took
+# (tests/summary.py lists them at the end).
 test-suites:
-	@for s in $(SUITES); do t0=$$(date +%s); $(MAKE) --no-print-directory $$s || exit $$?; \
-	  echo "make test: suite $$s took $$(( $$(date +%s) - t0 )) s"; done
+	@$(MAKE) --no-print-directory -j2 -Otarget $(addprefix suite-,$(SIDE_BY_SIDE))
+	@for s in $(SUITES); do $(MAKE) --no-print-directory suite-$$s || exit $$?; done
+
+suite-%:
+	@t0=$$(date +%s); $(MAKE) --no-print-directory $* && \
+	  echo "make test: suite $* took $$(( $$(date +%s) - t0 )) s"
 
 # The `latte` command end to end, against a real instrumented C++ service.
 $(B)/cli/service: tests/cli/service.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
@@ -270,12 +285,16 @@ $(B)/dl/dlclose: tests/dl/dlclose.c $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $< -o $@ -ldl
 
-$(B)/c/%.so: tests/c/%.c tests/c/*.h include/*.h $(LIB_SO)
+# The shared and the static build compile the same object; they differ
+# in what it is linked with.
+$(B)/c/obj/%.o: tests/c/%.c tests/c/*.h include/*.h
 	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_T) -c $< -o $@
+
+$(B)/c/%.so: $(B)/c/obj/%.o $(LIB_SO)
 	$(CC) $(CFLAGS_T) $< -o $@ -L$(REL) -llatte $(RPATH) -ldl
 
-$(B)/c/%.static: tests/c/%.c tests/c/*.h include/*.h $(LIB_A)
-	@mkdir -p $(@D)
+$(B)/c/%.static: $(B)/c/obj/%.o $(LIB_A)
 	$(CC) $(CFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
 $(B)/c/%.disabled: tests/c/%.c tests/c/*.h include/*.h
@@ -285,6 +304,10 @@ $(B)/c/%.disabled: tests/c/%.c tests/c/*.h include/*.h
 $(B)/c/%.asan: tests/c/%.c tests/c/*.h include/*.h $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $(SAN) $< -o $@ -L$(REL) -llatte $(RPATH) -ldl
+
+# The test programs' objects are kept (make would delete them as
+# intermediate files): a relink needs no compile.
+.SECONDARY: $(foreach t,$(C_TESTS),$(B)/c/obj/$(t).o) $(foreach t,$(CXX_TESTS),$(B)/cpp/obj/$(t).o)
 
 # Every C++ test program (with the second translation unit), built five
 # ways: .so, .a, LATTE_DISABLE without liblatte, ASan+UBSan, TSan.
@@ -323,19 +346,22 @@ $(B)/cpp/tu.tsan.o: $(CXX_TU) $(CXX_DEPS)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS_T) $(TSAN) -c $< -o $@
 
-$(B)/cpp/%.so: tests/cpp/%.cpp $(CXX_DEPS) $(B)/cpp/tu.plain.o $(LIB_SO)
+# The shared, the static and the fully static build compile the same
+# object; they differ in what it is linked with.
+$(B)/cpp/obj/%.o: tests/cpp/%.cpp $(CXX_DEPS)
 	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_T) -c $< -o $@
+
+$(B)/cpp/%.so: $(B)/cpp/obj/%.o $(B)/cpp/tu.plain.o $(LIB_SO)
 	$(CXX) $(CXXFLAGS_T) $< $(B)/cpp/tu.plain.o -o $@ -L$(REL) -llatte $(RPATH)
 
-$(B)/cpp/%.static: tests/cpp/%.cpp $(CXX_DEPS) $(B)/cpp/tu.plain.o $(LIB_A)
-	@mkdir -p $(@D)
+$(B)/cpp/%.static: $(B)/cpp/obj/%.o $(B)/cpp/tu.plain.o $(LIB_A)
 	$(CXX) $(CXXFLAGS_T) $< $(B)/cpp/tu.plain.o -o $@ $(LIB_A) $(STATIC_LIBS)
 
 # A fully static program (glibc too): latte's thread retirement there has
 # no dynamic loader to ask (src/recorder/exit.rs). The linker's warnings
 # about glibc calls that need shared objects at run time are expected.
-$(B)/cpp/threads.fullstatic: tests/cpp/threads.cpp $(CXX_DEPS) $(B)/cpp/tu.plain.o $(LIB_A)
-	@mkdir -p $(@D)
+$(B)/cpp/threads.fullstatic: $(B)/cpp/obj/threads.o $(B)/cpp/tu.plain.o $(LIB_A)
 	$(CXX) $(CXXFLAGS_T) -static $< $(B)/cpp/tu.plain.o -o $@ $(LIB_A) -lutil -lrt -lpthread -lm -ldl 2>&1 | grep -v -e "statically linked applications requires at runtime" -e ": in function" >&2 || true
 	@test -x $@
 
@@ -440,16 +466,12 @@ $(B)/speed/producer: python/tests/producer.c include/*.h $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
-$(B)/speed/compare_producer: tests/compare/producer.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
-	@mkdir -p $(@D)
-	$(CXX) $(CXXFLAGS_T) $< -o $@ $(LIB_A) $(STATIC_LIBS)
-
 # Then, whatever run.py's verdict, `latte record` following a thread that
 # records flat out and `latte diff` of two 10 M-sample recordings
 # (speedtest/compare.py: figures with their goals; exit 1 when one fails,
 # else 3 when one was too noisy to judge). The recipe exits 1 when either
 # failed, else 3 when either could not judge a row, else 0.
-speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/sweep $(B)/speed/growth $(B)/speed/capacity $(B)/speed/speedtest $(B)/speed/producer $(B)/speed/compare_producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL) $(B)/plain.original $(B)/sweep.original $(B)/growth.original)
+speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/sweep $(B)/speed/growth $(B)/speed/capacity $(B)/speed/speedtest $(B)/speed/producer $(B)/compare/producer $(PYVENV)/.installed $(if $(ORIGINAL),$(HOT_ORIGINAL) $(B)/plain.original $(B)/sweep.original $(B)/growth.original)
 	rc=0; $(SPEED_RUN) --ours $(B)/speed/hot.ours $(if $(ORIGINAL),--original $(B)/hot.original --original-path "$(ORIGINAL)") \
 	  --extra "$(PYTHON) speedtest/plain.py --ours $(B)/speed/plain $(if $(ORIGINAL),--original $(B)/plain.original)" \
 	  --extra "$(PYTHON) speedtest/sweep.py --ours $(B)/speed/sweep $(if $(ORIGINAL),--original $(B)/sweep.original)" \
@@ -458,13 +480,8 @@ speedtest: tools $(HOT_OURS) $(B)/speed/plain $(B)/speed/sweep $(B)/speed/growth
 	  --extra "./$(B)/speed/speedtest --shared /latte-speedtest-$$$$" --extra "./$(B)/speed/speedtest --flush-only" \
 	  --extra "$(PYV) speedtest/python_read.py $(B)/speed/producer" \
 	  || rc=$$?; \
-	  $(PYTHON) speedtest/compare.py $(REL)/latte $(B)/speed/compare_producer || { c=$$?; [ "$$rc" = 1 ] || rc=$$c; }; \
+	  $(PYTHON) speedtest/compare.py $(REL)/latte $(B)/compare/producer || { c=$$?; [ "$$rc" = 1 ] || rc=$$c; }; \
 	  exit $${rc:-0}
-
-# hot.cpp against `make lib`'s library, for the mechanism check below.
-$(B)/hot.ours.%: speedtest/hot.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
-	@mkdir -p $(@D)
-	$(CXX) $(SPEED_FLAGS) -DLATTE_BENCH_PLACEMENT=$* $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
 # The ORIGINAL= mechanism end to end, against a stand-in engine written for
 # this test (tests/speedtest/standin/Latte.hpp), in a quick run: every row is
@@ -474,17 +491,9 @@ $(B)/hot.standin.%: speedtest/hot.cpp tests/speedtest/standin/Latte.hpp
 	@mkdir -p $(@D)
 	$(CXX) -O2 -std=c++17 -pthread -DLATTE_BENCH_PLACEMENT=$* -DLATTE_BENCH_HEADER='"$(CURDIR)/tests/speedtest/standin/Latte.hpp"' $< -o $@
 
-$(B)/plain.ours: speedtest/plain.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
-	@mkdir -p $(@D)
-	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
-
 $(B)/plain.standin: speedtest/plain.cpp tests/speedtest/standin/Latte.hpp
 	@mkdir -p $(@D)
 	$(CXX) -O2 -std=c++17 -pthread -DLATTE_BENCH_HEADER='"$(CURDIR)/tests/speedtest/standin/Latte.hpp"' $< -o $@
-
-$(B)/sweep.ours: speedtest/sweep.cpp cpp_compat/Latte.hpp include/*.h $(LIB_A)
-	@mkdir -p $(@D)
-	$(CXX) $(SPEED_FLAGS) $< -o $@ $(LIB_A) $(STATIC_LIBS)
 
 $(B)/sweep.standin: speedtest/sweep.cpp tests/speedtest/standin/Latte.hpp
 	@mkdir -p $(@D)
@@ -497,8 +506,9 @@ $(MODELS): $(B)/speed/%: speedtest/%.cpp speedtest/model.h
 	@mkdir -p $(@D)
 	$(CXX) -O2 -std=c++17 -pthread -Wall -Wextra -Werror $< -o $@
 
-speedtest-test: lib $(B)/hot.ours.0 $(B)/hot.ours.1 $(B)/hot.standin.0 $(B)/hot.standin.1 $(B)/plain.ours $(B)/plain.standin $(B)/sweep.ours $(B)/sweep.standin $(MODELS)
-	$(PYTHON) tests/speedtest/check_mechanism.py $(B)/hot.ours $(B)/hot.standin $(B)/plain.ours $(B)/plain.standin $(B)/sweep.ours $(B)/sweep.standin
+# Ours is make speedtest's own build of each program.
+speedtest-test: lib $(B)/speed/hot.ours.0 $(B)/speed/hot.ours.1 $(B)/hot.standin.0 $(B)/hot.standin.1 $(B)/speed/plain $(B)/plain.standin $(B)/speed/sweep $(B)/sweep.standin $(MODELS)
+	$(PYTHON) tests/speedtest/check_mechanism.py $(B)/speed/hot.ours $(B)/hot.standin $(B)/speed/plain $(B)/plain.standin $(B)/speed/sweep $(B)/sweep.standin
 
 # ------------------------------------------------------------- python ----
 # The Python package `latte` (python/: pyo3 and rust-numpy over the
